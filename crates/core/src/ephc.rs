@@ -1,0 +1,376 @@
+//! The EPHC: an emulated PTP hardware clock whose ticks are transmitted slots.
+//!
+//! `time(count) = count·period + offset` (paper §3.2). Slot `k` starts on the wire at `time(k)`, and a frame
+//! scheduled at `t` belongs in slot `slot_of(t)`, the `k` with `time(k) ≤ t < time(k+1)`.
+//!
+//! Adjustments never change the slot count, and every one except an explicit [`Ephc::step`]/[`Ephc::set_time`]
+//! keeps time continuous:
+//!
+//! - **rate** ([`Ephc::set_rate_ppt`]): the period becomes `δ·(1 + ppt/10¹²)` from the given count on; the clock
+//!   is re-anchored there so `time` does not move. Parts per trillion are 1000× finer than the ppb of
+//!   `adjfine`, so no PTP servo correction is ever truncated away (the prototype's integer-ns period lost every
+//!   correction below ~80 ppm).
+//! - **slew** ([`Ephc::slew`]): gain or lose `d` over `n` slots by running fast or slow, then return to the
+//!   base rate.
+//! - **step** ([`Ephc::step`], [`Ephc::set_time`]): a deliberate jump of the offset.
+//!
+//! Representation: the clock is a piecewise-linear function of the count, anchored at `(count₀, ns₀ + frac₀/D)`
+//! with slope `A/D` ns per slot, `A = num·(10¹² + ppt)`, `D = den·10¹²`. All arithmetic is exact in `i128`;
+//! only [`Ephc::time_of`] floors to whole nanoseconds. Re-anchoring at every adjustment keeps the products
+//! small: `(k − count₀)·A < 10^36` for ten years at 100 Gb/s.
+
+use core::fmt;
+
+use crate::time::{Nanos, SlotPeriod, Tai};
+
+/// Parts per trillion in one unit (the rate scale).
+const PPT_ONE: i128 = 1_000_000_000_000;
+
+/// Largest frequency adjustment accepted, in ppt (±1000 ppm).
+pub const MAX_PPT: i64 = 1_000_000_000;
+
+/// Errors of clock adjustment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EphcError {
+    /// A frequency adjustment beyond ±1000 ppm.
+    RateOutOfRange(i64),
+    /// A slew that would need more than ±1000 ppm, or a slew over zero slots.
+    SlewTooFast {
+        /// Requested correction.
+        by: Nanos,
+        /// Slots to spread it over.
+        over_slots: u64,
+    },
+}
+
+impl fmt::Display for EphcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EphcError::RateOutOfRange(p) => {
+                write!(f, "frequency adjustment {p} ppt is beyond ±{MAX_PPT} ppt (±1000 ppm)")
+            }
+            EphcError::SlewTooFast { by, over_slots } => write!(
+                f,
+                "slewing {by} over {over_slots} slots needs more than ±1000 ppm; step instead"
+            ),
+        }
+    }
+}
+
+/// One linear piece of the clock: `time(k) = ns + (frac + (k − start)·a) / d`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Segment {
+    start: u64,
+    ns: i64,
+    frac: i128,
+    a: i128,
+    d: i128,
+}
+
+fn floor_div(x: i128, y: i128) -> i128 {
+    let q = x / y;
+    if (x % y != 0) && ((x < 0) != (y < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+impl Segment {
+    fn new(start: u64, ns: i64, frac: i128, period: SlotPeriod, ppt: i64) -> Segment {
+        Segment {
+            start,
+            ns,
+            frac,
+            a: i128::from(period.num()) * (PPT_ONE + i128::from(ppt)),
+            d: i128::from(period.den()) * PPT_ONE,
+        }
+    }
+
+    /// Exact start of slot `k` as (whole ns, remainder in 1/d ns), remainder in `[0, d)`.
+    fn exact_at(&self, k: u64) -> (i64, i128) {
+        let dk = i128::from(k) - i128::from(self.start);
+        let x = self.frac + dk * self.a;
+        let q = floor_div(x, self.d);
+        (self.ns + q as i64, x - q * self.d)
+    }
+
+    fn time_of(&self, k: u64) -> Tai {
+        Tai(self.exact_at(k).0)
+    }
+
+    /// The `k` with `time_of(k) ≤ t < time_of(k+1)`, or `None` before slot 0.
+    fn slot_of(&self, t: Tai) -> Option<u64> {
+        // time_of(k) ≤ t  ⇔  frac + dk·a < (t − ns + 1)·d  ⇔  dk ≤ ⌊((t − ns + 1)·d − frac − 1) / a⌋
+        let r = i128::from(t.0) - i128::from(self.ns);
+        let dk = floor_div((r + 1) * self.d - self.frac - 1, self.a);
+        u64::try_from(i128::from(self.start) + dk).ok()
+    }
+}
+
+/// The emulated PTP hardware clock of one keepon link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ephc {
+    nominal: SlotPeriod,
+    base_ppt: i64,
+    slew: Option<Slew>,
+    seg: Segment,
+    /// The base-rate piece that follows an active slew.
+    after_slew: Option<Segment>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slew {
+    end: u64,
+    extra_ppt: i64,
+}
+
+impl Ephc {
+    /// A clock on which slot `count` starts at `t`, running at the nominal period.
+    pub fn new(nominal: SlotPeriod, count: u64, t: Tai) -> Ephc {
+        Ephc {
+            nominal,
+            base_ppt: 0,
+            slew: None,
+            seg: Segment::new(count, t.0, 0, nominal, 0),
+            after_slew: None,
+        }
+    }
+
+    fn piece(&self, k: u64) -> &Segment {
+        match &self.after_slew {
+            Some(next) if k >= next.start => next,
+            _ => &self.seg,
+        }
+    }
+
+    /// Start time of slot `k` (floored to whole ns).
+    pub fn time_of(&self, k: u64) -> Tai {
+        self.piece(k).time_of(k)
+    }
+
+    /// The slot whose interval `[time_of(k), time_of(k+1))` contains `t`; `None` for times before slot 0.
+    pub fn slot_of(&self, t: Tai) -> Option<u64> {
+        match &self.after_slew {
+            Some(next) if t >= next.time_of(next.start) => next.slot_of(t),
+            _ => self.seg.slot_of(t),
+        }
+    }
+
+    /// The first slot starting at or after `t`.
+    pub fn slot_at_or_after(&self, t: Tai) -> Option<u64> {
+        match self.slot_of(t) {
+            Some(k) if self.time_of(k) == t => Some(k),
+            Some(k) => Some(k + 1),
+            None => Some(0),
+        }
+    }
+
+    /// The paper's `offset`: the time at which slot 0 would have started at the current rate.
+    pub fn offset(&self) -> Tai {
+        self.seg.time_of(0)
+    }
+
+    /// The nominal slot period δ.
+    pub fn nominal_period(&self) -> SlotPeriod {
+        self.nominal
+    }
+
+    /// The steady-state frequency adjustment, parts per trillion.
+    pub fn rate_ppt(&self) -> i64 {
+        self.base_ppt
+    }
+
+    /// True while a slew is in progress at slot `k`.
+    pub fn slewing_at(&self, k: u64) -> bool {
+        self.slew.is_some_and(|s| k < s.end)
+    }
+
+    /// Rebuild the pieces so that the clock keeps its exact value at `at` and runs at the current base rate
+    /// (plus the slew's extra rate until its end).
+    fn rebuild(&mut self, at: u64, ns: i64, frac: i128) {
+        let slewing = self.slew.filter(|s| at < s.end);
+        self.slew = slewing;
+        let extra = slewing.map_or(0, |s| s.extra_ppt);
+        self.seg = Segment::new(at, ns, frac, self.nominal, self.base_ppt + extra);
+        self.after_slew = slewing.map(|s| {
+            let (ns, frac) = self.seg.exact_at(s.end);
+            Segment::new(s.end, ns, frac, self.nominal, self.base_ppt)
+        });
+    }
+
+    /// Set the frequency adjustment to `ppt` from slot `at` on, keeping time continuous there.
+    pub fn set_rate_ppt(&mut self, ppt: i64, at: u64) -> Result<(), EphcError> {
+        if !(-MAX_PPT..=MAX_PPT).contains(&ppt) {
+            return Err(EphcError::RateOutOfRange(ppt));
+        }
+        let (ns, frac) = self.piece(at).exact_at(at);
+        self.base_ppt = ppt;
+        self.rebuild(at, ns, frac);
+        Ok(())
+    }
+
+    /// Gain `by` (lose, if negative) over the `over_slots` slots from `at`, continuously, then run at the base
+    /// rate again. Replaces any slew in progress. The achieved correction is exact to within
+    /// `over_slots·δ·10⁻¹²` (rate resolution), far below a nanosecond.
+    pub fn slew(&mut self, by: Nanos, over_slots: u64, at: u64) -> Result<(), EphcError> {
+        let err = EphcError::SlewTooFast { by, over_slots };
+        if over_slots == 0 {
+            return Err(err);
+        }
+        // extra/10¹² · over·num/den = by  ⇒  extra = by·den·10¹² / (over·num), rounded to nearest.
+        let numer = i128::from(by.0) * i128::from(self.nominal.den()) * PPT_ONE;
+        let denom = i128::from(over_slots) * i128::from(self.nominal.num());
+        let extra = floor_div(2 * numer + denom, 2 * denom);
+        let total = extra + i128::from(self.base_ppt);
+        if !(-i128::from(MAX_PPT)..=i128::from(MAX_PPT)).contains(&total) {
+            return Err(err);
+        }
+        let (ns, frac) = self.piece(at).exact_at(at);
+        self.slew = Some(Slew { end: at.saturating_add(over_slots), extra_ppt: extra as i64 });
+        self.rebuild(at, ns, frac);
+        Ok(())
+    }
+
+    /// Jump the clock by `by` (the paper's `adjtime`). The count is unchanged.
+    pub fn step(&mut self, by: Nanos) {
+        self.seg.ns += by.0;
+        if let Some(next) = &mut self.after_slew {
+            next.ns += by.0;
+        }
+    }
+
+    /// Make slot `at` start at `t` exactly (settime; also used to re-anchor after an underrun). Cancels a slew.
+    pub fn set_time(&mut self, t: Tai, at: u64) {
+        self.slew = None;
+        self.rebuild(at, t.0, 0);
+    }
+
+    /// Drop pieces that lie entirely before slot `count`; call as the count advances. Never changes a time.
+    pub fn advance(&mut self, count: u64) {
+        if let Some(next) = self.after_slew {
+            if count >= next.start {
+                self.seg = next;
+                self.after_slew = None;
+                self.slew = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{LinkRate, SlotGeometry};
+    use proptest::prelude::*;
+
+    fn geom(mbps: u64, bytes: u32) -> SlotGeometry {
+        SlotGeometry::new(LinkRate::from_mbps(mbps).unwrap(), bytes).unwrap()
+    }
+
+    #[test]
+    fn slot_arithmetic_matches_the_paper_example() {
+        // 1 Gb/s, 1230 B: δ = 10 µs.
+        let c = Ephc::new(geom(1000, 1230).period(), 0, Tai(1_000_000));
+        assert_eq!(c.time_of(0), Tai(1_000_000));
+        assert_eq!(c.time_of(32), Tai(1_320_000));
+        assert_eq!(c.slot_of(Tai(1_319_999)), Some(31));
+        assert_eq!(c.slot_of(Tai(1_320_000)), Some(32));
+        assert_eq!(c.slot_of(Tai(999_999)), None);
+        assert_eq!(c.offset(), Tai(1_000_000));
+    }
+
+    #[test]
+    fn fractional_period_round_trips() {
+        let c = Ephc::new(geom(10_000, 64).period(), 0, Tai(0)); // 67.2 ns
+        for k in 0..1000 {
+            let t = c.time_of(k);
+            assert_eq!(c.slot_of(t), Some(k));
+            assert_eq!(c.slot_of(Tai(c.time_of(k + 1).0 - 1)), Some(k));
+        }
+        assert_eq!(c.time_of(5), Tai(336));
+    }
+
+    #[test]
+    fn rate_change_is_continuous_and_exact() {
+        let mut c = Ephc::new(geom(1000, 300).period(), 0, Tai(0)); // 2560 ns
+        let before = c.time_of(1000);
+        c.set_rate_ppt(1_000_000, 1000).unwrap(); // +1 ppm
+        assert_eq!(c.time_of(1000), before);
+        // 10^6 slots later the clock has gained 1 ppm of 2.56 s = 2560 ns.
+        assert_eq!(c.time_of(1_001_000).0 - before.0, 2_560_000_000 + 2_560);
+        assert_eq!(c.set_rate_ppt(MAX_PPT + 1, 0), Err(EphcError::RateOutOfRange(MAX_PPT + 1)));
+    }
+
+    #[test]
+    fn slew_gains_exactly_then_returns_to_base() {
+        let mut c = Ephc::new(geom(1000, 300).period(), 0, Tai(0));
+        c.slew(Nanos(500), 100_000, 10).unwrap();
+        assert!(c.slewing_at(50));
+        let end = 10 + 100_000;
+        assert_eq!(c.time_of(end).0, end as i64 * 2560 + 500);
+        assert_eq!(c.time_of(end + 10).0, (end + 10) as i64 * 2560 + 500);
+        c.advance(end + 1);
+        assert!(!c.slewing_at(end + 1));
+        assert_eq!(c.time_of(end + 10).0, (end + 10) as i64 * 2560 + 500);
+        assert!(c.slew(Nanos(1_000_000), 10, 0).is_err());
+    }
+
+    #[test]
+    fn ten_years_at_100g_keep_exact() {
+        let g = geom(100_000, 64);
+        let mut c = Ephc::new(g.period(), 0, Tai(0));
+        let k = g.slots_per_second() * 3600 * 24 * 3660;
+        let t = c.time_of(k);
+        assert_eq!(t.0 as u128, g.period().floor_mul(k));
+        assert_eq!(c.slot_of(t), Some(k));
+        c.set_rate_ppt(-MAX_PPT, 0).unwrap();
+        let t = c.time_of(k);
+        assert_eq!(c.slot_of(t), Some(k));
+    }
+
+    proptest! {
+        /// Clock continuity: random rate changes and slews never move the time of the slot they are applied at,
+        /// never change the count↔time bijection, and time stays strictly increasing.
+        #[test]
+        fn adjustments_keep_time_continuous(
+            mbps in prop::sample::select(vec![100u64, 1000, 2500, 10_000, 25_000, 100_000]),
+            bytes in 64u32..1600,
+            ops in prop::collection::vec((0u64..5_000_000, -MAX_PPT / 2..MAX_PPT / 2, -2_000i64..2_000, any::<bool>()), 1..20),
+        ) {
+            let g = geom(mbps, bytes);
+            let mut c = Ephc::new(g.period(), 0, Tai(1_700_000_000_000_000_000));
+            let mut at = 0u64;
+            for (dk, ppt, slew_ns, is_slew) in ops {
+                at += dk;
+                let before = c.time_of(at);
+                let probe = [at.saturating_sub(3), at, at + 1, at + 7, at + 1_000_003];
+                if is_slew {
+                    c.slew(Nanos(slew_ns), 1_000_000, at).unwrap();
+                } else {
+                    c.set_rate_ppt(ppt, at).unwrap();
+                }
+                prop_assert_eq!(c.time_of(at), before);
+                let mut last = None;
+                for k in probe {
+                    let t = c.time_of(k);
+                    prop_assert_eq!(c.slot_of(t), Some(k));
+                    if let Some(prev) = last { prop_assert!(t >= prev); }
+                    last = Some(t);
+                }
+                c.advance(at);
+            }
+        }
+
+        /// `slot_of` is the inverse of `time_of` on whole intervals.
+        #[test]
+        fn slot_of_inverts_time_of(k in 0u64..1u64 << 40, mbps in prop::sample::select(vec![1000u64, 10_000, 40_000]), bytes in 64u32..9018) {
+            let c = Ephc::new(geom(mbps, bytes).period(), 0, Tai(0));
+            let t = c.time_of(k);
+            let t1 = c.time_of(k + 1);
+            prop_assert!(t1 > t);
+            prop_assert_eq!(c.slot_of(t), Some(k));
+            prop_assert_eq!(c.slot_of(Tai(t1.0 - 1)), Some(k));
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Scheduled insertion (paper §3.3): which slot a real-time frame goes into, or why it cannot go anywhere.
+//!
+//! The target slot of a frame scheduled at `t` is `k = slot_of(t)`, the slot whose interval contains `t`
+//! (`⌊(t − offset)/δ⌋` in the paper). Three checks decide whether it can be used:
+//!
+//! 1. the slot still holds a filler,
+//! 2. it lies in the insertion window `[posted, consumed + N)` — at least `batch` slots ahead of the consumer
+//!    and less than one ring ahead,
+//! 3. the frame's class owns it.
+//!
+//! Policies: [`Policy::Strict`] rejects the frame if check 1 or 3 fails; [`Policy::Relaxed`] takes the
+//! earliest free slot the class owns *not earlier* than `k`, within one ring cycle. A slot before the window
+//! (check 2) is late under both policies: relaxed mode trades precision for delivery when slots collide, it
+//! never sends a frame that missed its time.
+
+use core::fmt;
+
+use crate::isolation::{ClassId, Ownership};
+use crate::outcome::Reason;
+use crate::ring::Ring;
+
+/// What to do when a frame's slot is taken or not owned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Reject the frame.
+    #[default]
+    Strict,
+    /// Use the earliest free owned slot not earlier than requested.
+    Relaxed,
+}
+
+impl Policy {
+    /// Parse `strict` / `relaxed`.
+    pub fn parse(s: &str) -> Option<Policy> {
+        match s {
+            "strict" => Some(Policy::Strict),
+            "relaxed" => Some(Policy::Relaxed),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Strict => "strict",
+            Policy::Relaxed => "relaxed",
+        })
+    }
+}
+
+/// The decision for one frame whose target slot is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Put it in this slot now.
+    Place(u64),
+    /// Its slot (or, relaxed, the next candidate) is beyond the window: wait, and retry from this slot.
+    Wait(u64),
+    /// Reject.
+    Reject(Reason),
+}
+
+/// Decide where a real-time frame of `class` with target slot `target` goes, searching relaxed candidates
+/// from `from` (normally `target`; later when retrying).
+pub fn decide(ring: &Ring, own: &Ownership, policy: Policy, class: ClassId, target: u64, from: u64) -> Decision {
+    let window = ring.window();
+    if target < window.start {
+        return Decision::Reject(Reason::Late);
+    }
+    match policy {
+        Policy::Strict => {
+            if own.owner_of(target) != Some(class) {
+                Decision::Reject(Reason::NotOwned)
+            } else if target >= window.end {
+                Decision::Wait(target)
+            } else if ring.is_free(target) {
+                Decision::Place(target)
+            } else {
+                Decision::Reject(Reason::SlotTaken)
+            }
+        }
+        Policy::Relaxed => {
+            let limit = target + ring.len();
+            let mut k = from.max(target);
+            loop {
+                let Some(next) = own.next_usable(class, k) else {
+                    return Decision::Reject(Reason::NoCapacity);
+                };
+                if next >= limit {
+                    return Decision::Reject(Reason::SlotTaken);
+                }
+                if next >= window.end {
+                    return Decision::Wait(next);
+                }
+                if ring.is_free(next) {
+                    return Decision::Place(next);
+                }
+                k = next + 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isolation::ClassSpec;
+    use crate::outcome::FrameId;
+
+    fn setup() -> (Ring, Ownership) {
+        let own = Ownership::new(
+            8,
+            &[ClassSpec { name: "a".into(), slots: vec![1, 5] }, ClassSpec { name: "b".into(), slots: vec![2] }],
+        )
+        .unwrap();
+        let mut ring = Ring::new(8, 64);
+        let _ = ring.post_to(2); // window [2, 8)
+        (ring, own)
+    }
+
+    #[test]
+    fn strict_checks() {
+        let (mut ring, own) = setup();
+        let a = ClassId(0);
+        assert_eq!(decide(&ring, &own, Policy::Strict, a, 1, 1), Decision::Reject(Reason::Late));
+        assert_eq!(decide(&ring, &own, Policy::Strict, a, 2, 2), Decision::Reject(Reason::NotOwned));
+        assert_eq!(decide(&ring, &own, Policy::Strict, a, 5, 5), Decision::Place(5));
+        ring.place(5, FrameId(1), a, None, &[1; 20]);
+        assert_eq!(decide(&ring, &own, Policy::Strict, a, 5, 5), Decision::Reject(Reason::SlotTaken));
+        assert_eq!(decide(&ring, &own, Policy::Strict, a, 9, 9), Decision::Wait(9));
+    }
+
+    #[test]
+    fn relaxed_never_goes_earlier() {
+        let (mut ring, own) = setup();
+        let a = ClassId(0);
+        ring.place(5, FrameId(1), a, None, &[1; 20]);
+        // Slot 3 is not a's: the next owned slot is 5 (taken), then 9 (beyond the window): wait.
+        assert_eq!(decide(&ring, &own, Policy::Relaxed, a, 3, 3), Decision::Wait(9));
+        assert_eq!(decide(&ring, &own, Policy::Relaxed, a, 1, 1), Decision::Reject(Reason::Late));
+    }
+}

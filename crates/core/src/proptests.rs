@@ -1,0 +1,1 @@
+//! Property tests of the station invariants live here (filled in below).

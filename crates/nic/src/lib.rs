@@ -1,0 +1,1 @@
+//! keepon NIC backends.
