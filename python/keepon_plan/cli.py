@@ -1,0 +1,158 @@
+"""``keepon-plan`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .emit import gate_list, runtime_config
+from .isolation import INFEASIBLE, PLAN, synthesize
+from .model import InputError, load_flowset, to_problem
+from .params import choose, tradeoff_table
+from .verify import verify_plan_file, verify_plan_text
+
+EXIT_OK, EXIT_INFEASIBLE, EXIT_UNKNOWN, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+DESCRIPTION = """\
+Plan keepon's slot ring: slot size, batch, which ring slots each traffic class owns, and the slot of every
+flow instance; verify plans; reproduce the paper's schedulability experiment.
+
+  slot k starts at epoch + k·δ,  δ = (slot_bytes + 20)·8 / rate;  ring slot = k mod N
+  |<-------------------- ring cycle: N slots ------------------->|
+  | s0 | s1 | s2 | ... | c | ... | c+batch | ... |  c+N-1 |       c = consumer (slot on the wire now)
+                        \\_ posted _/\\____ insertion window ____/
+  a frame with txtime t goes in slot ⌊t/δ⌋ and leaves at exactly its start; it must be submitted
+  `lead` (> batch·δ) before t, into a slot its class owns (mask bit k mod N).
+  flow instance l (period P, jitter J slots): slot o + l·P + e_l with 0 ≤ e_l ≤ J
+  (fixed phase φ: slot in [φ + l·P, φ + l·P + J]).
+
+exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (time limit), 3 bad input;
+            verify 0 valid, 1 invalid (violated constraint named), 3 bad input.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors are bad input (3), not "unknown" (2)
+        self.print_usage(sys.stderr)
+        print(f"keepon-plan: bad input: {message}", file=sys.stderr)
+        sys.exit(EXIT_INPUT)
+
+
+def _say(msg: str) -> None:
+    print(f"keepon-plan: {msg}", file=sys.stderr, flush=True)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    fs = load_flowset(args.flows)
+    choice = choose(fs)
+    for note in choice.notes:
+        _say(note)
+    problem = to_problem(fs, choice.slot_bytes, choice.slots)
+    _say(
+        f"ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch}, lead {choice.lead} ns; "
+        f"{len(problem.flows)} flows in {len(problem.classes)} classes, utilisation "
+        f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
+    )
+    progress = _say if args.verbose else (lambda m: _say(m) if not m.startswith("  cp-sat") else None)
+    outcome = synthesize(
+        problem, time_limit=args.time_limit, seed=args.seed, workers=args.workers, progress=progress
+    )
+    if outcome.status == PLAN:
+        assert outcome.schedule is not None
+        text = runtime_config(fs, choice, problem, outcome.schedule, header=f"from {args.flows}")
+        violations = verify_plan_text(fs, text)
+        if violations:
+            for v in violations:
+                _say(f"internal error: emitted plan fails the verifier: {v}")
+            return EXIT_INTERNAL
+        out = Path(args.out)
+        out.write_text(text, encoding="utf-8")
+        gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
+        gcl.write_text(gate_list(fs, choice, outcome.schedule), encoding="utf-8")
+        _say(f"plan ({outcome.schedule.method}) written to {out}, gate list to {gcl}; verified")
+        return EXIT_OK
+    if outcome.status == INFEASIBLE:
+        _say(f"infeasible (proven): {outcome.reason}")
+        return EXIT_INFEASIBLE
+    _say(f"unknown: {outcome.reason}")
+    return EXIT_UNKNOWN
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    fs = load_flowset(args.flows)
+    violations = verify_plan_file(fs, args.plan)
+    if violations:
+        for v in violations:
+            _say(f"invalid: {v}")
+        return EXIT_INFEASIBLE
+    _say(f"valid: {args.plan} satisfies (1) ownership, (2) jitter, (3) no collision, phases, ring and lead")
+    return EXIT_OK
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    fs = load_flowset(args.flows)
+    choice = choose(fs)
+    for note in choice.notes:
+        _say(note)
+    print(tradeoff_table(fs, choice))
+    print(
+        f"chosen: slot_bytes = {choice.slot_bytes}, slots = {choice.slots}, batch = {choice.batch}, lead = {choice.lead} ns"
+    )
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="keepon-plan", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"keepon-plan {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("solve", help="plan a flow set and write a runtime config")
+    p.add_argument("flows", metavar="FLOWS.toml")
+    p.add_argument("--out", required=True, metavar="PLAN.toml")
+    p.add_argument("--gcl", metavar="FILE", help="gate list output (default: PLAN.gcl)")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--workers", type=int, default=1, choices=(1, 2), help="CP-SAT workers (1 is deterministic)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="show CP-SAT search progress")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("verify", help="check a plan against its flow set (no solver)")
+    p.add_argument("flows", metavar="FLOWS.toml")
+    p.add_argument("plan", metavar="PLAN.toml")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("params", help="choose slot size, ring and batch; print the trade-off table")
+    p.add_argument("flows", metavar="FLOWS.toml")
+    p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("bench", help="the paper's schedulability experiment, against a Z3 baseline")
+    from .bench import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        _say(f"bad input: {exc}")
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

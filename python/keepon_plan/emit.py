@@ -1,0 +1,119 @@
+"""Export a schedule: the keepon runtime config (docs/config.md) and a taprio-style gate list.
+
+Times in the config are integer ns relative to the schedule epoch. Slot ``s`` is written as ``⌈s·δ⌉`` so that
+the runtime's ``⌊t/δ⌋`` lands in ``s`` again (see :func:`keepon_plan.units.slot_start_ns`).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from . import __version__
+from .isolation import Schedule
+from .model import FlowSet, Problem
+from .params import RingChoice
+from .units import format_duration, format_rate, mask_hex, slot_period, slot_start_ns
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def pattern_length(slots: tuple[int, ...], period: int) -> int:
+    """Smallest ``m`` dividing the instance count with ``s_{l+m} = s_l + m·period`` (1: strictly periodic)."""
+    count = len(slots)
+    for m in range(1, count + 1):
+        if count % m:
+            continue
+        if all(slots[l + m] == slots[l] + m * period for l in range(count - m)):
+            return m
+    return count
+
+
+def runtime_config(
+    fs: FlowSet, choice: RingChoice, problem: Problem, schedule: Schedule, header: str = ""
+) -> str:
+    delta = slot_period(choice.slot_bytes, fs.rate)
+    lines = [f"# keepon runtime config written by keepon-plan {__version__}"]
+    lines += [f"# {h}" for h in header.splitlines() if h]
+    lines += [
+        f"# schedule: {schedule.method}; repeats every T = {problem.horizon} slots "
+        f"({format_duration(int(problem.horizon * delta)) if (problem.horizon * delta).denominator == 1 else ''})",
+        "# times are relative to the schedule epoch (a ring-cycle boundary)",
+        "version = 1",
+        "",
+        "[link]",
+        f"rate = {_q(format_rate(fs.rate))}",
+        "",
+        "[ring]",
+        f"slot_bytes = {choice.slot_bytes}",
+        f"slots = {choice.slots}",
+        f"batch = {choice.batch}",
+        f"policy = {_q(fs.policy)}",
+    ]
+    for c, name in enumerate(fs.classes):
+        lines += ["", "[[class]]", f"name = {_q(name)}"]
+        if schedule.owned[c]:
+            lines.append(f"mask = {_q(mask_hex(schedule.owned[c]))}")
+            lines.append(f"# slots {sorted(schedule.owned[c])}")
+        else:
+            lines.append("# no flows: best effort (owns no slots)")
+    for f, sf, slots in zip(fs.flows, problem.flows, schedule.slots, strict=True):
+        count = f.count if f.count is not None else max(len(slots), math.ceil(10**9 / f.period))
+        lines += [
+            "",
+            "[[flow]]",
+            f"name = {_q(f.name)}",
+            f"class = {_q(f.cls)}",
+            f"period = {_q(format_duration(f.period))}",
+        ]
+        m = pattern_length(slots, sf.period)
+        if m == 1:
+            lines.append(f"offset = {_q(format_duration(slot_start_ns(slots[0], delta)))}")
+        else:
+            offsets = ", ".join(_q(format_duration(slot_start_ns(s, delta))) for s in slots[:m])
+            lines.append(f"instance_offsets = [{offsets}]")
+            lines.append(f"repeat = {_q(format_duration(m * f.period))}")
+        lines += [
+            f"frame_bytes = {f.frame_bytes}",
+            f"count = {count}",
+            f"lead = {_q(format_duration(choice.lead))}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gate_list(fs: FlowSet, choice: RingChoice, schedule: Schedule) -> str:
+    """Gate control list of the end station's slot ownership, for the first-hop switch (taprio syntax).
+
+    Traffic class ``i`` of the plan is gate ``i``; best effort (slots no class owns) is gate ``K``. One cycle is
+    the shortest whole number of rings whose length is a whole number of ns; entry boundaries are rounded as
+    the runtime rounds txtimes (``⌈s·δ⌉``), so the intervals add up to the cycle exactly.
+    """
+    delta = slot_period(choice.slot_bytes, fs.rate)
+    n, k = choice.slots, len(fs.classes)
+    owner = [k] * n
+    for c, slots in enumerate(schedule.owned):
+        for r in slots:
+            owner[r] = c
+    rings = (Fraction(n) * delta).denominator
+    total = n * rings
+    entries: list[tuple[int, int]] = []  # (gate, interval ns)
+    start = 0
+    for s in range(1, total + 1):
+        if s == total or owner[s % n] != owner[start % n]:
+            entries.append((owner[start % n], slot_start_ns(s, delta) - slot_start_ns(start, delta)))
+            start = s
+    cycle = slot_start_ns(total, delta)
+    width = max(2, (k + 2) // 4 + 1)
+    lines = [
+        f"# keepon-plan {__version__}: slot ownership of the end station, {n} slots of δ = {delta} ns",
+        f"# gate i = traffic class i ({', '.join(f'{i}={c}' for i, c in enumerate(fs.classes))}), gate {k} = best effort",
+        "# base-time: the station's schedule epoch in TAI ns (a ring-cycle boundary), shifted by the link delay",
+        "# e.g. tc qdisc replace dev DEV parent root taprio num_tc "
+        f"{k + 1} ... base-time <epoch> sched-entry ... clockid CLOCK_TAI",
+        "base-time 0",
+        f"cycle-time {cycle}",
+    ]
+    lines += [f"sched-entry S {1 << g:0{width}x} {interval}" for g, interval in entries]
+    return "\n".join(lines) + "\n"

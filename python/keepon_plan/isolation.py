@@ -1,0 +1,395 @@
+"""Ring partitioning and schedule synthesis (paper A.7/A.8), staged and exact.
+
+Everything here is in slot units (see :mod:`keepon_plan.model`). A schedule gives each class a set of ring slots
+(``0..N-1``) and each flow instance ``l`` a slot ``s_l``; slot ``s`` is ring slot ``s mod N``. The schedule
+repeats every ``T = lcm(H, N)`` slots, so "two packets never at the same time" means distinct ``s mod T``.
+
+The paper's pairwise jitter constraint ``||s_a − s_b| − |a − b|·P| ≤ J`` for all instance pairs is implied by a
+window: ``s_l = o + l·P + e_l`` with ``0 ≤ e_l ≤ J`` (take ``o = min_l(s_l − l·P)``). That is O(M) per flow, and
+it is exactly the constraint across repetitions of the schedule as well (``e_{l+M} = e_l``).
+
+Stages, cheapest first; each either decides or hands over:
+
+1. **Capacity bound.** Class ``c`` uses ``T·U_c`` slot occurrences in ``T/N`` ring cycles, so it owns at least
+   ``⌈N·U_c⌉`` ring slots; ``Σ_c ⌈N·U_c⌉ > N`` proves infeasibility. Empty fixed-phase windows do too.
+2. **Closed form.** If the periods and ``N`` form a divisibility chain and phases are free, the bound is also
+   sufficient: buddy allocation of residue classes gives a zero-jitter schedule (:func:`buddy_schedule`).
+3. **Compact zero-jitter CP-SAT model**: one offset per flow; two flows of a class collide iff their offsets are
+   congruent modulo ``gcd`` of their periods. Exact when no flow has jitter freedom.
+4. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from .model import Problem
+from .units import ceil_frac
+
+PLAN = "plan"
+INFEASIBLE = "infeasible"
+UNKNOWN = "unknown"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Owned ring slots per class and the slot of every instance of every flow over one horizon."""
+
+    owned: tuple[frozenset[int], ...]
+    slots: tuple[tuple[int, ...], ...]
+    method: str
+
+
+@dataclass
+class Outcome:
+    status: str
+    schedule: Schedule | None = None
+    reason: str = ""
+    stages: list[tuple[str, str, float]] = field(default_factory=list)
+    """(stage, result, seconds) for every stage that ran."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Stage 1: necessary conditions
+
+
+def class_slots_needed(problem: Problem) -> list[int]:
+    """``⌈N·U_c⌉`` per class: the fewest ring slots that can carry the class's instances."""
+    return [ceil_frac(problem.class_demand(c)) for c in range(len(problem.classes))]
+
+
+def capacity_bound(problem: Problem) -> str | None:
+    """A reason the problem is infeasible by counting alone, or ``None``."""
+    for f in problem.flows:
+        if f.window is not None and f.window[1] < f.window[0]:
+            return f"flow {f.name!r}: no slot starts within [phase, phase + jitter]"
+    need = class_slots_needed(problem)
+    if sum(need) > problem.slots:
+        detail = ", ".join(
+            f"{name} ⌈{problem.class_demand(c)}⌉ = {need[c]}" for c, name in enumerate(problem.classes)
+        )
+        return (
+            f"capacity: the classes need Σ⌈N·U_c⌉ = {sum(need)} ring slots ({detail}) "
+            f"but the ring has N = {problem.slots}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Stage 2: closed form for divisibility chains
+
+
+def is_chain(values: list[int]) -> bool:
+    """Whether the distinct values, sorted, each divide the next."""
+    v = sorted(set(values))
+    return all(b % a == 0 for a, b in zip(v, v[1:], strict=False))
+
+
+class _Buddy:
+    """Free residue classes ``r (mod m)`` of the integers; moduli must form a divisibility chain.
+
+    Taking a class of modulus ``m`` splits the smallest free block whose modulus divides ``m``. With requests in
+    ascending modulus, a request fails only if the free measure ``Σ 1/m`` is below ``1/m``.
+    """
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = [(0, 1)]
+
+    def measure(self) -> Fraction:
+        return sum((Fraction(1, k) for _, k in self.free), Fraction(0))
+
+    def take(self, m: int) -> int | None:
+        fitting = [b for b in self.free if m % b[1] == 0]
+        if not fitting:
+            return None
+        r, k = max(fitting, key=lambda b: (b[1], -b[0]))
+        self.free.remove((r, k))
+        self.free.extend((r + i * k, m) for i in range(1, m // k))
+        return r
+
+
+def buddy_schedule(problem: Problem) -> Schedule | None:
+    """A zero-jitter schedule when the periods and ``N`` form a divisibility chain and the capacity bound holds.
+
+    Level A (the ring, ``Z_N``): a flow with ``P | N`` takes a residue class mod ``P`` (ring slots
+    ``o, o+P, …``); each class also takes ``⌈q_c⌉`` single ring slots ("bins") for its flows with ``P > N``,
+    where ``q_c = Σ N/P`` over those flows. Level B: each bin is a timeline of its own (occurrences
+    ``a + kN``); a flow with ``N | P`` takes a residue class mod ``P/N`` in the first bin with room (first fit
+    decreasing; with divisible sizes each bin fills completely before the next opens). Returns ``None`` if the
+    preconditions fail.
+    """
+    n = problem.slots
+    if problem.fixed_phase or not is_chain([f.period for f in problem.flows] + [n]):
+        return None
+    if capacity_bound(problem) is not None:
+        return None
+    offsets: dict[int, int] = {}
+    requests: list[tuple[int, int, int, int]] = []  # (modulus, class, kind 0=flow 1=bin, index)
+    long_flows: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(problem.flows):
+        if f.period <= n:
+            requests.append((f.period, f.cls, 0, i))
+        else:
+            long_flows[f.cls].append(i)
+    for c, idxs in long_flows.items():
+        q = sum((Fraction(n, problem.flows[i].period) for i in idxs), Fraction(0))
+        requests.extend((n, c, 1, b) for b in range(ceil_frac(q)))
+    ring = _Buddy()
+    bins: dict[int, list[tuple[int, _Buddy]]] = defaultdict(list)
+    for modulus, c, kind, index in sorted(requests):
+        r = ring.take(modulus)
+        if r is None:
+            return None
+        if kind == 0:
+            offsets[index] = r
+        else:
+            bins[c].append((r, _Buddy()))
+    for c, idxs in long_flows.items():
+        for i in sorted(idxs, key=lambda i: (problem.flows[i].period, i)):
+            p = problem.flows[i].period
+            for a, sub in bins[c]:
+                k = sub.take(p // n)
+                if k is not None:
+                    offsets[i] = a + k * n
+                    break
+            else:
+                return None
+    slots = tuple(
+        tuple(offsets[i] + l * f.period for l in range(problem.instances(f)))
+        for i, f in enumerate(problem.flows)
+    )
+    return _trim(problem, slots, "closed form (divisibility chain, buddy allocation)")
+
+
+def _trim(problem: Problem, slots: tuple[tuple[int, ...], ...], method: str) -> Schedule:
+    """Each class owns exactly the ring slots its instances use; the rest stay best effort."""
+    owned: list[set[int]] = [set() for _ in problem.classes]
+    for f, ss in zip(problem.flows, slots, strict=True):
+        owned[f.cls].update(s % problem.slots for s in ss)
+    return Schedule(tuple(frozenset(o) for o in owned), slots, method)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Stages 3 and 4: CP-SAT
+
+
+def _anchor(problem: Problem) -> int | None:
+    """With free phases the whole schedule can be rotated: fix the offset of the longest-period flow to 0."""
+    if problem.fixed_phase:
+        return None
+    return max(range(len(problem.flows)), key=lambda i: (problem.flows[i].period, -i))
+
+
+def _ownership(model: cp_model.CpModel, problem: Problem) -> list[list[cp_model.IntVar]]:
+    n = problem.slots
+    own = [[model.new_bool_var(f"own_{c}_{r}") for r in range(n)] for c in range(len(problem.classes))]
+    for r in range(n):
+        model.add_at_most_one(own[c][r] for c in range(len(problem.classes)))
+    for c, need in enumerate(class_slots_needed(problem)):
+        model.add(sum(own[c]) >= need)
+    return own
+
+
+def _zero_jitter_model(problem: Problem):
+    """Offsets only: flow ``f`` sends at ``o_f + l·P_f``; exact when every flow's jitter freedom is 0."""
+    model = cp_model.CpModel()
+    n = problem.slots
+    own = _ownership(model, problem)
+    anchor = _anchor(problem)
+    choice: list[list[tuple[int, cp_model.IntVar]]] = []
+    for i, f in enumerate(problem.flows):
+        domain = range(f.period) if f.window is None else range(f.window[0], f.window[1] + 1)
+        if i == anchor:
+            domain = range(1)
+        lits = [(v, model.new_bool_var(f"o_{i}_{v}")) for v in domain]
+        model.add_exactly_one(lit for _, lit in lits)
+        g = math.gcd(f.period, n)
+        residue = [model.new_bool_var(f"rho_{i}_{k}") for k in range(g)]
+        for v, lit in lits:
+            model.add_implication(lit, residue[v % g])
+        for k in range(g):
+            for r in range(k, n, g):
+                model.add_implication(residue[k], own[f.cls][r])
+        choice.append(lits)
+    for i, f in enumerate(problem.flows):
+        for j in range(i + 1, len(problem.flows)):
+            g = problem.flows[j]
+            if g.cls != f.cls:
+                continue  # different classes never share a ring slot, so never a slot occurrence
+            d = math.gcd(f.period, g.period)
+            by_residue: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+            for v, lit in choice[i] + choice[j]:
+                by_residue[v % d].append(lit)
+            for lits in by_residue.values():
+                model.add_at_most_one(lits)
+
+    def extract(solver: cp_model.CpSolver) -> tuple[tuple[int, ...], ...]:
+        out = []
+        for f, lits in zip(problem.flows, choice, strict=True):
+            o = next(v for v, lit in lits if solver.boolean_value(lit))
+            out.append(tuple(o + l * f.period for l in range(problem.instances(f))))
+        return tuple(out)
+
+    return model, extract
+
+
+def _complete_model(problem: Problem):
+    """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows."""
+    model = cp_model.CpModel()
+    n, horizon = problem.slots, problem.horizon
+    own = _ownership(model, problem)
+    anchor = _anchor(problem)
+    occurrence: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    chosen: list[list[list[tuple[int, cp_model.IntVar]]]] = []
+    for i, f in enumerate(problem.flows):
+        p, jit = f.period, f.jitter
+        offset = None
+        if f.window is None:
+            offset = [model.new_bool_var(f"o_{i}_{o}") for o in range(p)]
+            model.add_exactly_one(offset)
+            if i == anchor:
+                model.add(offset[0] == 1)
+        per_instance = []
+        for l in range(problem.instances(f)):
+            base = l * p
+            lo, hi = (
+                (base, base + p - 1 + jit) if f.window is None else (base + f.window[0], base + f.window[1])
+            )
+            cands = []
+            for t in range(lo, hi + 1):
+                x = model.new_bool_var(f"x_{i}_{l}_{t}")
+                occurrence[t % horizon].append(x)
+                model.add_implication(x, own[f.cls][t % n])
+                if offset is not None:
+                    first, last = max(0, t - base - jit), min(p - 1, t - base)
+                    model.add_bool_or([x.Not(), *offset[first : last + 1]])
+                cands.append((t, x))
+            model.add_exactly_one(x for _, x in cands)
+            per_instance.append(cands)
+        chosen.append(per_instance)
+    for lits in occurrence.values():
+        if len(lits) > 1:
+            model.add_at_most_one(lits)
+
+    def extract(solver: cp_model.CpSolver) -> tuple[tuple[int, ...], ...]:
+        return tuple(
+            tuple(next(t for t, x in cands if solver.boolean_value(x)) for cands in per_instance)
+            for per_instance in chosen
+        )
+
+    return model, extract
+
+
+def _run(
+    model, seconds: float, seed: int, workers: int, progress: Progress | None
+) -> tuple[int, cp_model.CpSolver]:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, seconds)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    if progress is not None:
+        solver.parameters.log_search_progress = True
+        solver.parameters.log_to_stdout = False
+
+        def log(line: str) -> None:
+            if line.startswith("#"):
+                progress("  cp-sat " + line.strip())
+
+        solver.log_callback = log
+    return solver.solve(model), solver
+
+
+def synthesize(
+    problem: Problem,
+    time_limit: float = 60.0,
+    seed: int = 0,
+    workers: int = 1,
+    progress: Progress | None = None,
+    stages: tuple[str, ...] = ("capacity", "closed-form", "zero-jitter", "complete"),
+) -> Outcome:
+    """Decide the problem: a plan, a proof of infeasibility, or unknown when ``time_limit`` runs out.
+
+    Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is deterministic).
+    """
+    start = time.monotonic()
+    out = Outcome(UNKNOWN)
+
+    def note(stage: str, result: str, since: float) -> None:
+        out.stages.append((stage, result, time.monotonic() - since))
+        if progress is not None:
+            progress(f"{stage}: {result} ({time.monotonic() - since:.3f} s)")
+
+    t = time.monotonic()
+    if "capacity" in stages:
+        reason = capacity_bound(problem)
+        if reason is not None:
+            note("capacity", "infeasible", t)
+            out.status, out.reason = INFEASIBLE, reason
+            return out
+        note("capacity", "passed", t)
+
+    t = time.monotonic()
+    if (
+        "closed-form" in stages
+        and not problem.fixed_phase
+        and is_chain([f.period for f in problem.flows] + [problem.slots])
+    ):
+        schedule = buddy_schedule(problem)
+        if schedule is not None:
+            note("closed-form", "plan", t)
+            out.status, out.schedule = PLAN, schedule
+            return out
+        note("closed-form", "not applicable", t)
+
+    no_freedom = all(
+        (f.jitter == 0 if f.window is None else f.window[0] == f.window[1]) for f in problem.flows
+    )
+    if "zero-jitter" in stages:
+        t = time.monotonic()
+        remaining = time_limit - (t - start)
+        budget = remaining if no_freedom or "complete" not in stages else max(0.5, remaining * 0.2)
+        model, extract = _zero_jitter_model(problem)
+        status, solver = _run(model, budget, seed, workers, progress)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            note("zero-jitter", "plan", t)
+            out.status, out.schedule = PLAN, _trim(problem, extract(solver), "CP-SAT zero-jitter model")
+            return out
+        if status == cp_model.INFEASIBLE and no_freedom:
+            note("zero-jitter", "infeasible", t)
+            out.status = INFEASIBLE
+            out.reason = "CP-SAT proved that no partition and schedule exist (zero-jitter model, exact here)"
+            return out
+        note("zero-jitter", "infeasible" if status == cp_model.INFEASIBLE else "unknown", t)
+        if no_freedom:
+            out.reason = f"time limit {time_limit} s reached"
+            return out
+
+    if "complete" in stages:
+        t = time.monotonic()
+        remaining = time_limit - (t - start)
+        if remaining <= 0:
+            out.reason = f"time limit {time_limit} s reached"
+            return out
+        model, extract = _complete_model(problem)
+        status, solver = _run(model, remaining, seed, workers, progress)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            note("complete", "plan", t)
+            out.status, out.schedule = PLAN, _trim(problem, extract(solver), "CP-SAT complete model")
+            return out
+        if status == cp_model.INFEASIBLE:
+            note("complete", "infeasible", t)
+            out.status = INFEASIBLE
+            out.reason = "CP-SAT proved that no partition and schedule exist (complete model)"
+            return out
+        note("complete", "unknown", t)
+    out.reason = f"time limit {time_limit} s reached"
+    return out
