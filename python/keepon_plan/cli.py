@@ -56,9 +56,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
     )
     progress = _say if args.verbose else (lambda m: _say(m) if not m.startswith("  cp-sat") else None)
-    outcome = synthesize(
-        problem, time_limit=args.time_limit, seed=args.seed, workers=args.workers, progress=progress
-    )
+    outcome = synthesize(problem, time_limit=args.time_limit, seed=args.seed, workers=args.workers, progress=progress)
     if outcome.status == PLAN:
         assert outcome.schedule is not None
         text = runtime_config(fs, choice, problem, outcome.schedule, header=f"from {args.flows}")
@@ -98,7 +96,8 @@ def cmd_params(args: argparse.Namespace) -> int:
         _say(note)
     print(tradeoff_table(fs, choice))
     print(
-        f"chosen: slot_bytes = {choice.slot_bytes}, slots = {choice.slots}, batch = {choice.batch}, lead = {choice.lead} ns"
+        f"chosen: slot_bytes = {choice.slot_bytes}, slots = {choice.slots}, batch = {choice.batch}, "
+        f"lead = {choice.lead} ns"
     )
     return EXIT_OK
 
@@ -110,9 +109,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="keepon-plan", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _Parser(prog="keepon-plan", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"keepon-plan {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -122,9 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gcl", metavar="FILE", help="gate list output (default: PLAN.gcl)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--workers", type=int, default=1, choices=(1, 2), help="CP-SAT workers (1 is deterministic)"
-    )
+    p.add_argument("--workers", type=int, default=1, choices=(1, 2), help="CP-SAT workers (1 is deterministic)")
     p.add_argument("-v", "--verbose", action="store_true", help="show CP-SAT search progress")
     p.set_defaults(func=cmd_solve)
 

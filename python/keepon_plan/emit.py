@@ -31,9 +31,7 @@ def pattern_length(slots: tuple[int, ...], period: int) -> int:
     return count
 
 
-def runtime_config(
-    fs: FlowSet, choice: RingChoice, problem: Problem, schedule: Schedule, header: str = ""
-) -> str:
+def runtime_config(fs: FlowSet, choice: RingChoice, problem: Problem, schedule: Schedule, header: str = "") -> str:
     delta = slot_period(choice.slot_bytes, fs.rate)
     lines = [f"# keepon runtime config written by keepon-plan {__version__}"]
     lines += [f"# {h}" for h in header.splitlines() if h]
@@ -108,7 +106,9 @@ def gate_list(fs: FlowSet, choice: RingChoice, schedule: Schedule) -> str:
     width = max(2, (k + 2) // 4 + 1)
     lines = [
         f"# keepon-plan {__version__}: slot ownership of the end station, {n} slots of δ = {delta} ns",
-        f"# gate i = traffic class i ({', '.join(f'{i}={c}' for i, c in enumerate(fs.classes))}), gate {k} = best effort",
+        "# gate i = traffic class i ("
+        + ", ".join(f"{i}={c}" for i, c in enumerate(fs.classes))
+        + f"), gate {k} = best effort",
         "# base-time: the station's schedule epoch in TAI ns (a ring-cycle boundary), shifted by the link delay",
         "# e.g. tc qdisc replace dev DEV parent root taprio num_tc "
         f"{k + 1} ... base-time <epoch> sched-entry ... clockid CLOCK_TAI",

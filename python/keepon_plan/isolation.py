@@ -21,6 +21,7 @@ Stages, cheapest first; each either decides or hands over:
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import defaultdict
@@ -74,9 +75,7 @@ def capacity_bound(problem: Problem) -> str | None:
             return f"flow {f.name!r}: no slot starts within [phase, phase + jitter]"
     need = class_slots_needed(problem)
     if sum(need) > problem.slots:
-        detail = ", ".join(
-            f"{name} ⌈{problem.class_demand(c)}⌉ = {need[c]}" for c, name in enumerate(problem.classes)
-        )
+        detail = ", ".join(f"{name} ⌈{problem.class_demand(c)}⌉ = {need[c]}" for c, name in enumerate(problem.classes))
         return (
             f"capacity: the classes need Σ⌈N·U_c⌉ = {sum(need)} ring slots ({detail}) "
             f"but the ring has N = {problem.slots}"
@@ -91,7 +90,7 @@ def capacity_bound(problem: Problem) -> str | None:
 def is_chain(values: list[int]) -> bool:
     """Whether the distinct values, sorted, each divide the next."""
     v = sorted(set(values))
-    return all(b % a == 0 for a, b in zip(v, v[1:], strict=False))
+    return all(b % a == 0 for a, b in itertools.pairwise(v))
 
 
 class _Buddy:
@@ -164,8 +163,7 @@ def buddy_schedule(problem: Problem) -> Schedule | None:
             else:
                 return None
     slots = tuple(
-        tuple(offsets[i] + l * f.period for l in range(problem.instances(f)))
-        for i, f in enumerate(problem.flows)
+        tuple(offsets[i] + l * f.period for l in range(problem.instances(f))) for i, f in enumerate(problem.flows)
     )
     return _trim(problem, slots, "closed form (divisibility chain, buddy allocation)")
 
@@ -261,9 +259,7 @@ def _complete_model(problem: Problem):
         per_instance = []
         for l in range(problem.instances(f)):
             base = l * p
-            lo, hi = (
-                (base, base + p - 1 + jit) if f.window is None else (base + f.window[0], base + f.window[1])
-            )
+            lo, hi = (base, base + p - 1 + jit) if f.window is None else (base + f.window[0], base + f.window[1])
             cands = []
             for t in range(lo, hi + 1):
                 x = model.new_bool_var(f"x_{i}_{l}_{t}")
@@ -289,9 +285,7 @@ def _complete_model(problem: Problem):
     return model, extract
 
 
-def _run(
-    model, seconds: float, seed: int, workers: int, progress: Progress | None
-) -> tuple[int, cp_model.CpSolver]:
+def _run(model, seconds: float, seed: int, workers: int, progress: Progress | None) -> tuple[int, cp_model.CpSolver]:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = workers
@@ -350,9 +344,7 @@ def synthesize(
             return out
         note("closed-form", "not applicable", t)
 
-    no_freedom = all(
-        (f.jitter == 0 if f.window is None else f.window[0] == f.window[1]) for f in problem.flows
-    )
+    no_freedom = all((f.jitter == 0 if f.window is None else f.window[0] == f.window[1]) for f in problem.flows)
     if "zero-jitter" in stages:
         t = time.monotonic()
         remaining = time_limit - (t - start)

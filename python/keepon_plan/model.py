@@ -203,9 +203,7 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
     def unknown(keys: dict, allowed: set[str], where: tuple, what: str) -> None:
         for key in keys:
             if key not in allowed:
-                raise err(
-                    f"unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))})", (*where, key)
-                )
+                raise err(f"unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))})", (*where, key))
 
     def get(d: dict, key: str, where: tuple, conv, required: bool = False):
         if key not in d:
@@ -249,9 +247,7 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
     dur = parse_duration
     params = ParamInputs(
         sync_budget=get(p, "sync_budget", ("params",), dur),
-        master_granularity=_or(
-            get(p, "master_granularity", ("params",), dur), ParamInputs.master_granularity
-        ),
+        master_granularity=_or(get(p, "master_granularity", ("params",), dur), ParamInputs.master_granularity),
         master_jitter=_or(get(p, "master_jitter", ("params",), dur), 0),
         station_jitter=_or(get(p, "station_jitter", ("params",), dur), 0),
         max_data_age=get(p, "max_data_age", ("params",), dur),
@@ -292,9 +288,7 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
             raise err(f"flow {name!r} needs a class name", (*w, "class"))
         if cls not in classes:
             if raw_classes:
-                raise err(
-                    f"flow {name!r}: unknown class {cls!r} (classes: {', '.join(classes)})", (*w, "class")
-                )
+                raise err(f"flow {name!r}: unknown class {cls!r} (classes: {', '.join(classes)})", (*w, "class"))
             classes.append(cls)  # classes may be implied by the flows, in order of first use
         period = get(f, "period", w, dur, required=True)
         if period <= 0:

@@ -86,7 +86,7 @@ def choose_slots(fs: FlowSet, slot_bytes: int) -> int:
     if power >= 32:
         return power
     divisors = [d for d in range(2, min(h, MAX_RING_SLOTS) + 1) if h % d == 0]
-    return max(divisors + [power, 2])
+    return max([*divisors, power, 2])
 
 
 def sync_bound(fs: FlowSet, delta: Fraction, batch: int) -> Fraction:
@@ -111,9 +111,7 @@ def batch_bounds(fs: FlowSet, delta: Fraction, slots: int) -> tuple[int, int, li
     hi = slots - 1
     why.append(f"batch ≤ {hi}: ring of {slots} slots")
     if p.sync_budget is not None:
-        b = floor_frac(
-            (2 * p.sync_budget - p.master_granularity - max(p.master_jitter, p.station_jitter)) / delta
-        )
+        b = floor_frac((2 * p.sync_budget - p.master_granularity - max(p.master_jitter, p.station_jitter)) / delta)
         why.append(f"batch ≤ {b}: Eq. 4 offset bound within sync_budget {p.sync_budget} ns")
         hi = min(hi, b)
     age = max_data_age(fs)
@@ -141,9 +139,7 @@ def choose(fs: FlowSet) -> RingChoice:
     if fs.batch is not None:
         batch = fs.batch
         if not lo <= batch <= hi:
-            notes.append(
-                f"warning: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})"
-            )
+            notes.append(f"warning: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
     else:
         if lo > hi:
             raise ParamError(
@@ -172,7 +168,7 @@ def tradeoff_table(fs: FlowSet, choice: RingChoice) -> str:
     rows = cands[max(0, k - 2) : k + 3]
     mean_frame = Fraction(sum(f.frame_bytes for f in fs.flows), len(fs.flows))
     lines = [
-        "slot size (batch fixed at %d; * = chosen):" % choice.batch,
+        f"slot size (batch fixed at {choice.batch}; * = chosen):",
         f"{'':2}{'slot_B':>7} {'δ_ns':>9} {'util_%':>7} {'pad_eff_%':>9} {'lead_ns':>9} {'δ_TS_ns':>9}  note",
     ]
     for s in rows:
@@ -187,14 +183,10 @@ def tradeoff_table(fs: FlowSet, choice: RingChoice) -> str:
         )
     lo, hi, why = batch_bounds(fs, delta, choice.slots)
     lines.append("")
-    lines.append(
-        f"batch (slot {choice.slot_bytes} B, δ = {_fmt(delta)} ns; admissible {lo}..={hi}; * = chosen):"
-    )
+    lines.append(f"batch (slot {choice.slot_bytes} B, δ = {_fmt(delta)} ns; admissible {lo}..={hi}; * = chosen):")
     lines.append(f"{'':2}{'batch':>7} {'poll_ns':>9} {'lead_ns':>9} {'δ_TS_ns':>9}  note")
     b = choice.batch
-    for x in sorted(
-        {max(1, b // 2), max(1, b - 1), b, min(choice.slots - 1, b + 1), min(choice.slots - 1, 2 * b)}
-    ):
+    for x in sorted({max(1, b // 2), max(1, b - 1), b, min(choice.slots - 1, b + 1), min(choice.slots - 1, 2 * b)}):
         note = []
         if x < lo:
             note.append("poll loop cannot keep up")
