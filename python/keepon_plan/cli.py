@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from . import __version__
@@ -44,6 +45,21 @@ def _say(msg: str) -> None:
     print(f"keepon-plan: {msg}", file=sys.stderr, flush=True)
 
 
+def _throttled(say, every: float):
+    """Stage results always; CP-SAT search lines at most once per ``every`` seconds (progress on long solves)."""
+    last = [time.monotonic()]
+
+    def progress(message: str) -> None:
+        now = time.monotonic()
+        if not message.startswith("  cp-sat"):
+            say(message)
+        elif now - last[0] >= every:
+            last[0] = now
+            say(message)
+
+    return progress
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     fs = load_flowset(args.flows)
     choice = choose(fs)
@@ -55,7 +71,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{len(problem.flows)} flows in {len(problem.classes)} classes, utilisation "
         f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
     )
-    progress = _say if args.verbose else (lambda m: _say(m) if not m.startswith("  cp-sat") else None)
+    progress = _say if args.verbose else _throttled(_say, 5.0)
     outcome = synthesize(problem, time_limit=args.time_limit, seed=args.seed, workers=args.workers, progress=progress)
     if outcome.status == PLAN:
         assert outcome.schedule is not None

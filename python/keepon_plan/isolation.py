@@ -240,6 +240,18 @@ def _zero_jitter_model(problem: Problem):
     return model, extract
 
 
+MAX_COMPLETE_BOOLEANS = 3_000_000
+
+
+def complete_model_size(problem: Problem) -> int:
+    """Number of (instance, candidate slot) Booleans of the complete model."""
+    total = 0
+    for f in problem.flows:
+        width = f.period + f.jitter if f.window is None else max(0, f.window[1] - f.window[0] + 1)
+        total += problem.instances(f) * width
+    return total
+
+
 def _complete_model(problem: Problem):
     """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows."""
     model = cp_model.CpModel()
@@ -348,7 +360,7 @@ def synthesize(
     if "zero-jitter" in stages:
         t = time.monotonic()
         remaining = time_limit - (t - start)
-        budget = remaining if no_freedom or "complete" not in stages else max(0.5, remaining * 0.2)
+        budget = remaining if no_freedom or "complete" not in stages else min(remaining, max(0.5, remaining * 0.2))
         model, extract = _zero_jitter_model(problem)
         status, solver = _run(model, budget, seed, workers, progress)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -370,6 +382,11 @@ def synthesize(
         remaining = time_limit - (t - start)
         if remaining <= 0:
             out.reason = f"time limit {time_limit} s reached"
+            return out
+        size = complete_model_size(problem)
+        if size > MAX_COMPLETE_BOOLEANS:
+            note("complete", "skipped", t)
+            out.reason = f"the complete model would need {size} Booleans (limit {MAX_COMPLETE_BOOLEANS})"
             return out
         model, extract = _complete_model(problem)
         status, solver = _run(model, remaining, seed, workers, progress)

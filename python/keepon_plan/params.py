@@ -139,7 +139,7 @@ def choose(fs: FlowSet) -> RingChoice:
     if fs.batch is not None:
         batch = fs.batch
         if not lo <= batch <= hi:
-            notes.append(f"warning: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
+            notes.append(f"note: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
     else:
         if lo > hi:
             raise ParamError(
@@ -174,11 +174,12 @@ def tradeoff_table(fs: FlowSet, choice: RingChoice) -> str:
     for s in rows:
         d = slot_period(s, fs.rate)
         util = sum((d / f.period for f in fs.flows), Fraction(0)) * 100
-        eff = mean_frame / s * 100
-        note = "fragments frames" if s < fs.max_frame else ""
+        fragments = s < fs.max_frame
+        eff = "-" if fragments else _fmt(mean_frame / s * 100)
+        note = "fragments frames (the runtime does not)" if fragments else ""
         mark = "*" if s == choice.slot_bytes else " "
         lines.append(
-            f"{mark:2}{s:>7} {_fmt(d):>9} {_fmt(util):>7} {_fmt(eff):>9} "
+            f"{mark:2}{s:>7} {_fmt(d):>9} {_fmt(util):>7} {eff:>9} "
             f"{_fmt((choice.batch + 1) * d):>9} {_fmt(sync_bound(fs, d, choice.batch)):>9}  {note}"
         )
     lo, hi, why = batch_bounds(fs, delta, choice.slots)
