@@ -61,15 +61,24 @@ pub enum Decision {
 }
 
 /// Decide where a real-time frame of `class` with target slot `target` goes, searching relaxed candidates
-/// from `from` (normally `target`; later when retrying).
-pub fn decide(ring: &Ring, own: &Ownership, policy: Policy, class: ClassId, target: u64, from: u64) -> Decision {
+/// from `from` (normally `target`; later when retrying). Slot `k` is ring slot `(k + phase) mod N` of the
+/// ownership map (the phase moves only when an underrun shifts the grid).
+pub fn decide(
+    ring: &Ring,
+    own: &Ownership,
+    phase: u64,
+    policy: Policy,
+    class: ClassId,
+    target: u64,
+    from: u64,
+) -> Decision {
     let window = ring.window();
     if target < window.start {
         return Decision::Reject(Reason::Late);
     }
     match policy {
         Policy::Strict => {
-            if own.owner_of(target) != Some(class) {
+            if own.owner_of(target + phase) != Some(class) {
                 Decision::Reject(Reason::NotOwned)
             } else if target >= window.end {
                 Decision::Wait(target)
@@ -83,7 +92,7 @@ pub fn decide(ring: &Ring, own: &Ownership, policy: Policy, class: ClassId, targ
             let limit = target + ring.len();
             let mut k = from.max(target);
             loop {
-                let Some(next) = own.next_usable(class, k) else {
+                let Some(next) = own.next_usable(class, k + phase).map(|s| s - phase) else {
                     return Decision::Reject(Reason::NoCapacity);
                 };
                 if next >= limit {
@@ -122,21 +131,21 @@ mod tests {
     fn strict_checks() {
         let (mut ring, own) = setup();
         let a = ClassId(0);
-        assert_eq!(decide(&ring, &own, Policy::Strict, a, 1, 1), Decision::Reject(Reason::Late));
-        assert_eq!(decide(&ring, &own, Policy::Strict, a, 2, 2), Decision::Reject(Reason::NotOwned));
-        assert_eq!(decide(&ring, &own, Policy::Strict, a, 5, 5), Decision::Place(5));
-        ring.place(5, FrameId(1), a, None, &[1; 20]);
-        assert_eq!(decide(&ring, &own, Policy::Strict, a, 5, 5), Decision::Reject(Reason::SlotTaken));
-        assert_eq!(decide(&ring, &own, Policy::Strict, a, 9, 9), Decision::Wait(9));
+        assert_eq!(decide(&ring, &own, 0, Policy::Strict, a, 1, 1), Decision::Reject(Reason::Late));
+        assert_eq!(decide(&ring, &own, 0, Policy::Strict, a, 2, 2), Decision::Reject(Reason::NotOwned));
+        assert_eq!(decide(&ring, &own, 0, Policy::Strict, a, 5, 5), Decision::Place(5));
+        ring.place(5, crate::ring::Placed { id: FrameId(1), class: a, txtime: None, ring_slot: 5 }, &[1; 20]);
+        assert_eq!(decide(&ring, &own, 0, Policy::Strict, a, 5, 5), Decision::Reject(Reason::SlotTaken));
+        assert_eq!(decide(&ring, &own, 0, Policy::Strict, a, 9, 9), Decision::Wait(9));
     }
 
     #[test]
     fn relaxed_never_goes_earlier() {
         let (mut ring, own) = setup();
         let a = ClassId(0);
-        ring.place(5, FrameId(1), a, None, &[1; 20]);
+        ring.place(5, crate::ring::Placed { id: FrameId(1), class: a, txtime: None, ring_slot: 5 }, &[1; 20]);
         // Slot 3 is not a's: the next owned slot is 5 (taken), then 9 (beyond the window): wait.
-        assert_eq!(decide(&ring, &own, Policy::Relaxed, a, 3, 3), Decision::Wait(9));
-        assert_eq!(decide(&ring, &own, Policy::Relaxed, a, 1, 1), Decision::Reject(Reason::Late));
+        assert_eq!(decide(&ring, &own, 0, Policy::Relaxed, a, 3, 3), Decision::Wait(9));
+        assert_eq!(decide(&ring, &own, 0, Policy::Relaxed, a, 1, 1), Decision::Reject(Reason::Late));
     }
 }

@@ -32,6 +32,8 @@ pub struct Sent {
     pub slot: u64,
     /// Wire start time of the slot on the EPHC (TAI).
     pub time: Tai,
+    /// Ring slot of the ownership map the frame occupied (`slot mod N` until an underrun shifts the grid).
+    pub ring_slot: u32,
 }
 
 /// Why a frame was not sent.
@@ -154,6 +156,8 @@ pub struct Counters {
     pub slots_posted: u64,
     /// Underruns detected.
     pub underruns: u64,
+    /// Net whole slots the grid moved through underruns (the ownership phase shift).
+    pub grid_shift_slots: i64,
 }
 
 impl Counters {

@@ -39,7 +39,22 @@ pub enum SlotKind {
         txtime: Option<Tai>,
         /// Bytes of frame data (without FCS) at the start of the slot buffer; the rest is zero padding.
         len: u32,
+        /// The ring slot of the ownership map this slot had when the frame was placed.
+        ring_slot: u32,
     },
+}
+
+/// What is placed in a slot besides the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The frame.
+    pub id: FrameId,
+    /// Its class.
+    pub class: ClassId,
+    /// Its requested transmission time, if any.
+    pub txtime: Option<Tai>,
+    /// The ownership map's ring slot for this slot.
+    pub ring_slot: u32,
 }
 
 /// A slot ready to be handed to the NIC.
@@ -199,26 +214,14 @@ impl Ring {
     ///
     /// The caller has checked [`Ring::is_free`] and the length; both are asserted in debug builds.
     #[inline]
-    pub fn place(&mut self, k: u64, id: FrameId, class: ClassId, txtime: Option<Tai>, data: &[u8]) {
+    pub fn place(&mut self, k: u64, frame: Placed, data: &[u8]) {
         debug_assert!(self.is_free(k) && data.len() <= self.data_bytes);
         let i = self.idx(k);
         let start = i * self.data_bytes;
         self.bufs[start..start + data.len()].copy_from_slice(data);
-        self.kinds[i] = SlotKind::Real { id, class, txtime, len: data.len() as u32 };
+        let Placed { id, class, txtime, ring_slot } = frame;
+        self.kinds[i] = SlotKind::Real { id, class, txtime, len: data.len() as u32, ring_slot };
         self.real += 1;
-    }
-
-    /// Move a real frame from unposted slot `from` to free slot `to` (both in the window).
-    pub fn relocate(&mut self, from: u64, to: u64) {
-        debug_assert!(self.window().contains(&from) && self.is_free(to));
-        let (fi, ti) = (self.idx(from), self.idx(to));
-        if let SlotKind::Real { len, .. } = self.kinds[fi] {
-            let (fs, ts) = (fi * self.data_bytes, ti * self.data_bytes);
-            self.bufs.copy_within(fs..fs + len as usize, ts);
-            self.bufs[fs..fs + len as usize].fill(0);
-            self.kinds[ti] = self.kinds[fi];
-            self.kinds[fi] = SlotKind::Filler;
-        }
     }
 
     /// Remove a real frame from unposted slot `k`, zeroing it, and return what it was.
@@ -252,14 +255,6 @@ impl Ring {
         from..self.posted
     }
 
-    /// Jump a drained ring (`consumed == posted`) forward to slot number `k` without transmitting: used when an
-    /// underrun ate slot numbers. Frames placed at or after `k` keep their ring slots.
-    pub fn jump_to(&mut self, k: u64) {
-        debug_assert!(self.consumed == self.posted && k >= self.posted);
-        self.consumed = k;
-        self.posted = k;
-    }
-
     /// The contents of slot `k` (posted or in the window) for handing to the NIC.
     #[inline]
     pub fn view(&self, k: u64) -> SlotView<'_> {
@@ -286,7 +281,7 @@ mod tests {
         let mut r = Ring::new(8, 64);
         assert_eq!(r.post_to(3), 0..3);
         assert_eq!(r.window(), 3..8);
-        r.place(5, FrameId(1), ClassId(0), None, &[0xab; 60]);
+        r.place(5, Placed { id: FrameId(1), class: ClassId(0), txtime: None, ring_slot: 5 }, &[0xab; 60]);
         assert!(!r.is_free(5));
         assert!(!r.is_free(2), "posted slots are outside the window");
         assert_eq!(r.post_to(100), 3..8, "the producer never passes consumed + N");

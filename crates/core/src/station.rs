@@ -19,9 +19,9 @@ use core::ops::Range;
 use crate::ephc::Ephc;
 use crate::insert::{decide, Decision, Policy};
 use crate::isolation::{ClassId, Ownership};
-use crate::outcome::{Counters, Frame, Outcome, Reason, Sent};
+use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::prebuffer::{BeQueues, RtQueue};
-use crate::ring::{Ring, RingError, SlotKind, SlotView};
+use crate::ring::{Placed, Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai};
 
 /// Smallest frame data accepted: an Ethernet header.
@@ -71,13 +71,13 @@ impl fmt::Display for StationError {
 
 /// What the backend saw since the last poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Observation {
+pub struct Observation<'a> {
     /// Slots the NIC has finished with since it started (a count, not a time).
     pub consumed: u64,
     /// Host time of the observation.
     pub now: Tai,
-    /// A gap the backend itself saw on the wire (simulated NICs, TX timestamps), if any.
-    pub gap: Option<Gap>,
+    /// Gaps the backend itself saw on the wire since the last poll (simulated NICs, TX timestamps), in order.
+    pub gaps: &'a [Gap],
 }
 
 /// A gap on the wire before slot `at` (NIC count), which then started at `restart`.
@@ -98,8 +98,8 @@ pub struct Underrun {
     pub detected: Tai,
     /// (Estimated) time the link restarts.
     pub restart: Tai,
-    /// Slot numbers skipped to keep the ring aligned with the schedule.
-    pub lost_slots: u64,
+    /// How far the slot grid moved (positive: later than the clock had it).
+    pub shift: Nanos,
 }
 
 /// The result of a poll.
@@ -108,8 +108,8 @@ pub struct Underrun {
 pub struct Poll {
     /// Slots to hand to the NIC now, in order (read them with [`Station::view`]).
     pub post: Range<u64>,
-    /// An underrun detected at this poll.
-    pub underrun: Option<Underrun>,
+    /// Underruns detected at this poll (usually none).
+    pub underruns: Vec<Underrun>,
 }
 
 /// A relaxed-policy frame waiting for an owned slot beyond the window.
@@ -129,8 +129,18 @@ pub struct Station<B> {
     be: BeQueues<B>,
     outcomes: Vec<Outcome>,
     counters: Counters,
-    /// Station count = NIC count + `skipped` (slot numbers eaten by underruns).
-    skipped: u64,
+    /// Ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map. An underrun shifts the
+    /// grid in time; moving the phase by the slots it lost keeps each ring slot at its time in the schedule's
+    /// cycle, while the slot count itself is never changed.
+    phase: u64,
+    /// The clock governs slots from `clock_from` on; `history` keeps the clocks of earlier slots still in
+    /// flight, as (first slot, clock).
+    clock_from: u64,
+    history: VecDeque<(u64, Ephc)>,
+    /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
+    expected_gap: Option<u64>,
+    /// How far (ns) the grid is from where the schedule has it, after rounding skips to whole slots.
+    phase_error: i64,
     started: bool,
     draining: bool,
 }
@@ -150,7 +160,11 @@ impl<B: AsRef<[u8]>> Station<B> {
             be: BeQueues::new(cfg.ownership.classes()),
             outcomes: Vec::new(),
             counters: Counters::default(),
-            skipped: 0,
+            phase: 0,
+            clock_from: 0,
+            history: VecDeque::new(),
+            expected_gap: None,
+            phase_error: 0,
             started: false,
             draining: false,
             cfg,
@@ -207,7 +221,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.outcomes.drain(..)
     }
 
-    fn reject(&mut self, id: crate::outcome::FrameId, class: ClassId, why: Reason) {
+    fn reject(&mut self, id: FrameId, class: ClassId, why: Reason) {
         self.counters.rejected[why.index()] += 1;
         self.outcomes.push(Outcome { id, class, result: Err(why) });
     }
@@ -269,10 +283,11 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Place a real-time frame now, queue it, or reject it.
     fn schedule(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
-        let d = decide(&self.ring, &self.cfg.ownership, self.cfg.policy, frame.class, target, from);
+        let d = decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, frame.class, target, from);
         match d {
             Decision::Place(k) => {
-                self.ring.place(k, frame.id, frame.class, frame.txtime, frame.data.as_ref());
+                let placed = Placed { id: frame.id, class: frame.class, txtime: frame.txtime, ring_slot: self.ring_slot(k) };
+                self.ring.place(k, placed, frame.data.as_ref());
                 Ok(())
             }
             Decision::Wait(k) if k == target => {
@@ -290,46 +305,98 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
     }
 
-    /// One iteration of the poll loop: observe, reclaim, detect underruns, place, post.
-    pub fn poll(&mut self, obs: Observation) -> Result<Poll, RingError> {
-        // Phase 1, observe.
-        let consumed = obs.consumed + self.skipped;
-        let done = self.ring.observe(consumed)?;
-        let n_done = done.end - done.start;
+    /// The ownership map's ring slot for slot `k` under the current phase.
+    fn ring_slot(&self, k: u64) -> u32 {
+        ((k + self.phase) % self.ring.len()) as u32
+    }
 
-        // A gap the backend saw is corrected before the consumed slots are timestamped.
-        let mut underrun = None;
-        if let Some(gap) = obs.gap {
-            underrun = Some(self.absorb_gap(gap.at + self.skipped, gap.restart, obs.now));
+    /// Wire time of station slot `k`, by the clock that governed it when it was posted.
+    fn slot_time(&self, k: u64) -> Tai {
+        if k >= self.clock_from {
+            return self.ephc.time_of(k);
         }
+        let piece = self.history.iter().rev().find(|(from, _)| *from <= k);
+        piece.map_or_else(|| self.ephc.time_of(k), |(_, c)| c.time_of(k))
+    }
 
-        // Phase 2, reclaim: consumed real frames are sent; their slots become zeroed fillers.
+    /// Phase 2, reclaim: consumed real frames are sent; their slots become zeroed fillers.
+    fn reclaim(&mut self, done: Range<u64>) -> u64 {
         let mut reals = 0;
-        let (ephc, outcomes, counters) = (&self.ephc, &mut self.outcomes, &mut self.counters);
+        let mut sent = Vec::new();
         self.ring.reclaim(done, |k, kind| {
-            if let SlotKind::Real { id, class, .. } = kind {
+            if let SlotKind::Real { id, class, ring_slot, .. } = kind {
                 reals += 1;
-                counters.sent += 1;
-                outcomes.push(Outcome { id, class, result: Ok(Sent { slot: k, time: ephc.time_of(k) }) });
+                sent.push((k, id, class, ring_slot));
             }
         });
-        self.counters.fillers_sent += n_done - reals;
+        for (k, id, class, ring_slot) in sent {
+            let time = self.slot_time(k);
+            self.counters.sent += 1;
+            self.outcomes.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot }) });
+        }
+        reals
+    }
 
-        // Underrun: every posted slot is gone, so the link is idle until the next post lands.
-        if !self.started {
+    /// One iteration of the poll loop: observe, reclaim, detect underruns, place, post.
+    pub fn poll(&mut self, obs: Observation<'_>) -> Result<Poll, RingError> {
+        // Phase 1, observe.
+        let done = self.ring.observe(obs.consumed)?;
+
+        // Slots before a gap the backend saw keep the old clock; the gap re-anchors the rest. A gap at the slot
+        // where the station already expected one (it detected the underrun itself) only refines the restart
+        // time; any other is a new underrun.
+        let mut underruns = Vec::new();
+        let mut reals = 0;
+        let mut from = done.start;
+        let mut shift = 0i64;
+        for gap in obs.gaps {
+            let at = gap.at;
+            let split = at.clamp(from, done.end);
+            reals += self.reclaim(from..split);
+            from = split;
+            let moved = self.reanchor(at, gap.restart);
+            shift += moved;
+            if self.expected_gap == Some(at) {
+                self.expected_gap = None;
+            } else {
+                self.counters.underruns += 1;
+                underruns.push(Underrun { at_slot: at, detected: obs.now, restart: gap.restart, shift: Nanos(moved) });
+            }
+        }
+        reals += self.reclaim(from..done.end);
+        self.counters.fillers_sent += (done.end - done.start).saturating_sub(reals);
+
+        // Underrun: nothing the NIC was given is left, so the link is idle until a post made now lands. (A gap
+        // that opens while slots are still in flight can only be seen by a backend that watches the wire; it
+        // arrives as a reported gap above.)
+        let land = obs.now + self.cfg.post_latency;
+        let posted = self.ring.posted();
+        let idle = self.ring.consumed() == posted;
+        if !self.started || (idle && !self.draining) {
+            let moved = self.reanchor(posted, land);
+            shift += moved;
+            self.expected_gap = Some(posted);
+            if self.started {
+                self.counters.underruns += 1;
+                underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
+            }
             self.started = true;
-            let _ = self.absorb_gap(0, obs.now + self.cfg.post_latency, obs.now);
-        } else if !self.draining && self.ring.consumed() == self.ring.posted() && underrun.is_none() {
-            let at = self.ring.posted();
-            underrun = Some(self.absorb_gap(at, obs.now + self.cfg.post_latency, obs.now));
         }
-        if underrun.is_some() {
-            self.counters.underruns += 1;
+        if shift != 0 {
+            self.realign(shift);
+            self.replace_window();
         }
-        self.ephc.advance(self.ring.consumed());
+        let c = self.ring.consumed();
+        self.ephc.advance(c);
+        while self.history.len() > 1 && self.history[1].0 <= c {
+            self.history.pop_front();
+        }
+        if self.clock_from <= c {
+            self.history.clear();
+        }
 
         if self.draining {
-            return Ok(Poll { post: self.ring.posted()..self.ring.posted(), underrun });
+            return Ok(Poll { post: self.ring.posted()..self.ring.posted(), underruns });
         }
 
         // Phase 3, place: pre-buffered frames whose slot entered the window, then best effort.
@@ -339,36 +406,101 @@ impl<B: AsRef<[u8]>> Station<B> {
         // Phase 4, post: keep `batch` slots ahead of the consumer (the only doorbell).
         let post = self.ring.post_to(self.ring.consumed() + u64::from(self.cfg.batch));
         self.counters.slots_posted += post.end - post.start;
-        Ok(Poll { post, underrun })
+        Ok(Poll { post, underruns })
     }
 
-    /// Re-anchor the clock so that station slot `at` starts at `restart`; if the ring is drained at `at`, skip
-    /// the slot numbers the gap ate, rejecting frames placed in them.
-    fn absorb_gap(&mut self, at: u64, restart: Tai, now: Tai) -> Underrun {
-        let old = self.ephc.time_of(at);
-        let mut lost = 0;
-        if at == self.ring.posted() && self.ring.consumed() == at && restart > old {
-            let p = self.ephc.nominal_period();
-            // Nearest whole number of slots: the grid stays within half a slot of where it was.
-            let span = (restart - old).0 as u128;
-            lost = u64::try_from((2 * span * u128::from(p.den()) + u128::from(p.num())) / (2 * u128::from(p.num())))
-                .unwrap_or(u64::MAX);
-            for k in at..at.saturating_add(lost.min(self.ring.len())) {
-                if let SlotKind::Real { id, class, .. } = self.ring.take(k) {
-                    self.reject(id, class, Reason::Underrun);
+    /// Start a new clock piece at slot `from`, keeping the current one for earlier slots still in flight.
+    fn split_clock(&mut self, from: u64) {
+        if from > self.clock_from && from > self.ring.consumed() {
+            self.history.push_back((self.clock_from, self.ephc.clone()));
+            self.clock_from = from;
+        }
+    }
+
+    /// Slot `at` started (or will start) at `restart`: re-anchor the clock there. Returns how far the slot
+    /// moved (positive: later than the clock had it).
+    fn reanchor(&mut self, at: u64, restart: Tai) -> i64 {
+        let old = self.slot_time(at);
+        if at >= self.clock_from {
+            self.split_clock(at);
+            self.ephc.set_time(restart, at);
+        } else if let Some((_, c)) = self.history.iter_mut().rev().find(|(from, _)| *from <= at) {
+            c.set_time(restart, at);
+        }
+        (restart - old).0
+    }
+
+    /// The grid moved by `shift` ns: move the ownership phase by the nearest whole number of slots, so that
+    /// ring slot `i` keeps its time in the schedule's cycle. The remainder is carried, so the grid never drifts
+    /// from the schedule by more than half a slot however many underruns happen. The frames in the window are
+    /// then re-placed by [`Station::replace_window`].
+    fn realign(&mut self, shift: i64) {
+        let p = self.ephc.nominal_period();
+        let (num, den) = (i128::from(p.num()), i128::from(p.den()));
+        let total = i128::from(shift) + i128::from(self.phase_error);
+        // Nearest whole slots, rounding half away from zero, for either sign.
+        let slots = (2 * total * den + total.signum() * num) / (2 * num);
+        self.phase_error = i64::try_from(total - slots * num / den).unwrap_or(0);
+        let n = i128::from(self.ring.len());
+        self.phase = u64::try_from((i128::from(self.phase) + slots).rem_euclid(n)).unwrap_or(0);
+        self.counters.grid_shift_slots += slots as i64;
+    }
+
+    /// After the clock moved, put every real-time frame waiting in the window back into the slot its txtime
+    /// now maps to (or reject it with [`Reason::Underrun`] if that slot is gone, taken or not its class's).
+    /// Frames in the window are not yet posted, so moving them is free; without this, re-anchoring could move
+    /// a frame away from its scheduled time.
+    fn replace_window(&mut self) {
+        let window = self.ring.window();
+        let mut moved: Vec<(Option<Tai>, FrameId, ClassId, Vec<u8>)> = Vec::new();
+        for k in window {
+            if let SlotKind::Real { id, class, txtime, len, ring_slot } = self.ring.kind(k) {
+                let same_ring_slot = ring_slot == self.ring_slot(k);
+                let keep = match txtime {
+                    Some(t) => same_ring_slot && self.ephc.slot_of(t) == Some(k) && self.cfg.policy == Policy::Strict,
+                    None => same_ring_slot,
+                };
+                if !keep {
+                    moved.push((txtime, id, class, self.ring.view(k).bytes[..len as usize].to_vec()));
+                    let _ = self.ring.take(k);
                 }
             }
-            self.skip(lost);
         }
-        self.ephc.set_time(restart, at + lost);
-        Underrun { at_slot: at, detected: now, restart, lost_slots: lost }
+        moved.sort_by_key(|m| (m.0.is_none(), m.0, m.1));
+        for (txtime, id, class, bytes) in moved {
+            let k = match txtime {
+                Some(t) => {
+                    let target = self.ephc.slot_of(t).unwrap_or(0);
+                    match decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, class, target, target) {
+                        Decision::Place(k) => Some(k),
+                        Decision::Wait(_) | Decision::Reject(_) => None,
+                    }
+                }
+                None => self.free_unowned(self.ring.window().start),
+            };
+            match k {
+                Some(k) => {
+                    let placed = Placed { id, class, txtime, ring_slot: self.ring_slot(k) };
+                    self.ring.place(k, placed, &bytes);
+                }
+                None => self.reject(id, class, Reason::Underrun),
+            }
+        }
     }
 
-    /// Advance a drained ring by `lost` slot numbers.
-    fn skip(&mut self, lost: u64) {
-        if lost > 0 {
-            self.ring.jump_to(self.ring.posted() + lost);
-            self.skipped += lost;
+    /// The first free unowned slot of the window at or after `k`.
+    fn free_unowned(&self, mut k: u64) -> Option<u64> {
+        let own = &self.cfg.ownership;
+        let end = self.ring.window().end;
+        loop {
+            let next = own.next_in(own.unowned(), k + self.phase)? - self.phase;
+            if next >= end {
+                return None;
+            }
+            if self.ring.is_free(next) {
+                return Some(next);
+            }
+            k = next + 1;
         }
     }
 
@@ -400,20 +532,12 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Fill free unowned slots of the window with best-effort frames, in order.
     fn place_best_effort(&mut self) {
-        if self.be.is_empty() {
-            return;
-        }
-        let window = self.ring.window();
-        let mut k = window.start;
+        let mut k = self.ring.window().start;
         while !self.be.is_empty() {
-            let Some(next) = self.cfg.ownership.next_in(self.cfg.ownership.unowned(), k) else { return };
-            if next >= window.end {
-                return;
-            }
-            if self.ring.is_free(next) {
-                if let Some(f) = self.be.pop() {
-                    self.ring.place(next, f.id, f.class, None, f.data.as_ref());
-                }
+            let Some(next) = self.free_unowned(k) else { return };
+            if let Some(f) = self.be.pop() {
+                let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot: self.ring_slot(next) };
+                self.ring.place(next, placed, f.data.as_ref());
             }
             k = next + 1;
         }

@@ -1,1 +1,128 @@
-//! keepon NIC backends.
+//! # keepon-nic
+//!
+//! NIC backends for the keepon station and the loop that drives them.
+//!
+//! - [`Nic`]: what a backend must do — say how many slots the NIC has consumed (a count), take posted slots in
+//!   order, report what left the wire, keep the poll loop's time.
+//! - [`sim`]: a NIC and host in virtual time. Slots leave back to back at line rate, exactly; the host's poll
+//!   loop has explicit, seeded costs and jitter; a gap on the wire is real and reported. Runs everywhere.
+//! - [`driver`]: the station loop — observe, submit due frames, poll the station, post, collect outcomes — the
+//!   same for every backend.
+//!
+//! ## Adding a backend
+//! Implement [`Nic`]. `observe` returns the NIC's consumed count (never more than you were given) and your
+//! host clock; `post` must hand every slot to the hardware in order or fail (a slot silently lost would
+//! desynchronise the count-based clock); `drain_wire` reports consumed slots, with a wire time if the backend
+//! knows one. The station, the clock and the records need no change.
+#![deny(missing_docs)]
+
+pub mod driver;
+pub mod sim;
+pub mod source;
+
+use std::fmt;
+
+use keepon_core::ring::SlotView;
+use keepon_core::station::Gap;
+use keepon_core::time::{Nanos, Tai};
+
+/// What the backend saw at one poll.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicObservation {
+    /// Slots the NIC has finished with since it started.
+    pub consumed: u64,
+    /// Host clock (TAI).
+    pub now: Tai,
+    /// Gaps the backend saw on the wire since the last observation, in order (if it can see gaps).
+    pub gaps: Vec<Gap>,
+}
+
+/// How exact a backend's timing is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// Simulated: slot times are exact by construction (virtual time).
+    Simulated,
+    /// A real PHY paces the slots: as exact as the line clock.
+    LineRate,
+    /// Paced from the host clock (links without a line rate, e.g. veth): microseconds, approximate.
+    HostPaced,
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Timing::Simulated => "simulated (exact, virtual time)",
+            Timing::LineRate => "line rate (as exact as the PHY)",
+            Timing::HostPaced => "host-paced (approximate, µs)",
+        })
+    }
+}
+
+/// One slot that left the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireEvent {
+    /// NIC count of the slot.
+    pub nic_slot: u64,
+    /// Wire start time, when the backend knows it (the simulator does).
+    pub start: Option<Tai>,
+    /// Receiver timestamp, when a receiver saw it (the simulator's receiver does).
+    pub rx: Option<Tai>,
+    /// Real frame id, or `None` for a filler.
+    pub frame: Option<keepon_core::outcome::FrameId>,
+    /// Frame bytes without FCS, when kept (real frames; fillers only if asked for).
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Backend failures.
+#[derive(Debug)]
+pub enum NicError {
+    /// An OS call failed.
+    Io(std::io::Error),
+    /// The kernel refused or dropped slots: the count-based clock can no longer be trusted.
+    Dropped {
+        /// Slots lost.
+        slots: u64,
+    },
+    /// The backend cannot run with this configuration.
+    Unsupported(String),
+}
+
+impl fmt::Display for NicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NicError::Io(e) => write!(f, "NIC I/O error: {e}"),
+            NicError::Dropped { slots } => {
+                write!(f, "the kernel dropped {slots} posted slots; the slot clock is broken")
+            }
+            NicError::Unsupported(why) => write!(f, "unsupported: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for NicError {}
+
+impl From<std::io::Error> for NicError {
+    fn from(e: std::io::Error) -> Self {
+        NicError::Io(e)
+    }
+}
+
+/// A NIC transmit queue driven in keepon's slot model.
+pub trait Nic {
+    /// Short description: backend, interface, filler mode, and why.
+    fn describe(&self) -> String;
+    /// How exact the timing of this backend is.
+    fn timing(&self) -> Timing;
+    /// Consumed count, host time, and any gap seen.
+    fn observe(&mut self) -> Result<NicObservation, NicError>;
+    /// Hand these slots (consecutive, in order) to the NIC.
+    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError>;
+    /// Move consumed slots' wire events into `out` (fillers only if the backend keeps them).
+    fn drain_wire(&mut self, out: &mut Vec<WireEvent>);
+    /// Let the poll loop's period pass (virtual time in the simulator, sleeping or spinning on hardware).
+    fn wait(&mut self, period: Nanos);
+    /// Host time now.
+    fn now(&self) -> Tai;
+    /// The delay from a post to the slot starting on an idle link, as far as the backend knows it.
+    fn post_latency(&self) -> Nanos;
+}

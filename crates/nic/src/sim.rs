@@ -1,0 +1,335 @@
+//! A simulated NIC and host, in virtual time.
+//!
+//! **The NIC.** Posted slots leave back to back at line rate: a slot starts at
+//! `max(end of the previous slot, time its post lands)` and lasts exactly `δ`. While the producer stays ahead,
+//! slot `k` therefore starts at exactly `T0 + k·δ`. Times are kept in ticks of `1/den` ns (where
+//! `δ = num/den` ns), so nothing is ever rounded on the wire. If a post lands after the previous slot ended,
+//! the wire was idle: a real gap, reported through [`NicObservation::gap`].
+//!
+//! The first post brings the link up at exactly `t0`; the host starts `post_latency + poll_overhead` before it.
+//!
+//! **The host.** One poll-loop iteration costs `poll_overhead + per_slot·(slots reclaimed + posted)`; a post
+//! lands `post_latency + U[0, post_jitter]` after that work (doorbell, DMA fetch). Between iterations the loop
+//! sleeps: `0` for a busy poll, otherwise `period + wake_latency + wake_slack·period` (the shape of
+//! `usleep_range` overshoot), plus `U[0, jitter]`, plus with probability `spike_ppm/10⁶` a preemption of
+//! `spike`. Every draw comes from one ChaCha8 stream seeded by `seed`: a run is a pure function of its
+//! configuration.
+//!
+//! **The receiver** timestamps each real frame's start plus `rx_delay`, floored to a multiple of `rx_quantum`
+//! (8 ns like an Intel i210).
+
+use std::collections::VecDeque;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use keepon_core::outcome::FrameId;
+use keepon_core::ring::{SlotKind, SlotView};
+use keepon_core::station::Gap;
+use keepon_core::time::{Nanos, SlotGeometry, Tai};
+
+use crate::{Nic, NicError, NicObservation, Timing, WireEvent};
+
+/// The host's poll-loop model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostModel {
+    /// Fixed cost of one iteration.
+    pub poll_overhead: Nanos,
+    /// Cost per slot reclaimed or posted.
+    pub per_slot: Nanos,
+    /// Fixed oversleep of a non-zero sleep.
+    pub wake_latency: Nanos,
+    /// Oversleep as parts per million of the requested period.
+    pub wake_slack_ppm: u32,
+    /// Uniform extra delay per iteration, `[0, jitter]`.
+    pub jitter: Nanos,
+    /// Probability of a preemption per iteration, parts per million.
+    pub spike_ppm: u32,
+    /// Length of a preemption.
+    pub spike: Nanos,
+}
+
+impl Default for HostModel {
+    fn default() -> Self {
+        HostModel {
+            poll_overhead: Nanos(500),
+            per_slot: Nanos(5),
+            wake_latency: Nanos(0),
+            wake_slack_ppm: 0,
+            jitter: Nanos(0),
+            spike_ppm: 0,
+            spike: Nanos(0),
+        }
+    }
+}
+
+/// Configuration of the simulated NIC and host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Line rate and slot size.
+    pub geometry: SlotGeometry,
+    /// Wire start of slot 0 when the first post lands on time.
+    pub t0: Tai,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Poll loop costs and jitter.
+    pub host: HostModel,
+    /// Delay from the end of the poll's work to the NIC being able to start a posted slot.
+    pub post_latency: Nanos,
+    /// Uniform extra post latency `[0, post_jitter]`.
+    pub post_jitter: Nanos,
+    /// Receiver timestamp resolution.
+    pub rx_quantum: Nanos,
+    /// Wire and receiver latency added to receive timestamps.
+    pub rx_delay: Nanos,
+    /// Report fillers in [`Nic::drain_wire`] too (for a pcap with fillers).
+    pub keep_fillers: bool,
+}
+
+impl SimConfig {
+    /// Defaults for a geometry: busy-ish host, 1 µs post latency, i210-like receiver.
+    pub fn new(geometry: SlotGeometry, t0: Tai) -> SimConfig {
+        SimConfig {
+            geometry,
+            t0,
+            seed: 1,
+            host: HostModel::default(),
+            post_latency: Nanos(1_000),
+            post_jitter: Nanos(0),
+            rx_quantum: Nanos(8),
+            rx_delay: Nanos(0),
+            keep_fillers: false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    start: u128,
+    frame: Option<FrameId>,
+    bytes: Option<Vec<u8>>,
+}
+
+/// Wire statistics of a simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// Slots that left the wire.
+    pub slots: u64,
+    /// Real frames among them.
+    pub real: u64,
+    /// Gaps (idle periods between slots).
+    pub gaps: u64,
+    /// Total idle time between the first slot's start and the last slot's end, ns.
+    pub idle_ns: u128,
+    /// Wire time from the first slot's start to the last finished slot's end, ns.
+    pub span_ns: u128,
+}
+
+impl WireStats {
+    /// Fraction of the span the wire was busy, in parts per million.
+    pub fn busy_ppm(&self) -> u64 {
+        if self.span_ns == 0 {
+            return 0;
+        }
+        ((self.span_ns - self.idle_ns.min(self.span_ns)) * 1_000_000 / self.span_ns) as u64
+    }
+}
+
+/// The simulated NIC, its host and its receiver.
+pub struct SimNic {
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    /// Ticks per ns (`den`) and ticks per slot (`num`).
+    den: u128,
+    num: u128,
+    now: Tai,
+    /// Slots counted as completed.
+    consumed: u64,
+    /// Slots posted.
+    posted: u64,
+    /// End of the last scheduled slot, ticks.
+    busy_until: Option<u128>,
+    first_start: Option<u128>,
+    inflight: VecDeque<InFlight>,
+    gaps: VecDeque<Gap>,
+    work_slots: u64,
+    wire: Vec<WireEvent>,
+    stats: WireStats,
+    idle_ticks: u128,
+}
+
+impl SimNic {
+    /// A simulated NIC whose first post lands exactly at `t0` if the host keeps to its model.
+    pub fn new(cfg: SimConfig) -> SimNic {
+        let p = cfg.geometry.period();
+        let mut nic = SimNic {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            den: u128::from(p.den()),
+            num: u128::from(p.num()),
+            now: cfg.t0,
+            consumed: 0,
+            posted: 0,
+            busy_until: None,
+            first_start: None,
+            inflight: VecDeque::new(),
+            gaps: VecDeque::new(),
+            work_slots: 0,
+            wire: Vec::new(),
+            stats: WireStats::default(),
+            idle_ticks: 0,
+            cfg,
+        };
+        // Start the host early enough that the first post lands at t0.
+        nic.now = cfg.t0 - cfg.post_latency - cfg.host.poll_overhead;
+        nic
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// Wire statistics so far.
+    pub fn stats(&self) -> WireStats {
+        let mut s = self.stats;
+        s.idle_ns = self.idle_ticks / self.den;
+        s
+    }
+
+    fn to_ticks(&self, t: Tai) -> u128 {
+        // Virtual times are after 1970 in every configuration we accept.
+        u128::from(t.0.max(0) as u64) * self.den
+    }
+
+    fn floor_ns(&self, ticks: u128) -> Tai {
+        Tai((ticks / self.den) as i64)
+    }
+
+    fn uniform(&mut self, max: Nanos) -> i64 {
+        if max.0 <= 0 {
+            0
+        } else {
+            self.rng.gen_range(0..=max.0)
+        }
+    }
+
+    fn work(&self) -> Nanos {
+        Nanos(self.cfg.host.poll_overhead.0 + self.cfg.host.per_slot.0 * self.work_slots as i64)
+    }
+}
+
+impl Nic for SimNic {
+    fn describe(&self) -> String {
+        format!(
+            "sim: {} link, {} B slots (δ = {}), post latency {} ns, seed {}",
+            self.cfg.geometry.rate(),
+            self.cfg.geometry.slot_bytes(),
+            self.cfg.geometry.period(),
+            self.cfg.post_latency.0,
+            self.cfg.seed
+        )
+    }
+
+    fn timing(&self) -> Timing {
+        Timing::Simulated
+    }
+
+    fn observe(&mut self) -> Result<NicObservation, NicError> {
+        let now_t = self.to_ticks(self.now);
+        while let Some(f) = self.inflight.front() {
+            if f.start + self.num > now_t {
+                break;
+            }
+            let Some(f) = self.inflight.pop_front() else { break };
+            let nic_slot = self.consumed;
+            self.consumed += 1;
+            self.work_slots += 1;
+            self.stats.slots += 1;
+            self.stats.span_ns = (f.start + self.num - self.first_start.unwrap_or(f.start)) / self.den;
+            if f.frame.is_some() {
+                self.stats.real += 1;
+            }
+            if f.frame.is_some() || self.cfg.keep_fillers {
+                let start = self.floor_ns(f.start);
+                let rx_raw = start.0 + self.cfg.rx_delay.0;
+                let q = self.cfg.rx_quantum.0.max(1);
+                let rx = Tai(rx_raw - rx_raw.rem_euclid(q));
+                self.wire.push(WireEvent {
+                    nic_slot,
+                    start: Some(start),
+                    rx: f.frame.map(|_| rx),
+                    frame: f.frame,
+                    bytes: f.bytes,
+                });
+            }
+        }
+        // Report every gap that has happened (a gap whose restart is still ahead is reported once it has).
+        let mut gaps = Vec::new();
+        while self.gaps.front().is_some_and(|g| g.restart <= self.now) {
+            gaps.extend(self.gaps.pop_front());
+        }
+        Ok(NicObservation { consumed: self.consumed, now: self.now, gaps })
+    }
+
+    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError> {
+        let mut first = true;
+        let mut avail = 0;
+        for s in slots {
+            self.work_slots += 1;
+            if first {
+                first = false;
+                let lat = self.cfg.post_latency + Nanos(self.uniform(self.cfg.post_jitter));
+                avail = self.to_ticks(self.now + self.work() + lat);
+            }
+            let start = match self.busy_until {
+                None => {
+                    // The first post brings the link up at exactly t0 (the station anchors slot 0 there).
+                    avail = self.to_ticks(self.cfg.t0);
+                    self.first_start = Some(avail);
+                    avail
+                }
+                Some(end) if avail > end => {
+                    self.stats.gaps += 1;
+                    self.idle_ticks += avail - end;
+                    self.gaps.push_back(Gap { at: self.posted, restart: self.floor_ns(avail) });
+                    avail
+                }
+                Some(end) => end,
+            };
+            self.busy_until = Some(start + self.num);
+            let (frame, bytes) = match s.kind {
+                SlotKind::Real { id, len, .. } => (Some(id), Some(s.bytes[..len as usize].to_vec())),
+                SlotKind::Filler => (None, if self.cfg.keep_fillers { Some(s.bytes.to_vec()) } else { None }),
+            };
+            self.inflight.push_back(InFlight { start, frame, bytes });
+            self.posted += 1;
+        }
+        Ok(())
+    }
+
+    fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
+        out.append(&mut self.wire);
+    }
+
+    fn wait(&mut self, period: Nanos) {
+        let h = self.cfg.host;
+        let mut d = self.work().0;
+        if period.0 > 0 {
+            d += period.0 + h.wake_latency.0 + period.0 * i64::from(h.wake_slack_ppm) / 1_000_000;
+        }
+        d += self.uniform(h.jitter);
+        if h.spike_ppm > 0 && self.rng.gen_range(0..1_000_000u32) < h.spike_ppm {
+            d += h.spike.0;
+        }
+        self.now += Nanos(d.max(1));
+        self.work_slots = 0;
+    }
+
+    fn now(&self) -> Tai {
+        self.now
+    }
+
+    fn post_latency(&self) -> Nanos {
+        self.cfg.host.poll_overhead + self.cfg.post_latency
+    }
+}

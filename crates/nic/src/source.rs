@@ -1,0 +1,164 @@
+//! Periodic test flows: the application side of `keepon run` and `keepon talk`.
+//!
+//! Instance `l` of a flow is scheduled at `epoch + offset + l·period` (or, for planner schedules with
+//! per-instance offsets, `epoch + offsets[l mod M] + ⌊l/M⌋·repeat`) and handed to the station `lead` earlier.
+//! Each frame carries a [`TestHeader`] (flow, sequence number, txtime) so a listener can match it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use keepon_core::isolation::ClassId;
+use keepon_core::outcome::{Frame, FrameId};
+use keepon_core::testframe::TestHeader;
+use keepon_core::time::{Nanos, Tai};
+
+use crate::driver::Source;
+
+/// When a flow's instances are scheduled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// `offset + l·period` after the epoch.
+    Periodic {
+        /// Instance 0's offset from the epoch.
+        offset: Nanos,
+        /// Period.
+        period: Nanos,
+    },
+    /// `offsets[l mod M] + ⌊l/M⌋·repeat` after the epoch.
+    Listed {
+        /// Per-instance offsets within one repetition.
+        offsets: Vec<Nanos>,
+        /// Repetition length.
+        repeat: Nanos,
+    },
+    /// Best effort: submitted every `period` from `offset`, no txtime.
+    BestEffort {
+        /// First submission's offset from the epoch.
+        offset: Nanos,
+        /// Interval between submissions.
+        period: Nanos,
+    },
+}
+
+/// One test flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// Flow number (index in the configuration).
+    pub flow: u16,
+    /// Class.
+    pub class: ClassId,
+    /// Schedule.
+    pub pattern: Pattern,
+    /// L2 frame length including FCS.
+    pub frame_bytes: u32,
+    /// Instances.
+    pub count: u64,
+    /// Submitted this long before the txtime.
+    pub lead: Nanos,
+    /// Destination MAC.
+    pub dst: [u8; 6],
+    /// Source MAC.
+    pub src: [u8; 6],
+}
+
+impl FlowSpec {
+    /// The scheduled time of instance `l` (for best effort: its submission time).
+    pub fn time_of(&self, epoch: Tai, l: u64) -> Tai {
+        match &self.pattern {
+            Pattern::Periodic { offset, period } | Pattern::BestEffort { offset, period } => {
+                epoch + *offset + Nanos(period.0 * l as i64)
+            }
+            Pattern::Listed { offsets, repeat } => {
+                let m = offsets.len().max(1) as u64;
+                epoch + offsets[(l % m) as usize] + Nanos(repeat.0 * (l / m) as i64)
+            }
+        }
+    }
+
+    /// True for best-effort flows.
+    pub fn is_best_effort(&self) -> bool {
+        matches!(self.pattern, Pattern::BestEffort { .. })
+    }
+}
+
+/// Frame id of instance `seq` of `flow`.
+pub fn frame_id(flow: u16, seq: u64) -> FrameId {
+    FrameId((u64::from(flow) << 48) | (seq & ((1 << 48) - 1)))
+}
+
+/// Flow and sequence number of a frame id.
+pub fn split_id(id: FrameId) -> (u16, u64) {
+    ((id.0 >> 48) as u16, id.0 & ((1 << 48) - 1))
+}
+
+/// Build the bytes (without FCS) of one test frame.
+pub fn test_frame(spec: &FlowSpec, seq: u64, txtime: Option<Tai>) -> Vec<u8> {
+    let len = (spec.frame_bytes.saturating_sub(4) as usize).max(TestHeader::buffer_len());
+    let mut data = vec![0u8; len];
+    TestHeader { dst: spec.dst, src: spec.src, flow: spec.flow, seq, txtime: txtime.map_or(0, |t| t.0) }
+        .emit(&mut data[..TestHeader::buffer_len()]);
+    data
+}
+
+/// All instances of a set of flows, in submission order.
+pub struct FlowSource {
+    flows: Vec<FlowSpec>,
+    epoch: Tai,
+    next: Vec<u64>,
+    /// (submission time, flow index)
+    heap: BinaryHeap<Reverse<(Tai, usize)>>,
+}
+
+impl FlowSource {
+    /// Flows scheduled relative to `epoch`.
+    pub fn new(flows: Vec<FlowSpec>, epoch: Tai) -> FlowSource {
+        let mut s = FlowSource { next: vec![0; flows.len()], flows, epoch, heap: BinaryHeap::new() };
+        for i in 0..s.flows.len() {
+            s.push_next(i);
+        }
+        s
+    }
+
+    fn submit_time(&self, i: usize, l: u64) -> Tai {
+        let f = &self.flows[i];
+        let t = f.time_of(self.epoch, l);
+        if f.is_best_effort() {
+            t
+        } else {
+            t - f.lead
+        }
+    }
+
+    fn push_next(&mut self, i: usize) {
+        let l = self.next[i];
+        if l < self.flows[i].count {
+            self.heap.push(Reverse((self.submit_time(i, l), i)));
+        }
+    }
+
+    /// The flows.
+    pub fn flows(&self) -> &[FlowSpec] {
+        &self.flows
+    }
+
+    /// The epoch.
+    pub fn epoch(&self) -> Tai {
+        self.epoch
+    }
+}
+
+impl Source for FlowSource {
+    fn next_due(&self) -> Option<Tai> {
+        self.heap.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
+        let Reverse((_, i)) = self.heap.pop()?;
+        let seq = self.next[i];
+        self.next[i] += 1;
+        self.push_next(i);
+        let spec = &self.flows[i];
+        let txtime = (!spec.is_best_effort()).then(|| spec.time_of(self.epoch, seq));
+        Some(Frame { id: frame_id(spec.flow, seq), class: spec.class, txtime, data: test_frame(spec, seq, txtime) })
+    }
+}
