@@ -17,6 +17,8 @@
 #![deny(missing_docs)]
 
 pub mod driver;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod sim;
 pub mod source;
 

@@ -1,0 +1,439 @@
+//! The part every Linux backend shares: the [`Nic`] protocol over a kernel TX path, host pacing, and the
+//! bookkeeping that keeps the slot count honest.
+//!
+//! ```text
+//!   station ──post──► pending (not yet accepted by the kernel) ──release──► TxPath::send ──► kernel/NIC
+//!                                                                                          │
+//!   station ◄─observe── consumed = TxPath::completed()  ◄──────── completions (a count) ───┘
+//!
+//!   invariant:  consumed ≤ accepted ≤ posted,   accepted + pending.len() = posted
+//! ```
+//!
+//! **Line rate** (a NIC with a wire clock): every posted slot is offered to the kernel at once; the NIC paces
+//! them and completions say how many finished. **Host paced** (veth, tap: no wire clock, instant
+//! completion): slot `k` is released to the kernel at `anchor + (k − anchor_slot)·δ` read from `CLOCK_TAI`,
+//! so the count tracks real time to within the loop's sleep accuracy (microseconds). A slot the station
+//! posts after its release time has passed by more than a slot is a gap on the "wire": the schedule is
+//! re-anchored and the gap reported, exactly as a NIC whose ring ran dry would restart late.
+//!
+//! A frame the kernel does not accept stays pending and is offered again (the kernel did not send it, so
+//! order and count are preserved); one it drops after accepting surfaces as [`NicError::Dropped`].
+
+use std::collections::VecDeque;
+
+use keepon_core::outcome::FrameId;
+use keepon_core::ring::{SlotKind, SlotView};
+use keepon_core::station::Gap;
+use keepon_core::time::{Nanos, SlotPeriod, Tai};
+
+use crate::{Nic, NicError, NicObservation, Timing, WireEvent};
+
+use super::{link, sys};
+
+/// One slot's content as a TX path sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum TxFrame<'a> {
+    /// The link's filler (the path knows its bytes).
+    Filler,
+    /// A real frame: `slot_bytes − 4` bytes, zero padded, without FCS.
+    Real(&'a [u8]),
+}
+
+/// A kernel transmit path (AF_PACKET `sendmmsg`, `PACKET_TX_RING`, AF_XDP) as the engine drives it.
+pub trait TxPath: Send {
+    /// Short name, e.g. `af_packet sendmmsg`.
+    fn label(&self) -> String;
+    /// Offer `frames` (consecutive slots, in order) to the kernel; returns how many of the first ones it
+    /// accepted. The rest were not sent and will be offered again.
+    fn send(&mut self, frames: &[TxFrame<'_>]) -> Result<usize, NicError>;
+    /// Frames the kernel has finished with since the path opened (never more than were accepted).
+    fn completed(&mut self) -> Result<u64, NicError>;
+    /// Push frames the path holds but the kernel has not taken yet (doorbells, retries).
+    fn flush(&mut self) -> Result<(), NicError> {
+        Ok(())
+    }
+    /// Frames the kernel refused and the path offered again (they may show in the interface's `tx_dropped`).
+    fn refused(&self) -> u64 {
+        0
+    }
+}
+
+/// How slots are released to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Host-paced on links without a wire clock (veth, tap, no reported speed), line rate otherwise.
+    Auto,
+    /// Hand slots to the kernel as soon as they are posted; the NIC's line rate paces them.
+    LineRate,
+    /// Release slot `k` at `T0 + k·δ` by the host's `CLOCK_TAI` (approximate, µs).
+    HostPaced,
+}
+
+/// The host-paced release schedule: slot `k` is released at `anchor + (k − anchor_slot)·δ`.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    period: SlotPeriod,
+    anchor_slot: u64,
+    anchor: Tai,
+}
+
+impl Schedule {
+    fn release_time(&self, k: u64) -> Tai {
+        let d = self.period.floor_mul(k.saturating_sub(self.anchor_slot));
+        self.anchor + Nanos(i64::try_from(d).unwrap_or(i64::MAX))
+    }
+
+    /// Slots `< due_end(now)` are due.
+    fn due_end(&self, now: Tai) -> u64 {
+        if now < self.anchor {
+            return self.anchor_slot;
+        }
+        self.anchor_slot + self.period.slots_in(now - self.anchor) + 1
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    slot: u64,
+    real: bool,
+    bytes: Vec<u8>,
+}
+
+/// Counters of a Linux backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinuxStats {
+    /// Slots accepted by the kernel.
+    pub accepted: u64,
+    /// Slots the kernel finished (consumed).
+    pub consumed: u64,
+    /// Real frames among the consumed slots.
+    pub real: u64,
+    /// Offers the kernel refused and that were made again.
+    pub refused: u64,
+    /// Host-paced gaps (the station posted after a slot's release time).
+    pub gaps: u64,
+}
+
+/// Static settings of the engine.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineConfig {
+    pub describe: String,
+    pub iface: String,
+    pub host_paced: bool,
+    pub period: SlotPeriod,
+    pub data_len: usize,
+    pub post_latency: Nanos,
+}
+
+/// How long the kernel may refuse every offer before the backend gives up.
+const STALL_LIMIT: Nanos = Nanos::from_ms(1_000);
+/// How often the interface's `tx_dropped` counter is compared with the refusals.
+const DROP_CHECK_EVERY: Nanos = Nanos::from_ms(20);
+/// Retry interval while the kernel refuses frames.
+const BUSY_RETRY: Nanos = Nanos::from_us(20);
+/// Frames per `send` call.
+const CHUNK: usize = 64;
+
+/// A Linux NIC queue in keepon's slot model: a [`TxPath`] plus pacing and bookkeeping.
+pub struct LinuxNic<P: TxPath> {
+    path: P,
+    cfg: EngineConfig,
+    schedule: Option<Schedule>,
+    pending: VecDeque<Pending>,
+    pool: Vec<Vec<u8>>,
+    posted: u64,
+    accepted: u64,
+    consumed: u64,
+    reals: VecDeque<(u64, FrameId, Vec<u8>)>,
+    wire: Vec<WireEvent>,
+    gaps: Vec<Gap>,
+    station_saw_idle: bool,
+    deferred: Option<NicError>,
+    last_progress: Tai,
+    drops_base: Option<u64>,
+    next_drop_check: Tai,
+    slack_set: bool,
+    stats: LinuxStats,
+}
+
+fn tai_now() -> Tai {
+    Tai(sys::clock_ns(libc::CLOCK_TAI))
+}
+
+impl<P: TxPath> LinuxNic<P> {
+    pub(crate) fn with_path(path: P, cfg: EngineConfig) -> Self {
+        let now = tai_now();
+        let drops_base = link::tx_dropped(&cfg.iface);
+        LinuxNic {
+            path,
+            cfg,
+            schedule: None,
+            pending: VecDeque::new(),
+            pool: Vec::new(),
+            posted: 0,
+            accepted: 0,
+            consumed: 0,
+            reals: VecDeque::new(),
+            wire: Vec::new(),
+            gaps: Vec::new(),
+            station_saw_idle: false,
+            deferred: None,
+            last_progress: now,
+            drops_base,
+            next_drop_check: now,
+            slack_set: false,
+            stats: LinuxStats::default(),
+        }
+    }
+
+    /// The kernel path (for tests and benchmarks).
+    pub fn path(&self) -> &P {
+        &self.path
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> LinuxStats {
+        LinuxStats { refused: self.path.refused(), ..self.stats }
+    }
+
+    fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(data);
+        b
+    }
+
+    /// Offer every pending slot that is due to the kernel, in order, until it refuses one.
+    fn flush_due(&mut self, now: Tai) -> Result<(), NicError> {
+        self.path.flush()?;
+        let Some(front) = self.pending.front().map(|p| p.slot) else {
+            self.last_progress = now;
+            return Ok(());
+        };
+        let due = match &self.schedule {
+            Some(s) if self.cfg.host_paced => s.due_end(now).saturating_sub(front).min(self.pending.len() as u64),
+            _ => self.pending.len() as u64,
+        } as usize;
+        let mut done = 0;
+        while done < due {
+            let chunk = (due - done).min(CHUNK);
+            let frames: Vec<TxFrame<'_>> = self
+                .pending
+                .iter()
+                .take(chunk)
+                .map(|p| if p.real { TxFrame::Real(&p.bytes) } else { TxFrame::Filler })
+                .collect();
+            let n = self.path.send(&frames)?.min(chunk);
+            for _ in 0..n {
+                if let Some(p) = self.pending.pop_front() {
+                    if p.real {
+                        self.pool.push(p.bytes);
+                    }
+                }
+            }
+            self.accepted += n as u64;
+            done += n;
+            if n < chunk {
+                break;
+            }
+        }
+        if done > 0 || due == 0 {
+            self.last_progress = now;
+        } else if now - self.last_progress > STALL_LIMIT {
+            return Err(NicError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{}: the kernel refused every frame for {} ms (driver queue stuck or link down)",
+                    self.cfg.iface,
+                    STALL_LIMIT.0 / 1_000_000
+                ),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Compare the interface's drop counter with the refusals we know about.
+    fn check_drops(&mut self, now: Tai) -> Result<(), NicError> {
+        if now < self.next_drop_check {
+            return Ok(());
+        }
+        self.next_drop_check = now + DROP_CHECK_EVERY;
+        let Some(d) = link::tx_dropped(&self.cfg.iface) else { return Ok(()) };
+        let base = *self.drops_base.get_or_insert(d);
+        let unexplained = d.saturating_sub(base).saturating_sub(self.path.refused());
+        if unexplained > 0 {
+            return Err(NicError::Dropped { slots: unexplained });
+        }
+        Ok(())
+    }
+
+    /// Host pacing at a post of slot `k`: anchor the schedule, or notice that the link went idle.
+    fn pace_post(&mut self, k: u64, now: Tai) {
+        let idle = self.pending.is_empty() && self.accepted == self.posted;
+        match self.schedule {
+            None => {
+                self.schedule = Some(Schedule { period: self.cfg.period, anchor_slot: k, anchor: now });
+                self.gaps.push(Gap { at: k, restart: now });
+            }
+            Some(s) if idle => {
+                let sched = s.release_time(k);
+                let late = now - sched;
+                let slot_ns = Nanos(i64::try_from(self.cfg.period.ceil_mul(1)).unwrap_or(i64::MAX));
+                if late > slot_ns {
+                    self.schedule = Some(Schedule { period: self.cfg.period, anchor_slot: k, anchor: now });
+                    self.gaps.push(Gap { at: k, restart: now });
+                    self.stats.gaps += 1;
+                } else if self.station_saw_idle {
+                    // The station took this for an underrun and guessed the restart; tell it the real one.
+                    self.gaps.push(Gap { at: k, restart: sched.max(now) });
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+impl<P: TxPath> Nic for LinuxNic<P> {
+    fn describe(&self) -> String {
+        self.cfg.describe.clone()
+    }
+
+    fn timing(&self) -> Timing {
+        if self.cfg.host_paced {
+            Timing::HostPaced
+        } else {
+            Timing::LineRate
+        }
+    }
+
+    fn observe(&mut self) -> Result<NicObservation, NicError> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        let now = tai_now();
+        self.flush_due(now)?;
+        let c = self.path.completed()?;
+        if c > self.accepted || c < self.consumed {
+            return Err(NicError::Io(std::io::Error::other(format!(
+                "{}: completion count {c} outside [{}, {}]",
+                self.path.label(),
+                self.consumed,
+                self.accepted
+            ))));
+        }
+        self.consumed = c;
+        self.stats.consumed = c;
+        self.stats.accepted = self.accepted;
+        while self.reals.front().is_some_and(|r| r.0 < c) {
+            if let Some((nic_slot, id, bytes)) = self.reals.pop_front() {
+                self.stats.real += 1;
+                self.wire.push(WireEvent { nic_slot, start: None, rx: None, frame: Some(id), bytes: Some(bytes) });
+            }
+        }
+        self.check_drops(now)?;
+        self.station_saw_idle = c == self.posted;
+        Ok(NicObservation { consumed: c, now, gaps: std::mem::take(&mut self.gaps) })
+    }
+
+    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError> {
+        let views: Vec<SlotView<'a>> = slots.collect();
+        let Some(first) = views.first() else { return Ok(()) };
+        let now = tai_now();
+        if first.slot != self.posted {
+            return Err(NicError::Unsupported(format!(
+                "slot {} posted where slot {} was expected: slots must be posted once each, in order",
+                first.slot, self.posted
+            )));
+        }
+        if self.cfg.host_paced {
+            self.pace_post(first.slot, now);
+        }
+        for (i, v) in views.iter().enumerate() {
+            if v.slot != first.slot + i as u64 || v.bytes.len() != self.cfg.data_len {
+                return Err(NicError::Unsupported(format!(
+                    "slot {} is malformed (out of order or {} B instead of {} B)",
+                    v.slot,
+                    v.bytes.len(),
+                    self.cfg.data_len
+                )));
+            }
+            if let SlotKind::Real { id, len, .. } = v.kind {
+                let copy = self.copy_of(&v.bytes[..(len as usize).min(v.bytes.len())]);
+                self.reals.push_back((v.slot, id, copy));
+            }
+        }
+        self.posted += views.len() as u64;
+        let mut from = 0;
+        if !self.cfg.host_paced && self.pending.is_empty() {
+            // Line rate and nothing queued: hand the station's buffers straight to the kernel.
+            while from < views.len() {
+                let chunk = &views[from..(from + CHUNK).min(views.len())];
+                let frames: Vec<TxFrame<'_>> = chunk
+                    .iter()
+                    .map(|v| match v.kind {
+                        SlotKind::Real { .. } => TxFrame::Real(v.bytes),
+                        SlotKind::Filler => TxFrame::Filler,
+                    })
+                    .collect();
+                let n = self.path.send(&frames)?.min(chunk.len());
+                self.accepted += n as u64;
+                from += n;
+                if n < chunk.len() {
+                    break;
+                }
+            }
+        }
+        for v in &views[from..] {
+            let real = matches!(v.kind, SlotKind::Real { .. });
+            let bytes = if real { self.copy_of(v.bytes) } else { Vec::new() };
+            self.pending.push_back(Pending { slot: v.slot, real, bytes });
+        }
+        if !self.pending.is_empty() {
+            self.flush_due(now)?;
+        }
+        Ok(())
+    }
+
+    fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
+        out.append(&mut self.wire);
+    }
+
+    fn wait(&mut self, period: Nanos) {
+        if self.cfg.host_paced && !self.slack_set {
+            sys::tight_timer_slack();
+            self.slack_set = true;
+        }
+        let start = tai_now();
+        let deadline = start + period;
+        loop {
+            let now = tai_now();
+            if self.deferred.is_none() {
+                if let Err(e) = self.flush_due(now) {
+                    self.deferred = Some(e);
+                }
+            }
+            if now >= deadline || self.deferred.is_some() {
+                return;
+            }
+            let mut until = deadline;
+            if let Some(front) = self.pending.front() {
+                let release = match &self.schedule {
+                    Some(s) if self.cfg.host_paced => s.release_time(front.slot),
+                    _ => now,
+                };
+                // Due but refused: the kernel is busy, retry shortly.
+                let next = if release <= now { now + BUSY_RETRY } else { release };
+                until = until.min(next);
+            }
+            sys::sleep_until(libc::CLOCK_TAI, until.0);
+        }
+    }
+
+    fn now(&self) -> Tai {
+        tai_now()
+    }
+
+    fn post_latency(&self) -> Nanos {
+        self.cfg.post_latency
+    }
+}

@@ -1,0 +1,195 @@
+//! keepon on real Linux interfaces: AF_PACKET and AF_XDP backends, fillers, host pacing, and a receiver.
+//!
+//! - [`afpacket::AfPacketNic`]: AF_PACKET, `sendmmsg` (bad-FCS fillers possible with `SO_NOFCS`) or
+//!   `PACKET_TX_RING` + `PACKET_QDISC_BYPASS`.
+//! - [`afxdp::AfXdpNic`]: AF_XDP on one queue, copy mode everywhere, zero-copy when asked and supported.
+//! - [`FillerMode`]: bad FCS (first hop drops on FCS error) or a reserved group address (first bridge never
+//!   forwards it).
+//! - [`Pacing`]: links without a wire clock (veth, tap) complete instantly, so a slot count would mean
+//!   nothing in time; host pacing releases slot `k` at `T0 + k·δ` by `CLOCK_TAI` instead.
+//! - [`rx::Receiver`]: AF_PACKET capture with kernel timestamps, for the listener.
+//!
+//! Open a backend from plain parameters with [`open`]. Errors name the problem: no such interface, missing
+//! privileges, a driver without `SO_NOFCS`, a kernel without AF_XDP, a slot larger than the MTU.
+//!
+//! What the kernel cannot tell userspace, and what keepon therefore assumes: the backend is the only
+//! transmitter on its queue; on a real NIC, pause frames and EEE are off (they stop the transmitter and
+//! break the slot grid); completions are counts, not times, so the EPHC is anchored by the station, and
+//! host-paced timing is only as exact as the host's sleeps (microseconds).
+
+pub mod afpacket;
+pub mod afxdp;
+pub mod engine;
+pub mod frame;
+pub mod link;
+pub mod rx;
+mod sys;
+
+use std::fs::File;
+use std::os::fd::AsFd;
+
+use keepon_core::time::{Nanos, SlotGeometry};
+
+use crate::{Nic, NicError};
+
+pub use engine::{LinuxNic, LinuxStats, Pacing, TxFrame, TxPath};
+pub use frame::{FillerMode, Framing};
+pub use link::LinkInfo;
+
+/// Which kernel interface transmits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_PACKET with `sendmmsg` (supports bad-FCS fillers via `SO_NOFCS`).
+    AfPacket,
+    /// AF_PACKET with `PACKET_TX_RING` and `PACKET_QDISC_BYPASS` (no `SO_NOFCS`).
+    AfPacketRing,
+    /// AF_XDP on one queue (copy mode, or zero-copy when asked).
+    AfXdp,
+}
+
+/// Everything needed to open a Linux backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinuxNicConfig {
+    /// Kernel interface.
+    pub backend: Backend,
+    /// Interface name.
+    pub iface: String,
+    /// TX queue (AF_XDP binds to it; AF_PACKET lets the kernel pick).
+    pub queue: u32,
+    /// How fillers are made.
+    pub filler: FillerMode,
+    /// How slots are released.
+    pub pacing: Pacing,
+    /// Line rate and slot size.
+    pub geometry: SlotGeometry,
+    /// Source MAC of fillers (default: the interface's).
+    pub src_mac: Option<[u8; 6]>,
+    /// AF_XDP zero-copy (fails if the driver has none).
+    pub zero_copy: bool,
+}
+
+impl LinuxNicConfig {
+    /// AF_PACKET `sendmmsg` on queue 0, automatic filler mode and pacing.
+    pub fn new(iface: &str, geometry: SlotGeometry) -> LinuxNicConfig {
+        LinuxNicConfig {
+            backend: Backend::AfPacket,
+            iface: iface.to_string(),
+            queue: 0,
+            filler: FillerMode::Auto,
+            pacing: Pacing::Auto,
+            geometry,
+            src_mac: None,
+            zero_copy: false,
+        }
+    }
+}
+
+/// Open the configured backend.
+pub fn open(cfg: &LinuxNicConfig) -> Result<Box<dyn Nic + Send>, NicError> {
+    Ok(match cfg.backend {
+        Backend::AfPacket | Backend::AfPacketRing => Box::new(afpacket::AfPacketNic::open(cfg)?),
+        Backend::AfXdp => Box::new(afxdp::AfXdpNic::open(cfg)?),
+    })
+}
+
+/// True if the process runs as root (network namespaces, raw sockets).
+pub fn is_root() -> bool {
+    sys::euid() == 0
+}
+
+/// Move the calling thread into the named network namespace (`/run/netns/NAME`, as `ip netns add` makes).
+/// Sockets the thread opens afterwards live in that namespace.
+pub fn enter_netns(name: &str) -> Result<(), NicError> {
+    let f = File::open(format!("/run/netns/{name}"))
+        .map_err(|e| NicError::Unsupported(format!("network namespace {name:?}: {e}")))?;
+    sys::setns_net(f.as_fd()).map_err(|e| link::os_error(&format!("setns into {name:?}"), e))
+}
+
+/// Probe the interface and check what every backend needs: it exists, is up, and a slot fits its MTU.
+pub(crate) fn checked_link(cfg: &LinuxNicConfig) -> Result<LinkInfo, NicError> {
+    let link = LinkInfo::probe(&cfg.iface)?;
+    if !link.up {
+        return Err(NicError::Unsupported(format!("{} is down (ip link set {} up)", link.iface, link.iface)));
+    }
+    let data = cfg.geometry.slot_bytes() - 4;
+    if data > link.mtu + 14 {
+        return Err(NicError::Unsupported(format!(
+            "a {} B slot needs an MTU of at least {} B; {} has MTU {}",
+            cfg.geometry.slot_bytes(),
+            data - 14,
+            link.iface,
+            link.mtu
+        )));
+    }
+    Ok(link)
+}
+
+/// Resolve pacing and build the engine's settings and description.
+pub(crate) fn engine_config(
+    cfg: &LinuxNicConfig,
+    link: &LinkInfo,
+    label: &str,
+    filler: FillerMode,
+    filler_why: &str,
+) -> Result<engine::EngineConfig, NicError> {
+    let rate = cfg.geometry.rate();
+    let configured = rate.bps() / 1_000_000;
+    let (host_paced, pacing_why) = match (cfg.pacing, link.wire_clock()) {
+        (Pacing::Auto, Err(why)) => (true, why),
+        (Pacing::Auto, Ok(s)) if s == configured => (false, format!("link runs at {s} Mb/s")),
+        (Pacing::Auto, Ok(s)) => {
+            (false, format!("WARNING: link runs at {s} Mb/s but {rate} is configured: slot times will be wrong"))
+        }
+        (Pacing::HostPaced, _) => (true, "as configured".to_string()),
+        (Pacing::LineRate, Ok(s)) if s == configured => (false, "as configured".to_string()),
+        (Pacing::LineRate, Ok(s)) => {
+            (false, format!("as configured; WARNING: link runs at {s} Mb/s, not {rate}: slot times will be wrong"))
+        }
+        (Pacing::LineRate, Err(why)) => {
+            (false, format!("as configured; WARNING: {why}, so the slot count does not track time"))
+        }
+    };
+    let pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
+    let describe = format!(
+        "{label} on {} queue {}, {} B slots, filler {filler} ({filler_why}), {pacing} ({pacing_why})",
+        link.iface,
+        cfg.queue,
+        cfg.geometry.slot_bytes()
+    );
+    Ok(engine::EngineConfig {
+        describe,
+        iface: link.iface.clone(),
+        host_paced,
+        period: cfg.geometry.period(),
+        data_len: cfg.geometry.slot_bytes() as usize - 4,
+        post_latency: if host_paced { Nanos::from_us(10) } else { Nanos::from_us(30) },
+    })
+}
+
+/// A boxed backend (as [`open`] returns it) is a backend, so the station loop can drive it.
+impl Nic for Box<dyn Nic + Send> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn timing(&self) -> crate::Timing {
+        (**self).timing()
+    }
+    fn observe(&mut self) -> Result<crate::NicObservation, NicError> {
+        (**self).observe()
+    }
+    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = keepon_core::ring::SlotView<'a>>) -> Result<(), NicError> {
+        (**self).post(slots)
+    }
+    fn drain_wire(&mut self, out: &mut Vec<crate::WireEvent>) {
+        (**self).drain_wire(out)
+    }
+    fn wait(&mut self, period: Nanos) {
+        (**self).wait(period)
+    }
+    fn now(&self) -> keepon_core::time::Tai {
+        (**self).now()
+    }
+    fn post_latency(&self) -> Nanos {
+        (**self).post_latency()
+    }
+}
