@@ -97,6 +97,12 @@ pub fn is_root() -> bool {
     sys::euid() == 0
 }
 
+/// Run the calling thread (the station loop) under `SCHED_FIFO` at `priority` (1–99), so that other work on
+/// the host cannot stall it for longer than the posted slots last. Needs root or `CAP_SYS_NICE`.
+pub fn set_realtime_priority(priority: i32) -> Result<(), NicError> {
+    sys::realtime(priority).map_err(|e| link::os_error("SCHED_FIFO", e))
+}
+
 /// Move the calling thread into the named network namespace (`/run/netns/NAME`, as `ip netns add` makes).
 /// Sockets the thread opens afterwards live in that namespace.
 pub fn enter_netns(name: &str) -> Result<(), NicError> {

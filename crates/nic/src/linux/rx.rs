@@ -6,8 +6,9 @@
 //! - **hardware** when the NIC has them: `SIOCSHWTSTAMP` asks for all RX frames and the raw hardware stamp
 //!   (`SOF_TIMESTAMPING_RAW_HARDWARE`) is in the PHC's time base — TAI only if the PHC is disciplined to TAI;
 //! - otherwise **software**: the kernel stamps the frame in `CLOCK_REALTIME` on arrival. keepon runs on TAI,
-//!   so each software stamp is converted with the kernel's TAI offset, `CLOCK_TAI − CLOCK_REALTIME`, read
-//!   next to the receive (37 s when the offset is set, e.g. by ptp4l/chrony; 0 on a host that never set it);
+//!   so each software stamp is converted with the kernel's TAI offset, `CLOCK_TAI − CLOCK_REALTIME` (whole
+//!   seconds, read exactly with `adjtimex` at each receive: 37 s when set, e.g. by ptp4l/chrony or NTP; 0 on a
+//!   host that never set it — then "TAI" is UTC, as everywhere on that host);
 //! - **user space** as a last resort (no control message): `CLOCK_TAI` read after the receive.
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -102,10 +103,12 @@ impl Receiver {
         loop {
             if let Some((n, ts)) = sys::recv_timestamped(self.fd.as_fd(), &mut self.buf).map_err(NicError::Io)? {
                 let tai = sys::clock_ns(libc::CLOCK_TAI);
-                let real = sys::clock_ns(libc::CLOCK_REALTIME);
                 let (at, kind) = match ts {
                     [_, _, Some(hw)] if self.hardware => (Tai(hw), TimestampKind::Hardware),
-                    [Some(sw), _, _] => (Tai(sw + (tai - real)), TimestampKind::Software),
+                    [Some(sw), _, _] => {
+                        let offset = sys::tai_offset_s().map_err(NicError::Io)?;
+                        (Tai(sw + offset * 1_000_000_000), TimestampKind::Software)
+                    }
                     _ => (Tai(tai), TimestampKind::User),
                 };
                 let n = n.min(self.buf.len());

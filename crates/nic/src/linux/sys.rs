@@ -375,7 +375,7 @@ pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option
                 for (i, slot) in ts.iter_mut().enumerate() {
                     let t = std::ptr::read_unaligned(data.add(i));
                     if t.tv_sec != 0 || t.tv_nsec != 0 {
-                        *slot = Some(t.tv_sec as i64 * 1_000_000_000 + t.tv_nsec as i64);
+                        *slot = Some(timespec_ns(&t));
                     }
                 }
             }
@@ -391,7 +391,22 @@ pub fn clock_ns(clock: libc::clockid_t) -> i64 {
     // SAFETY: `t` is a valid timespec; CLOCK_TAI/REALTIME/MONOTONIC always exist on Linux ≥ 3.10, so the
     // call cannot fail (if it did, `t` stays 0 and callers see time 0, never UB).
     unsafe { libc::clock_gettime(clock, &mut t) };
-    t.tv_sec as i64 * 1_000_000_000 + t.tv_nsec as i64
+    timespec_ns(&t)
+}
+
+/// Nanoseconds of a timespec (`time_t` and `long` are 32-bit on some targets, hence the conversions).
+#[allow(clippy::useless_conversion)]
+fn timespec_ns(t: &libc::timespec) -> i64 {
+    i64::from(t.tv_sec) * 1_000_000_000 + i64::from(t.tv_nsec)
+}
+
+/// The kernel's TAI offset, `CLOCK_TAI − CLOCK_REALTIME`, in whole seconds (`adjtimex`, read only).
+pub fn tai_offset_s() -> io::Result<i64> {
+    // SAFETY: timex is plain data; all-zero (modes = 0) asks adjtimex to read, never to change, the clock.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `tx` is a valid, writable timex for the duration of the call.
+    cvt(unsafe { libc::adjtimex(&mut tx) })?;
+    Ok(i64::from(tx.tai))
 }
 
 /// Sleep until `clock` reads `deadline_ns` (absolute), restarting after signals.
@@ -413,6 +428,14 @@ pub fn sleep_until(clock: libc::clockid_t, deadline_ns: i64) {
 pub fn tight_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an integer argument and only affects the calling thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Run the calling thread under `SCHED_FIFO` at `priority` (1–99).
+pub fn realtime(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: priority };
+    // SAFETY: `p` is a valid sched_param; pid 0 means the calling thread.
+    cvt(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) })?;
+    Ok(())
 }
 
 /// The effective user id.
@@ -482,7 +505,7 @@ impl Mmap {
 
     /// The `u32` at `offset` (4-aligned, in bounds) as an atomic shared with the kernel.
     fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len, "mmap atomic out of bounds");
+        assert!(offset & 3 == 0 && offset + 4 <= self.len, "mmap atomic out of bounds");
         // SAFETY: in bounds and aligned (checked above; the mapping is page aligned); the kernel accesses
         // these words atomically too, and `AtomicU32` has the layout of `u32`.
         unsafe { &*(self.ptr.as_ptr().add(offset) as *const AtomicU32) }
