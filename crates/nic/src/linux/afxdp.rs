@@ -106,11 +106,24 @@ impl AfXdpNic {
         let cq = sys::XdpRing::map(s, &off.cr, TX_ENTRIES, 8, sys::XDP_UMEM_PGOFF_COMPLETION_RING)
             .map_err(|e| os_error("mmap AF_XDP completion ring", e))?;
         let flags = if cfg.zero_copy { sys::XDP_ZEROCOPY } else { sys::XDP_COPY };
-        sys::bind_xdp(s, link.ifindex, cfg.queue, flags).map_err(|e| match e.raw_os_error() {
+        // A socket closed just before may still hold the queue while the kernel tears it down: retry briefly.
+        let mut bound = sys::bind_xdp(s, link.ifindex, cfg.queue, flags);
+        let start = std::time::Instant::now();
+        while bound.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+            && start.elapsed() < std::time::Duration::from_secs(1)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            bound = sys::bind_xdp(s, link.ifindex, cfg.queue, flags);
+        }
+        bound.map_err(|e| match e.raw_os_error() {
             Some(libc::EOPNOTSUPP) | Some(libc::EPROTONOSUPPORT) if cfg.zero_copy => NicError::Unsupported(format!(
                 "{}: driver {} has no AF_XDP zero-copy (XDP_ZEROCOPY); use copy mode",
                 link.iface,
                 link.driver.as_deref().unwrap_or("(unknown)")
+            )),
+            Some(libc::EBUSY) => NicError::Unsupported(format!(
+                "AF_XDP: {} queue {} is owned by another AF_XDP socket or XDP program",
+                link.iface, cfg.queue
             )),
             Some(libc::EINVAL) => NicError::Unsupported(format!(
                 "AF_XDP bind to {} queue {} failed: no such queue, or another socket owns it ({e})",

@@ -191,6 +191,11 @@ impl<P: TxPath> LinuxNic<P> {
         &self.path
     }
 
+    /// Take the kernel path out (for a bare TX loop in benchmarks).
+    pub fn into_path(self) -> P {
+        self.path
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> LinuxStats {
         LinuxStats { refused: self.path.refused(), ..self.stats }
