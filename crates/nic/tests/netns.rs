@@ -88,8 +88,10 @@ fn single(tag: &str) -> (String, Namespaces) {
     let guard = Namespaces(vec![n.clone()]);
     ip(&["netns", "add", &n]);
     ip(&["-n", &n, "link", "add", "name", "kp0", "type", "veth", "peer", "name", "kp0p"]);
-    ip(&["-n", &n, "link", "set", "dev", "kp0", "up"]);
-    ip(&["-n", &n, "link", "set", "dev", "kp0p", "up"]);
+    for dev in ["kp0", "kp0p"] {
+        ip(&["-n", &n, "link", "set", "dev", dev, "addrgenmode", "none"]);
+        ip(&["-n", &n, "link", "set", "dev", dev, "up"]);
+    }
     (n, guard)
 }
 
@@ -354,4 +356,38 @@ fn errors_name_the_problem() {
     assert!(e.contains("MTU"), "{e}");
     let e = open_in(&ns, LinuxNicConfig { queue: 7, ..config(Backend::AfXdp) }).unwrap_err().to_string();
     assert!(e.contains("queue 7"), "{e}");
+}
+
+/// The peer is down, so veth refuses every frame: the run must end in an error naming it, never carry on
+/// counting slots that did not leave.
+fn refusing_link_is_an_error(backend: Backend, tag: &str) {
+    let (ns, _guard) = single(tag);
+    ip(&["-n", &ns, "link", "set", "dev", "kp0p", "down"]);
+    let ns2 = ns.clone();
+    let r = std::thread::spawn(move || {
+        linux::enter_netns(&ns2).map_err(|e| e.to_string())?;
+        let nic = linux::open(&config(backend)).map_err(|e| e.to_string())?;
+        let loop_cfg = LoopConfig { poll_period: Nanos::from_us(100), max_duration: Nanos::from_ms(3_000) };
+        let mut d = Driver::new(nic, station(), loop_cfg).map_err(|e| e.to_string())?;
+        let mut source = FlowSource::new(flows(), d.nic.now() + Nanos::from_ms(20));
+        let t = Instant::now();
+        let r = d.run(&mut source, &mut |_| {});
+        Ok::<_, String>((r.map_err(|e| e.to_string()), t.elapsed()))
+    })
+    .join()
+    .expect("talker panicked");
+    let (r, took) = r.unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+    let e = r.expect_err("a link that sends nothing must not look healthy");
+    println!("{backend:?}: {e} (after {took:?})");
+    assert!(e.contains("refused") || e.contains("dropped"), "{backend:?}: {e}");
+    assert!(!e.contains("did not finish"), "{backend:?}: the failure must be seen before the run's time bound: {e}");
+}
+
+#[test]
+fn a_link_that_refuses_frames_ends_the_run_with_an_error() {
+    if root_or_skip() {
+        refusing_link_is_an_error(Backend::AfPacket, "dmm");
+        refusing_link_is_an_error(Backend::AfPacketRing, "drg");
+        refusing_link_is_an_error(Backend::AfXdp, "dxd");
+    }
 }

@@ -150,6 +150,7 @@ pub struct LinuxNic<P: TxPath> {
     station_saw_idle: bool,
     deferred: Option<NicError>,
     last_progress: Tai,
+    last_completion: Tai,
     drops_base: Option<u64>,
     next_drop_check: Tai,
     slack_set: bool,
@@ -179,6 +180,7 @@ impl<P: TxPath> LinuxNic<P> {
             station_saw_idle: false,
             deferred: None,
             last_progress: now,
+            last_completion: now,
             drops_base,
             next_drop_check: now,
             slack_set: false,
@@ -325,6 +327,20 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                 self.consumed,
                 self.accepted
             ))));
+        }
+        if c > self.consumed || c == self.accepted {
+            self.last_completion = now;
+        } else if now - self.last_completion > STALL_LIMIT {
+            return Err(NicError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{}: the kernel refused or held {} accepted frames without completing any for {} ms \
+                     (driver queue stuck, carrier down, or link paused)",
+                    self.cfg.iface,
+                    self.accepted - c,
+                    STALL_LIMIT.0 / 1_000_000
+                ),
+            )));
         }
         self.consumed = c;
         self.stats.consumed = c;
