@@ -356,6 +356,17 @@ fn errors_name_the_problem() {
     assert!(e.contains("MTU"), "{e}");
     let e = open_in(&ns, LinuxNicConfig { queue: 7, ..config(Backend::AfXdp) }).unwrap_err().to_string();
     assert!(e.contains("queue 7"), "{e}");
+    match open_in(&ns, LinuxNicConfig { zero_copy: true, ..config(Backend::AfXdp) }) {
+        Err(e) => {
+            println!("zero-copy on veth: {e}");
+            assert!(e.to_string().contains("zero-copy"), "{e}")
+        }
+        Ok(d) => assert!(d.contains("af_xdp zero-copy"), "{d}"),
+    }
+    let down = LinuxNicConfig { iface: "kp0p".into(), ..config(Backend::AfPacket) };
+    ip(&["-n", &ns, "link", "set", "dev", "kp0p", "down"]);
+    let e = open_in(&ns, down).unwrap_err().to_string();
+    assert!(e.contains("is down"), "{e}");
 }
 
 /// The peer is down, so veth refuses every frame: the run must end in an error naming it, never carry on
