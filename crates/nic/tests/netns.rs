@@ -154,7 +154,9 @@ struct TalkerRun {
 fn talk(ns: &str, cfg: LinuxNicConfig) -> Result<TalkerRun, String> {
     linux::enter_netns(ns).map_err(|e| e.to_string())?;
     // Other work on the host (builds, tests) must not stall the loop for longer than the posted slots last.
-    linux::set_realtime_priority(50).map_err(|e| e.to_string())?;
+    if let Err(e) = linux::set_realtime_priority(50) {
+        println!("  (no SCHED_FIFO, running at normal priority: {e})");
+    }
     let nic = linux::open(&cfg).map_err(|e| e.to_string())?;
     let (describe, timing) = (nic.describe(), nic.timing());
     let loop_cfg = LoopConfig { poll_period: Nanos::from_us(100), max_duration: Nanos::from_ms(5_000) };

@@ -54,7 +54,8 @@ pub struct LinuxNicConfig {
     pub backend: Backend,
     /// Interface name.
     pub iface: String,
-    /// TX queue (AF_XDP binds to it; AF_PACKET lets the kernel pick).
+    /// TX queue for AF_XDP. AF_PACKET cannot choose one: the kernel picks it (XPS or flow hash), so on a
+    /// multi-queue NIC keepon must be the only transmitter on the interface, or steer its CPU with XPS.
     pub queue: u32,
     /// How fillers are made.
     pub filler: FillerMode,
@@ -156,10 +157,14 @@ pub(crate) fn engine_config(
         }
     };
     let pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
+    let queue = match cfg.backend {
+        Backend::AfXdp => format!("queue {}", cfg.queue),
+        // AF_PACKET cannot bind a queue: the kernel picks it (XPS / hash), so keepon must be the only sender.
+        Backend::AfPacket | Backend::AfPacketRing => "queue picked by the kernel".to_string(),
+    };
     let describe = format!(
-        "{label} on {} queue {}, {} B slots, filler {filler} ({filler_why}), {pacing} ({pacing_why})",
+        "{label} on {} {queue}, {} B slots, filler {filler} ({filler_why}), {pacing} ({pacing_why})",
         link.iface,
-        cfg.queue,
         cfg.geometry.slot_bytes()
     );
     Ok(engine::EngineConfig {
