@@ -49,10 +49,9 @@ impl fmt::Display for EphcError {
             EphcError::RateOutOfRange(p) => {
                 write!(f, "frequency adjustment {p} ppt is beyond ±{MAX_PPT} ppt (±1000 ppm)")
             }
-            EphcError::SlewTooFast { by, over_slots } => write!(
-                f,
-                "slewing {by} over {over_slots} slots needs more than ±1000 ppm; step instead"
-            ),
+            EphcError::SlewTooFast { by, over_slots } => {
+                write!(f, "slewing {by} over {over_slots} slots needs more than ±1000 ppm; step instead")
+            }
         }
     }
 }
@@ -128,13 +127,7 @@ struct Slew {
 impl Ephc {
     /// A clock on which slot `count` starts at `t`, running at the nominal period.
     pub fn new(nominal: SlotPeriod, count: u64, t: Tai) -> Ephc {
-        Ephc {
-            nominal,
-            base_ppt: 0,
-            slew: None,
-            seg: Segment::new(count, t.0, 0, nominal, 0),
-            after_slew: None,
-        }
+        Ephc { nominal, base_ppt: 0, slew: None, seg: Segment::new(count, t.0, 0, nominal, 0), after_slew: None }
     }
 
     fn piece(&self, k: u64) -> &Segment {

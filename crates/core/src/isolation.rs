@@ -279,10 +279,7 @@ mod tests {
         assert_eq!(e, IsolationError::Overlap { first: "a".into(), second: "b".into(), slot: 2 });
         assert!(e.to_string().contains("both own ring slot 2"));
         assert!(Ownership::new(1, &[spec("a", &[])]).is_err());
-        assert!(matches!(
-            Ownership::new(8, &[spec("a", &[]), spec("a", &[1])]),
-            Err(IsolationError::DuplicateName(_))
-        ));
+        assert!(matches!(Ownership::new(8, &[spec("a", &[]), spec("a", &[1])]), Err(IsolationError::DuplicateName(_))));
     }
 
     #[test]

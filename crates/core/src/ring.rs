@@ -266,8 +266,7 @@ impl Ring {
     /// True if every byte of every filler slot is zero (no stale payload can leak).
     pub fn fillers_are_zero(&self) -> bool {
         self.kinds.iter().enumerate().all(|(i, k)| {
-            *k != SlotKind::Filler
-                || self.bufs[i * self.data_bytes..(i + 1) * self.data_bytes].iter().all(|b| *b == 0)
+            *k != SlotKind::Filler || self.bufs[i * self.data_bytes..(i + 1) * self.data_bytes].iter().all(|b| *b == 0)
         })
     }
 }

@@ -129,6 +129,8 @@ pub struct Station<B> {
     be: BeQueues<B>,
     outcomes: Vec<Outcome>,
     counters: Counters,
+    /// The backend reports every gap on the wire; never estimate.
+    gap_feedback: bool,
     /// Ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map. An underrun shifts the
     /// grid in time; moving the phase by the slots it lost keeps each ring slot at its time in the schedule's
     /// cycle, while the slot count itself is never changed.
@@ -161,6 +163,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             outcomes: Vec::new(),
             counters: Counters::default(),
             phase: 0,
+            gap_feedback: false,
             clock_from: 0,
             history: VecDeque::new(),
             expected_gap: None,
@@ -169,6 +172,12 @@ impl<B: AsRef<[u8]>> Station<B> {
             draining: false,
             cfg,
         })
+    }
+
+    /// Declare that the backend reports every gap on the wire (see `keepon_nic::Nic::reports_gaps`). The
+    /// station then takes gaps only from the backend and never estimates one from a drained ring.
+    pub fn set_gap_feedback(&mut self, on: bool) {
+        self.gap_feedback = on;
     }
 
     /// The configuration.
@@ -199,6 +208,12 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// Frames handed in that have no outcome yet.
     pub fn in_flight(&self) -> usize {
         self.rt.len() + self.displaced.len() + self.be.len() + self.ring.real_frames()
+    }
+
+    /// Frames without an outcome, by where they wait: (pre-buffered real-time, displaced by the relaxed
+    /// policy, best-effort queues, in the ring).
+    pub fn pending_breakdown(&self) -> (usize, usize, usize, usize) {
+        (self.rt.len(), self.displaced.len(), self.be.len(), self.ring.real_frames())
     }
 
     /// Frames waiting outside the ring.
@@ -286,7 +301,8 @@ impl<B: AsRef<[u8]>> Station<B> {
         let d = decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, frame.class, target, from);
         match d {
             Decision::Place(k) => {
-                let placed = Placed { id: frame.id, class: frame.class, txtime: frame.txtime, ring_slot: self.ring_slot(k) };
+                let placed =
+                    Placed { id: frame.id, class: frame.class, txtime: frame.txtime, ring_slot: self.ring_slot(k) };
                 self.ring.place(k, placed, frame.data.as_ref());
                 Ok(())
             }
@@ -366,12 +382,12 @@ impl<B: AsRef<[u8]>> Station<B> {
         reals += self.reclaim(from..done.end);
         self.counters.fillers_sent += (done.end - done.start).saturating_sub(reals);
 
-        // Underrun: nothing the NIC was given is left, so the link is idle until a post made now lands. (A gap
-        // that opens while slots are still in flight can only be seen by a backend that watches the wire; it
-        // arrives as a reported gap above.)
+        // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
         let posted = self.ring.posted();
-        let idle = self.ring.consumed() == posted;
+        // Without gap reports: every posted slot is consumed (fetched) and the last one should already have
+        // ended by the time a post made now lands — the link will be idle in between.
+        let idle = !self.gap_feedback && self.ring.consumed() == posted && land > self.slot_time(posted);
         if !self.started || (idle && !self.draining) {
             let moved = self.reanchor(posted, land);
             shift += moved;

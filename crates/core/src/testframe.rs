@@ -38,7 +38,9 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParseError::Truncated(n) => write!(f, "{n} bytes is shorter than a keepon test header ({HEADER_LEN})"),
-            ParseError::NotKeepon(t) => write!(f, "EtherType {t:#06x} is not keepon's {ETHERTYPE_LOCAL_EXPERIMENTAL:#06x}"),
+            ParseError::NotKeepon(t) => {
+                write!(f, "EtherType {t:#06x} is not keepon's {ETHERTYPE_LOCAL_EXPERIMENTAL:#06x}")
+            }
             ParseError::BadMagic => write!(f, "payload does not start with the keepon magic"),
             ParseError::BadVersion(v) => write!(f, "keepon test header version {v} is not {VERSION}"),
         }

@@ -114,14 +114,12 @@ pub enum TimeError {
 impl fmt::Display for TimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TimeError::BadRate(r) => write!(
-                f,
-                "link rate {r} b/s is not a positive whole number of Mb/s (at most 1.6 Tb/s)"
-            ),
-            TimeError::BadSlotBytes(b) => write!(
-                f,
-                "slot size {b} B is outside {MIN_FRAME_BYTES}..={MAX_SLOT_BYTES} B"
-            ),
+            TimeError::BadRate(r) => {
+                write!(f, "link rate {r} b/s is not a positive whole number of Mb/s (at most 1.6 Tb/s)")
+            }
+            TimeError::BadSlotBytes(b) => {
+                write!(f, "slot size {b} B is outside {MIN_FRAME_BYTES}..={MAX_SLOT_BYTES} B")
+            }
         }
     }
 }
@@ -138,7 +136,7 @@ pub struct LinkRate {
 impl LinkRate {
     /// Checked constructor.
     pub fn from_bps(bps: u64) -> Result<Self, TimeError> {
-        if bps == 0 || bps % 1_000_000 != 0 || bps > 1_600_000_000_000 {
+        if bps == 0 || !bps.is_multiple_of(1_000_000) || bps > 1_600_000_000_000 {
             return Err(TimeError::BadRate(bps));
         }
         Ok(LinkRate { bps })
@@ -287,8 +285,7 @@ impl SlotGeometry {
     }
     /// Slots per second at line rate (rounded down).
     pub fn slots_per_second(&self) -> u64 {
-        u64::try_from(u128::from(self.period.den) * 1_000_000_000 / u128::from(self.period.num))
-            .unwrap_or(u64::MAX)
+        u64::try_from(u128::from(self.period.den) * 1_000_000_000 / u128::from(self.period.num)).unwrap_or(u64::MAX)
     }
 }
 

@@ -1,1 +1,142 @@
-fn main() {}
+//! Benchmark of the sans-IO core alone (no I/O, no NIC): how fast the pacing loop turns slots over, and what
+//! one scheduled insertion costs.
+//!
+//! Run: `cargo bench -p keepon --bench core` (or `make bench`).
+//!
+//! - **Pacing loop**: 64-byte slots at 100 Gb/s, batch 32, a 1024-slot ring, fillers only. Each iteration is
+//!   one full poll (observe → reclaim → place → post) plus reading every posted slot's descriptor, as a NIC
+//!   backend would. The "NIC" consumes `m` slots between polls (`m < batch`, so the ring never drains).
+//!   Target: ≥ 148.8 M slots/s, the 100 GbE minimum-frame rate.
+//! - **Insertion**: `Station::submit` of a 64-byte real-time frame whose slot is in the insertion window
+//!   (target computation from the txtime, the three checks, copy into the slot). Each call is timed with
+//!   `Instant`; the median cost of an empty `Instant` pair is subtracted (reported). Target: p99 ≤ 100 ns.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use keepon_core::insert::Policy;
+use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
+use keepon_core::outcome::{Frame, FrameId};
+use keepon_core::station::{Observation, Station, StationConfig};
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+
+fn config(ring: u32, owned: bool) -> StationConfig {
+    let geometry = SlotGeometry::new(LinkRate::from_mbps(100_000).unwrap(), 64).unwrap();
+    let slots = if owned { (0..ring).collect() } else { vec![] };
+    StationConfig {
+        geometry,
+        ownership: Ownership::new(ring, &[ClassSpec { name: "rt".into(), slots }]).unwrap(),
+        batch: 32,
+        policy: Policy::Strict,
+        max_pending: 1 << 20,
+        max_advance: Nanos::from_ms(1000),
+        post_latency: Nanos(0),
+    }
+}
+
+/// Slots per second of the pacing loop with `m` slots consumed per poll.
+fn pacing(m: u64, polls: u64) -> f64 {
+    let mut st: Station<&'static [u8]> = Station::new(config(1024, false), Tai(0)).unwrap();
+    let mut consumed = 0u64;
+    let gaps = [];
+    // Prime: the first poll posts `batch` slots.
+    let p = st.poll(Observation { consumed: 0, now: Tai(0), gaps: &gaps }).unwrap();
+    let mut kinds = 0u64;
+    let start = Instant::now();
+    for _ in 0..polls {
+        consumed += m;
+        let p2 = st.poll(Observation { consumed, now: Tai(0), gaps: &gaps }).unwrap();
+        for k in p2.post.clone() {
+            if st.view(k).kind == keepon_core::ring::SlotKind::Filler {
+                kinds += 1;
+            }
+        }
+        black_box(&p2);
+    }
+    let dt = start.elapsed().as_secs_f64();
+    let _ = black_box((p, kinds));
+    assert_eq!(st.counters().underruns, 0, "the pacing benchmark must not underrun");
+    (polls * m) as f64 / dt
+}
+
+fn percentile(sorted: &[u64], permille: usize) -> u64 {
+    sorted[((permille * sorted.len()).div_ceil(1000)).max(1) - 1]
+}
+
+/// Insertion cost samples (ns, raw) and the timer overhead.
+fn insertion(n: usize) -> (Vec<u64>, u64) {
+    static DATA: [u8; 60] = [0u8; 60];
+    let mut timer: Vec<u64> = (0..10_001)
+        .map(|_| {
+            let a = Instant::now();
+            let b = Instant::now();
+            (b - a).as_nanos() as u64
+        })
+        .collect();
+    timer.sort_unstable();
+    let overhead = timer[timer.len() / 2];
+
+    let mut st: Station<&'static [u8]> = Station::new(config(1024, true), Tai(0)).unwrap();
+    let gaps = [];
+    let mut consumed = 0u64;
+    let _ = st.poll(Observation { consumed: 0, now: Tai(0), gaps: &gaps }).unwrap();
+    let mut samples = Vec::with_capacity(n);
+    let mut id = 0u64;
+    while samples.len() < n {
+        // Fill the window: slots [posted, consumed + N).
+        let window = st.ring().window();
+        for k in window {
+            let t = st.ephc().time_of(k);
+            let f = Frame { id: FrameId(id), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
+            id += 1;
+            let a = Instant::now();
+            let r = st.submit(f, Tai(0));
+            let b = Instant::now();
+            black_box(r).expect("insertion must succeed");
+            samples.push((b - a).as_nanos() as u64);
+        }
+        // Let the NIC take most of the ring, reclaim, and drain the outcomes.
+        consumed += 992;
+        let _ = st.poll(Observation { consumed, now: Tai(0), gaps: &gaps }).unwrap();
+        st.drain_outcomes().for_each(drop);
+    }
+    (samples, overhead)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    println!("keepon-core benchmark (sans-IO core, no I/O); this machine: {} cores", num_cpus());
+    println!("\npacing loop: 64 B slots @ 100 Gb/s, batch 32, ring 1024, fillers only");
+    for m in [1u64, 16, 31] {
+        let best = (0..5).map(|_| pacing(m, 2_000_000 / m.max(1) * 4)).fold(0.0, f64::max);
+        println!(
+            "  {m:>2} slots consumed per poll: {:>8.1} M slots/s ({:.2}× the 148.8 M/s 100 GbE minimum-frame rate)",
+            best / 1e6,
+            best / 148.8e6
+        );
+    }
+    let (mut s, overhead) = insertion(1_000_000);
+    s.sort_unstable();
+    let corr = |v: u64| v.saturating_sub(overhead);
+    let start = Instant::now();
+    let (s2, _) = insertion(200_000);
+    let rate = s2.len() as f64 / start.elapsed().as_secs_f64();
+    println!("\ninsertion: 64 B real-time frame into its slot (submit → target → checks → copy), ring 1024");
+    println!("  timer overhead (median Instant pair): {overhead} ns, subtracted below");
+    println!(
+        "  per insertion: p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns (raw p99 {} ns); n = {}",
+        corr(percentile(&s, 500)),
+        corr(percentile(&s, 990)),
+        corr(percentile(&s, 999)),
+        corr(*s.last().unwrap_or(&0)),
+        percentile(&s, 990),
+        s.len()
+    );
+    println!("  throughput including window refills and reclaim: {:.1} M insertions/s", rate / 1e6);
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -104,7 +104,8 @@ impl<N: Nic> Driver<N> {
         let mut station = station;
         station.post_latency = nic.post_latency();
         let t0 = nic.now() + nic.post_latency();
-        let station = Station::new(station, t0).map_err(DriverError::Station)?;
+        let mut station = Station::new(station, t0).map_err(DriverError::Station)?;
+        station.set_gap_feedback(nic.reports_gaps());
         Ok(Driver { nic, station, cfg, wire: Vec::new() })
     }
 
@@ -145,7 +146,7 @@ impl<N: Nic> Driver<N> {
         loop {
             let src: &mut dyn Source = if timed_out { &mut exhausted } else { source };
             self.step(src, sink)?;
-            if self.station.drained() {
+            if self.station.drained() && self.nic.unfinished() == 0 {
                 break;
             }
             if !timed_out && source.next_due().is_none() && self.station.in_flight() == 0 {

@@ -127,4 +127,15 @@ pub trait Nic {
     fn now(&self) -> Tai;
     /// The delay from a post to the slot starting on an idle link, as far as the backend knows it.
     fn post_latency(&self) -> Nanos;
+    /// True if the backend reports every gap on the wire in [`NicObservation::gaps`] (the simulator, host
+    /// pacing). The station then never guesses; otherwise it treats a drained ring whose last slot should
+    /// already have ended as an underrun and estimates the restart.
+    fn reports_gaps(&self) -> bool {
+        false
+    }
+    /// Slots consumed (fetched) but not yet finished on the wire, if the backend knows; the loop waits for
+    /// them before it ends so that their wire events are reported.
+    fn unfinished(&self) -> u64 {
+        0
+    }
 }

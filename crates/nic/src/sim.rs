@@ -1,10 +1,12 @@
 //! A simulated NIC and host, in virtual time.
 //!
-//! **The NIC.** Posted slots leave back to back at line rate: a slot starts at
+//! **The NIC.** It fetches descriptors `fetch_ahead` slots ahead of the wire (the driver sees a slot as
+//! consumed once fetched, as with a real consumer index). Posted slots leave back to back at line rate: a slot starts at
 //! `max(end of the previous slot, time its post lands)` and lasts exactly `δ`. While the producer stays ahead,
 //! slot `k` therefore starts at exactly `T0 + k·δ`. Times are kept in ticks of `1/den` ns (where
 //! `δ = num/den` ns), so nothing is ever rounded on the wire. If a post lands after the previous slot ended,
-//! the wire was idle: a real gap, reported through [`NicObservation::gap`].
+//! the wire was idle: a real gap, reported through [`NicObservation::gaps`] as soon as the post makes it
+//! certain (standing in for hardware TX timestamps, which a real backend would read after the fact).
 //!
 //! The first post brings the link up at exactly `t0`; the host starts `post_latency + poll_overhead` before it.
 //!
@@ -84,6 +86,9 @@ pub struct SimConfig {
     pub rx_delay: Nanos,
     /// Report fillers in [`Nic::drain_wire`] too (for a pcap with fillers).
     pub keep_fillers: bool,
+    /// Descriptors the NIC fetches ahead of the slot on the wire: slot `j` is fetched (and seen by the driver
+    /// as consumed) once it is posted and slot `j − fetch_ahead` has started. 0 = fetched as it starts.
+    pub fetch_ahead: u32,
 }
 
 impl SimConfig {
@@ -99,6 +104,7 @@ impl SimConfig {
             rx_quantum: Nanos(8),
             rx_delay: Nanos(0),
             keep_fillers: false,
+            fetch_ahead: 1,
         }
     }
 }
@@ -106,6 +112,10 @@ impl SimConfig {
 #[derive(Debug)]
 struct InFlight {
     start: u128,
+    /// When the NIC fetched the descriptor (the driver sees it consumed from then on).
+    fetch: u128,
+    /// Idle wire time just before this slot, ticks.
+    idle_before: u128,
     frame: Option<FrameId>,
     bytes: Option<Vec<u8>>,
 }
@@ -143,7 +153,9 @@ pub struct SimNic {
     den: u128,
     num: u128,
     now: Tai,
-    /// Slots counted as completed.
+    /// Slots whose transmission has completed (popped from `inflight`).
+    completed: u64,
+    /// Slots the NIC has fetched: what the driver sees as consumed.
     consumed: u64,
     /// Slots posted.
     posted: u64,
@@ -167,6 +179,7 @@ impl SimNic {
             den: u128::from(p.den()),
             num: u128::from(p.num()),
             now: cfg.t0,
+            completed: 0,
             consumed: 0,
             posted: 0,
             busy_until: None,
@@ -236,15 +249,24 @@ impl Nic for SimNic {
 
     fn observe(&mut self) -> Result<NicObservation, NicError> {
         let now_t = self.to_ticks(self.now);
+        // Fetched descriptors count as consumed (fetch times never decrease along the ring).
+        while let Some(f) = self.inflight.get((self.consumed - self.completed) as usize) {
+            if f.fetch > now_t {
+                break;
+            }
+            self.consumed += 1;
+            self.work_slots += 1;
+        }
+        // Finished slots leave the wire (and reach the receiver).
         while let Some(f) = self.inflight.front() {
-            if f.start + self.num > now_t {
+            if f.start + self.num > now_t || self.completed >= self.consumed {
                 break;
             }
             let Some(f) = self.inflight.pop_front() else { break };
-            let nic_slot = self.consumed;
-            self.consumed += 1;
-            self.work_slots += 1;
+            let nic_slot = self.completed;
+            self.completed += 1;
             self.stats.slots += 1;
+            self.idle_ticks += f.idle_before;
             self.stats.span_ns = (f.start + self.num - self.first_start.unwrap_or(f.start)) / self.den;
             if f.frame.is_some() {
                 self.stats.real += 1;
@@ -263,11 +285,8 @@ impl Nic for SimNic {
                 });
             }
         }
-        // Report every gap that has happened (a gap whose restart is still ahead is reported once it has).
-        let mut gaps = Vec::new();
-        while self.gaps.front().is_some_and(|g| g.restart <= self.now) {
-            gaps.extend(self.gaps.pop_front());
-        }
+        // Gaps are reported as soon as a post makes them certain (standing in for TX timestamps).
+        let gaps = self.gaps.drain(..).collect();
         Ok(NicObservation { consumed: self.consumed, now: self.now, gaps })
     }
 
@@ -281,6 +300,7 @@ impl Nic for SimNic {
                 let lat = self.cfg.post_latency + Nanos(self.uniform(self.cfg.post_jitter));
                 avail = self.to_ticks(self.now + self.work() + lat);
             }
+            let mut idle_before = 0;
             let start = match self.busy_until {
                 None => {
                     // The first post brings the link up at exactly t0 (the station anchors slot 0 there).
@@ -290,18 +310,26 @@ impl Nic for SimNic {
                 }
                 Some(end) if avail > end => {
                     self.stats.gaps += 1;
-                    self.idle_ticks += avail - end;
+                    idle_before = avail - end;
                     self.gaps.push_back(Gap { at: self.posted, restart: self.floor_ns(avail) });
                     avail
                 }
                 Some(end) => end,
             };
             self.busy_until = Some(start + self.num);
+            // The NIC fetches slot j once it is posted and slot j − F has started (F = fetch_ahead).
+            let f = u64::from(self.cfg.fetch_ahead);
+            let ahead = match self.posted.checked_sub(f) {
+                _ if f == 0 => Some(start),
+                Some(j) if j >= self.completed => self.inflight.get((j - self.completed) as usize).map(|s| s.start),
+                _ => None,
+            };
+            let fetch = ahead.map_or(avail, |s| s.max(avail));
             let (frame, bytes) = match s.kind {
                 SlotKind::Real { id, len, .. } => (Some(id), Some(s.bytes[..len as usize].to_vec())),
                 SlotKind::Filler => (None, if self.cfg.keep_fillers { Some(s.bytes.to_vec()) } else { None }),
             };
-            self.inflight.push_back(InFlight { start, frame, bytes });
+            self.inflight.push_back(InFlight { start, fetch, idle_before, frame, bytes });
             self.posted += 1;
         }
         Ok(())
@@ -331,5 +359,13 @@ impl Nic for SimNic {
 
     fn post_latency(&self) -> Nanos {
         self.cfg.host.poll_overhead + self.cfg.post_latency
+    }
+
+    fn reports_gaps(&self) -> bool {
+        true
+    }
+
+    fn unfinished(&self) -> u64 {
+        self.consumed - self.completed
     }
 }

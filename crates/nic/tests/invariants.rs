@@ -41,6 +41,7 @@ struct Case {
     jitter: i64,
     spike_ppm: u32,
     post_jitter: i64,
+    fetch_ahead: u32,
     frames: Vec<(u8, u32, u32, i32)>, // (class, offset in slots, lead in slots, len delta)
     seed: u64,
 }
@@ -62,12 +63,12 @@ fn case() -> impl Strategy<Value = Case> {
                 prop_oneof![3 => Just(0u32), 3 => 0u32..8, 1 => 0u32..200],
                 0i64..3_000,
                 prop_oneof![3 => Just(0u32), 1 => 0u32..50_000],
-                0i64..2_000,
+                (0i64..2_000, 0u32..4),
                 prop::collection::vec((0u8..5, 0u32..3000, 0u32..400, -80i32..40), 1..120),
                 any::<u64>(),
             )
         })
-        .prop_map(|(base, batch, owner, pp, jitter, spike_ppm, post_jitter, frames, seed)| Case {
+        .prop_map(|(base, batch, owner, pp, jitter, spike_ppm, (post_jitter, fetch_ahead), frames, seed)| Case {
             mbps: base.0,
             slot_bytes: base.1,
             ring: base.2,
@@ -80,6 +81,7 @@ fn case() -> impl Strategy<Value = Case> {
             jitter,
             spike_ppm,
             post_jitter,
+            fetch_ahead,
             frames,
             seed,
         })
@@ -108,6 +110,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
         ..HostModel::default()
     };
     sim.post_jitter = Nanos(c.post_jitter);
+    sim.fetch_ahead = c.fetch_ahead;
     let station = StationConfig {
         geometry,
         ownership: own.clone(),
@@ -188,7 +191,13 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
                     prop_assert_eq!(own.owner_of(ring_slot), Some(f.class));
                     let tx = f.txtime.unwrap();
                     // Never earlier than the slot of the requested time.
-                    prop_assert!(sent.time.0 + period.ceil_mul(1) as i64 > tx.0, "{:?} sent at {:?} before its slot {:?}", id, sent.time, tx);
+                    prop_assert!(
+                        sent.time.0 + period.ceil_mul(1) as i64 > tx.0,
+                        "{:?} sent at {:?} before its slot {:?}",
+                        id,
+                        sent.time,
+                        tx
+                    );
                     if !c.relaxed && underruns == 0 {
                         prop_assert!(sent.time <= tx, "strict frame {:?} late: {:?} > {:?}", id, sent.time, tx);
                     }

@@ -1,0 +1,51 @@
+# keepon — two commands do everything on a fresh machine:
+#   make run    build, then run the main job (Example 2 on the simulated NIC) and report it
+#   make test   linters (rustfmt, clippy -D warnings, ruff) and every test (Rust + Python)
+
+CARGO ?= cargo
+PY ?= python3
+VENV := python/.venv
+VPY := $(VENV)/bin/python
+OUT := out
+
+.PHONY: run test lint rust-test py-test py-env build bench table3 clean
+
+build:
+	$(CARGO) build --release -p keepon
+
+run: build
+	@mkdir -p $(OUT)
+	./target/release/keepon run --config examples/example2.toml --records $(OUT)/example2.csv --pcap $(OUT)/example2.pcap
+	./target/release/keepon report $(OUT)/example2.csv
+
+test: lint rust-test py-test
+
+lint: py-env
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python
+	$(VENV)/bin/ruff format --check python
+
+rust-test:
+	$(CARGO) test --workspace
+
+$(VENV)/.installed: python/pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e 'python[dev]'
+	touch $@
+
+py-env: $(VENV)/.installed
+
+py-test: py-env
+	$(VENV)/bin/pytest -q python/tests
+
+bench:
+	$(CARGO) bench -p keepon --bench core
+
+table3: build
+	./target/release/keepon table3
+
+clean:
+	$(CARGO) clean
+	rm -rf $(OUT) $(VENV)

@@ -1,0 +1,640 @@
+//! The runtime configuration (TOML), documented in `docs/config.md`.
+//!
+//! Parsing is strict: unknown keys are errors (serde `deny_unknown_fields`), every value has a unit-aware
+//! parser, and the cross-field checks name the keys involved.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+use keepon_core::insert::Policy;
+use keepon_core::isolation::{parse_mask, ClassSpec, Ownership};
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai, MIN_FRAME_BYTES};
+use keepon_nic::sim::{HostModel, SimConfig};
+use keepon_nic::source::{FlowSpec, Pattern};
+
+/// A configuration error, naming the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+/// Parse a duration: integer ns, or a string with unit `ns`, `us`/`µs`, `ms`, `s`; decimals must come to whole
+/// nanoseconds.
+pub fn parse_duration(text: &str) -> Result<Nanos, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_alphabetic() || c == 'µ').unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    let scale: i64 = match unit {
+        "" | "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (use ns, us, ms or s)")),
+    };
+    parse_scaled(num, scale).map(Nanos).ok_or_else(|| format!("`{text}` is not a whole number of nanoseconds"))
+}
+
+/// `num` (decimal, optional sign and `_`) times `scale`, if it is a whole number.
+fn parse_scaled(num: &str, scale: i64) -> Option<i64> {
+    let num: String = num.chars().filter(|c| *c != '_').collect();
+    let (neg, digits) = match num.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, num.as_str()),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !whole.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut v: i128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    v *= i128::from(scale);
+    let mut place = i128::from(scale);
+    for d in frac.chars() {
+        let d = i128::from(d.to_digit(10)?);
+        if place % 10 != 0 {
+            if d != 0 {
+                return None;
+            }
+            continue;
+        }
+        place /= 10;
+        v += d * place;
+    }
+    let v = i64::try_from(v).ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// Parse a rate: integer b/s or a string like `1Gbps`, `2.5Gbps`, `100Mbps`, `10Kbps`, `1000000bps`.
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, scale) = if let Some(n) = lower.strip_suffix("gbps").or_else(|| lower.strip_suffix("gb/s")) {
+        (n, 1_000_000_000)
+    } else if let Some(n) = lower.strip_suffix("mbps").or_else(|| lower.strip_suffix("mb/s")) {
+        (n, 1_000_000)
+    } else if let Some(n) = lower.strip_suffix("kbps").or_else(|| lower.strip_suffix("kb/s")) {
+        (n, 1_000)
+    } else if let Some(n) = lower.strip_suffix("bps").or_else(|| lower.strip_suffix("b/s")) {
+        (n, 1)
+    } else {
+        (lower.as_str(), 1)
+    };
+    parse_scaled(num.trim(), scale)
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or_else(|| format!("`{text}` is not a rate like 1Gbps, 2.5Gbps or 100Mbps"))
+}
+
+/// A duration value in the file (integer ns or string with unit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dur(pub Nanos);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) => Ok(Dur(Nanos(v))),
+            Raw::Text(s) => parse_duration(&s).map(Dur).map_err(de::Error::custom),
+        }
+    }
+}
+
+/// A rate value in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate(pub u64);
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) => Ok(Rate(v)),
+            Raw::Text(s) => parse_rate(&s).map(Rate).map_err(de::Error::custom),
+        }
+    }
+}
+
+/// `[link]`
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSection {
+    /// Line rate.
+    pub rate: Rate,
+}
+
+/// `[ring]`
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RingSection {
+    /// Slot size (L2 incl. FCS).
+    pub slot_bytes: u32,
+    /// Ring size N.
+    pub slots: u32,
+    /// Batch.
+    pub batch: u32,
+    /// `strict` or `relaxed`.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// Prototype shorthand: comma-separated hex masks.
+    #[serde(default)]
+    pub slot_masks: Option<String>,
+}
+
+/// `[[class]]`
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSection {
+    /// Name.
+    pub name: String,
+    /// Hex mask.
+    #[serde(default)]
+    pub mask: Option<String>,
+    /// Slot list.
+    #[serde(default)]
+    pub slots: Option<Vec<u32>>,
+}
+
+/// `[[flow]]`
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSection {
+    /// Name.
+    pub name: String,
+    /// Class name.
+    pub class: String,
+    /// Period.
+    pub period: Dur,
+    /// Offset of instance 0 from the epoch.
+    #[serde(default)]
+    pub offset: Option<Dur>,
+    /// L2 frame length incl. FCS.
+    pub frame_bytes: u32,
+    /// Instances.
+    pub count: u64,
+    /// Submission lead.
+    #[serde(default)]
+    pub lead: Option<Dur>,
+    /// Planner per-instance offsets.
+    #[serde(default)]
+    pub instance_offsets: Option<Vec<Dur>>,
+    /// Repetition of `instance_offsets`.
+    #[serde(default)]
+    pub repeat: Option<Dur>,
+}
+
+/// `[run]`
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Epoch delay after slot 0.
+    #[serde(default)]
+    pub start: Option<Dur>,
+    /// Backend name.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Poll period override (defaults to `sim.poll_period`).
+    #[serde(default)]
+    pub poll_period: Option<Dur>,
+    /// Furthest txtime ahead accepted.
+    #[serde(default)]
+    pub max_advance: Option<Dur>,
+    /// Most frames waiting.
+    #[serde(default)]
+    pub max_pending: Option<usize>,
+    /// Bound on the run (host time).
+    #[serde(default)]
+    pub max_duration: Option<Dur>,
+    /// Destination MAC of test frames.
+    #[serde(default)]
+    pub dst: Option<String>,
+    /// Source MAC of test frames.
+    #[serde(default)]
+    pub src: Option<String>,
+}
+
+/// `[sim]`
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SimSection {
+    /// Seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// TAI of slot 0.
+    #[serde(default)]
+    pub t0: Option<i64>,
+    /// Requested sleep between polls.
+    #[serde(default)]
+    pub poll_period: Option<Dur>,
+    /// Fixed iteration cost.
+    #[serde(default)]
+    pub poll_overhead: Option<Dur>,
+    /// Per-slot cost.
+    #[serde(default)]
+    pub poll_per_slot: Option<Dur>,
+    /// Fixed oversleep.
+    #[serde(default)]
+    pub wake_latency: Option<Dur>,
+    /// Proportional oversleep.
+    #[serde(default)]
+    pub wake_slack: Option<f64>,
+    /// Uniform host jitter.
+    #[serde(default)]
+    pub jitter: Option<Dur>,
+    /// Preemption probability per iteration, parts per million.
+    #[serde(default)]
+    pub spike_ppm: Option<u32>,
+    /// Preemption length.
+    #[serde(default)]
+    pub spike: Option<Dur>,
+    /// Post latency.
+    #[serde(default)]
+    pub post_latency: Option<Dur>,
+    /// Post latency jitter.
+    #[serde(default)]
+    pub post_jitter: Option<Dur>,
+    /// Receiver timestamp resolution.
+    #[serde(default)]
+    pub rx_quantum: Option<Dur>,
+    /// Receiver latency.
+    #[serde(default)]
+    pub rx_delay: Option<Dur>,
+    /// Descriptors the NIC fetches ahead of the wire.
+    #[serde(default)]
+    pub fetch_ahead: Option<u32>,
+}
+
+/// The file as written.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Format version.
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// `[link]`
+    pub link: LinkSection,
+    /// `[ring]`
+    pub ring: RingSection,
+    /// `[[class]]`
+    #[serde(default, rename = "class")]
+    pub classes: Vec<ClassSection>,
+    /// `[[flow]]`
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowSection>,
+    /// `[run]`
+    #[serde(default)]
+    pub run: RunSection,
+    /// `[sim]`
+    #[serde(default)]
+    pub sim: SimSection,
+    /// `[daemon]`, read by `keepon daemon` (kept as a table here so `run` accepts daemon configs).
+    #[serde(default)]
+    pub daemon: Option<toml::Table>,
+}
+
+/// A flow as the runtime uses it.
+#[derive(Clone, Debug)]
+pub struct Flow {
+    /// Name.
+    pub name: String,
+    /// Class name.
+    pub class_name: String,
+    /// Runtime spec.
+    pub spec: FlowSpec,
+    /// Nominal period (for reports).
+    pub period: Nanos,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Link rate and slot size.
+    pub geometry: SlotGeometry,
+    /// Ring ownership.
+    pub ownership: Ownership,
+    /// Batch.
+    pub batch: u32,
+    /// Policy.
+    pub policy: Policy,
+    /// Flows.
+    pub flows: Vec<Flow>,
+    /// Epoch delay after slot 0 (rounded up to a ring cycle at run time).
+    pub start: Nanos,
+    /// Backend name.
+    pub backend: String,
+    /// Poll period.
+    pub poll_period: Nanos,
+    /// Furthest ahead accepted.
+    pub max_advance: Nanos,
+    /// Most frames waiting.
+    pub max_pending: usize,
+    /// Run bound.
+    pub max_duration: Nanos,
+    /// Simulator settings.
+    pub sim: SimConfig,
+    /// The raw file, for sections other commands read.
+    pub raw: RawConfig,
+}
+
+fn parse_mac(key: &str, text: &str) -> Result<[u8; 6], ConfigError> {
+    let parts: Vec<&str> = text.split([':', '-']).collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        return err(format!("{key} = \"{text}\" is not a MAC address like 02:00:00:00:00:01"));
+    }
+    for (m, p) in mac.iter_mut().zip(&parts) {
+        *m = u8::from_str_radix(p, 16)
+            .map_err(|_| ConfigError(format!("{key} = \"{text}\" is not a MAC address like 02:00:00:00:00:01")))?;
+    }
+    Ok(mac)
+}
+
+impl Config {
+    /// Read and validate a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        Self::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+    }
+
+    /// Parse and validate TOML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_string()))?;
+        Self::validate(raw)
+    }
+
+    fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+        if let Some(v) = raw.version {
+            if v != 1 {
+                return err(format!("version = {v}: only version 1 exists"));
+            }
+        }
+        let rate = LinkRate::from_bps(raw.link.rate.0).map_err(|e| ConfigError(format!("link.rate: {e}")))?;
+        let geometry =
+            SlotGeometry::new(rate, raw.ring.slot_bytes).map_err(|e| ConfigError(format!("ring.slot_bytes: {e}")))?;
+        let n = raw.ring.slots;
+        if !(2..=keepon_core::isolation::MAX_RING_SLOTS).contains(&n) {
+            return err(format!("ring.slots = {n} is outside 2..=4096"));
+        }
+        if raw.ring.batch == 0 || raw.ring.batch >= n {
+            return err(format!("ring.batch = {} must be at least 1 and less than ring.slots = {n}", raw.ring.batch));
+        }
+        let policy = match raw.ring.policy.as_deref() {
+            None => Policy::Strict,
+            Some(p) => Policy::parse(p)
+                .ok_or_else(|| ConfigError(format!("ring.policy = \"{p}\": use \"strict\" or \"relaxed\"")))?,
+        };
+        let mut specs = Vec::new();
+        match (&raw.ring.slot_masks, raw.classes.is_empty()) {
+            (Some(_), false) => return err("ring.slot_masks and [[class]] tables both define classes; use one"),
+            (Some(masks), true) => {
+                for (i, m) in masks.split(',').enumerate() {
+                    let name = format!("tc-{i}");
+                    let slots = parse_mask(&name, m, n).map_err(|e| ConfigError(format!("ring.slot_masks: {e}")))?;
+                    specs.push(ClassSpec { name, slots });
+                }
+            }
+            (None, true) => return err("no classes: add [[class]] tables or ring.slot_masks"),
+            (None, false) => {
+                for (i, c) in raw.classes.iter().enumerate() {
+                    let key = format!("class[{i}] (`{}`)", c.name);
+                    let slots = match (&c.mask, &c.slots) {
+                        (Some(_), Some(_)) => return err(format!("{key}: give mask or slots, not both")),
+                        (Some(m), None) => {
+                            parse_mask(&c.name, m, n).map_err(|e| ConfigError(format!("{key}.mask: {e}")))?
+                        }
+                        (None, Some(s)) => s.clone(),
+                        (None, None) => Vec::new(),
+                    };
+                    specs.push(ClassSpec { name: c.name.clone(), slots });
+                }
+            }
+        }
+        let ownership = Ownership::new(n, &specs).map_err(|e| ConfigError(format!("classes: {e}")))?;
+
+        let dst = match &raw.run.dst {
+            Some(t) => parse_mac("run.dst", t)?,
+            None => [0x02, 0x6b, 0x70, 0x00, 0x00, 0x02],
+        };
+        let src = match &raw.run.src {
+            Some(t) => parse_mac("run.src", t)?,
+            None => [0x02, 0x6b, 0x70, 0x00, 0x00, 0x01],
+        };
+        let mut flows = Vec::new();
+        for (i, f) in raw.flows.iter().enumerate() {
+            let key = format!("flow[{i}] (`{}`)", f.name);
+            if raw.flows[..i].iter().any(|o| o.name == f.name) {
+                return err(format!("{key}: flow name used twice"));
+            }
+            let class = ownership
+                .class_named(&f.class)
+                .ok_or_else(|| ConfigError(format!("{key}.class = \"{}\": no such class", f.class)))?;
+            if f.period.0 .0 <= 0 {
+                return err(format!("{key}.period must be positive"));
+            }
+            if f.frame_bytes < MIN_FRAME_BYTES || f.frame_bytes > geometry.slot_bytes() {
+                return err(format!(
+                    "{key}.frame_bytes = {} must be within {MIN_FRAME_BYTES}..=ring.slot_bytes ({})",
+                    f.frame_bytes,
+                    geometry.slot_bytes()
+                ));
+            }
+            let offset = f.offset.map_or(Nanos(0), |d| d.0);
+            if offset.0 < 0 {
+                return err(format!("{key}.offset must not be negative"));
+            }
+            let best_effort = ownership.is_best_effort(class);
+            let pattern = match (&f.instance_offsets, f.repeat) {
+                (Some(_), _) if best_effort => {
+                    return err(format!("{key}.instance_offsets: class `{}` is best effort", f.class))
+                }
+                (Some(list), Some(rep)) => {
+                    if list.is_empty() {
+                        return err(format!("{key}.instance_offsets is empty"));
+                    }
+                    if rep.0 .0 <= 0 || list.iter().any(|d| d.0 .0 < 0 || d.0 >= rep.0) {
+                        return err(format!("{key}: every instance_offsets entry must be within 0..repeat"));
+                    }
+                    Pattern::Listed { offsets: list.iter().map(|d| d.0).collect(), repeat: rep.0 }
+                }
+                (Some(_), None) => return err(format!("{key}.instance_offsets needs {key}.repeat")),
+                (None, Some(_)) => return err(format!("{key}.repeat is only meaningful with instance_offsets")),
+                (None, None) if best_effort => Pattern::BestEffort { offset, period: f.period.0 },
+                (None, None) => Pattern::Periodic { offset, period: f.period.0 },
+            };
+            let lead = f.lead.map_or(Nanos::from_us(150), |d| d.0);
+            if lead.0 < 0 {
+                return err(format!("{key}.lead must not be negative"));
+            }
+            flows.push(Flow {
+                name: f.name.clone(),
+                class_name: f.class.clone(),
+                period: f.period.0,
+                spec: FlowSpec {
+                    flow: u16::try_from(i).map_err(|_| ConfigError("more than 65535 flows".into()))?,
+                    class,
+                    pattern,
+                    frame_bytes: f.frame_bytes,
+                    count: f.count,
+                    lead,
+                    dst,
+                    src,
+                },
+            });
+        }
+
+        let s = &raw.sim;
+        let d = |v: Option<Dur>, default: Nanos| v.map_or(default, |d| d.0);
+        let slack = s.wake_slack.unwrap_or(0.0);
+        if !(0.0..=10.0).contains(&slack) {
+            return err(format!("sim.wake_slack = {slack} must be within 0..=10"));
+        }
+        let t0 = Tai(s.t0.unwrap_or(1_700_000_000_000_000_000));
+        let mut sim = SimConfig::new(geometry, t0);
+        sim.seed = s.seed.unwrap_or(1);
+        sim.host = HostModel {
+            poll_overhead: d(s.poll_overhead, Nanos(500)),
+            per_slot: d(s.poll_per_slot, Nanos(5)),
+            wake_latency: d(s.wake_latency, Nanos(0)),
+            wake_slack_ppm: (slack * 1e6).round() as u32,
+            jitter: d(s.jitter, Nanos(0)),
+            spike_ppm: s.spike_ppm.unwrap_or(0),
+            spike: d(s.spike, Nanos(0)),
+        };
+        sim.post_latency = d(s.post_latency, Nanos(1_000));
+        sim.post_jitter = d(s.post_jitter, Nanos(0));
+        sim.rx_quantum = d(s.rx_quantum, Nanos(8));
+        sim.rx_delay = d(s.rx_delay, Nanos(0));
+        sim.fetch_ahead = s.fetch_ahead.unwrap_or(1);
+        if sim.fetch_ahead > 64 {
+            return err("sim.fetch_ahead must be at most 64");
+        }
+        for (k, v) in [
+            ("sim.poll_overhead", sim.host.poll_overhead),
+            ("sim.poll_per_slot", sim.host.per_slot),
+            ("sim.wake_latency", sim.host.wake_latency),
+            ("sim.jitter", sim.host.jitter),
+            ("sim.spike", sim.host.spike),
+            ("sim.post_latency", sim.post_latency),
+            ("sim.post_jitter", sim.post_jitter),
+            ("sim.rx_delay", sim.rx_delay),
+        ] {
+            if v.0 < 0 {
+                return err(format!("{k} must not be negative"));
+            }
+        }
+        if sim.rx_quantum.0 <= 0 {
+            return err("sim.rx_quantum must be positive");
+        }
+        if sim.host.spike_ppm > 1_000_000 {
+            return err("sim.spike_ppm must be at most 1000000");
+        }
+
+        let poll_period = raw.run.poll_period.or(s.poll_period).map_or(Nanos(0), |d| d.0);
+        if poll_period.0 < 0 {
+            return err("poll_period must not be negative");
+        }
+        let backend = raw.run.backend.clone().unwrap_or_else(|| "sim".into());
+        if !["sim", "afxdp", "afpacket"].contains(&backend.as_str()) {
+            return err(format!("run.backend = \"{backend}\": use sim, afxdp or afpacket"));
+        }
+        Ok(Config {
+            geometry,
+            ownership,
+            batch: raw.ring.batch,
+            policy,
+            flows,
+            start: d(raw.run.start, Nanos::from_ms(1)),
+            backend,
+            poll_period,
+            max_advance: d(raw.run.max_advance, Nanos::from_ms(1_000)),
+            max_pending: raw.run.max_pending.unwrap_or(65_536),
+            max_duration: d(raw.run.max_duration, Nanos::from_ms(600_000)),
+            sim,
+            raw,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE2: &str = r#"
+        [link]
+        rate = "1Gbps"
+        [ring]
+        slot_bytes = 1230
+        slots = 32
+        batch = 8
+        slot_masks = "0x01,0x20002,0"
+        [[flow]]
+        name = "a"
+        class = "tc-0"
+        period = "320us"
+        frame_bytes = 100
+        count = 10
+    "#;
+
+    #[test]
+    fn durations_and_rates_parse_exactly() {
+        assert_eq!(parse_duration("320us"), Ok(Nanos(320_000)));
+        assert_eq!(parse_duration("1.5us"), Ok(Nanos(1_500)));
+        assert_eq!(parse_duration("10 ms"), Ok(Nanos(10_000_000)));
+        assert_eq!(parse_duration("250"), Ok(Nanos(250)));
+        assert_eq!(parse_duration("2µs"), Ok(Nanos(2_000)));
+        assert!(parse_duration("1.5ns").is_err());
+        assert!(parse_duration("3 weeks").is_err());
+        assert_eq!(parse_rate("2.5Gbps"), Ok(2_500_000_000));
+        assert_eq!(parse_rate("100Mbps"), Ok(100_000_000));
+        assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn example2_validates() {
+        let c = Config::parse(EXAMPLE2).unwrap();
+        assert_eq!(c.ownership.owned(keepon_core::isolation::ClassId(1)), &[1, 17]);
+        assert!(c.ownership.is_best_effort(keepon_core::isolation::ClassId(2)));
+        assert_eq!(c.flows[0].spec.lead, Nanos::from_us(150));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Config::parse(&EXAMPLE2.replace("batch = 8", "batch = 32")).unwrap_err();
+        assert!(e.0.contains("ring.batch = 32"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("count = 10", "count = 10\nperiode = 3")).unwrap_err();
+        assert!(e.0.contains("periode"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("0x01,0x20002", "0x03,0x20002")).unwrap_err();
+        assert!(e.0.contains("both own ring slot 1"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("\"320us\"", "\"320 fortnights\"")).unwrap_err();
+        assert!(e.0.contains("unknown unit"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("class = \"tc-0\"", "class = \"tc-9\"")).unwrap_err();
+        assert!(e.0.contains("flow[0] (`a`).class"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("frame_bytes = 100", "frame_bytes = 2000")).unwrap_err();
+        assert!(e.0.contains("frame_bytes = 2000"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", "rate = \"1.5Kbps\"")).unwrap_err();
+        assert!(e.0.contains("link.rate"), "{e}");
+        assert!(Config::parse("this is not toml").is_err());
+    }
+}

@@ -1,0 +1,190 @@
+//! `keepon report`: per-flow statistics of a records file.
+//!
+//! Inter-arrival times are taken between consecutive *received* frames of a flow (receiver timestamps,
+//! `rx_ns`; the wire start `tx_ns` where there is no receiver timestamp). Deviation from schedule is
+//! `tx_ns − txtime_ns`. Times stay integer nanoseconds; only the mean and standard deviation are fractional.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::record::Record;
+
+/// Summary statistics of a set of integer nanosecond values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    /// Samples.
+    pub n: usize,
+    /// Minimum.
+    pub min: i64,
+    /// Maximum.
+    pub max: i64,
+    /// Mean.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub stddev: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: i64,
+    /// 99.9th percentile (nearest rank).
+    pub p999: i64,
+}
+
+/// Nearest-rank percentile of sorted values, `q` in per-mille.
+fn percentile(sorted: &[i64], q_permille: usize) -> i64 {
+    let rank = (q_permille * sorted.len()).div_ceil(1000).max(1);
+    sorted[rank - 1]
+}
+
+impl Stats {
+    /// Statistics of `v` (`None` if empty).
+    pub fn of(v: &[i64]) -> Option<Stats> {
+        if v.is_empty() {
+            return None;
+        }
+        let mut s = v.to_vec();
+        s.sort_unstable();
+        let n = s.len();
+        let sum: i128 = s.iter().map(|&x| i128::from(x)).sum();
+        let mean = sum as f64 / n as f64;
+        let var = s.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        Some(Stats {
+            n,
+            min: s[0],
+            max: s[n - 1],
+            mean,
+            stddev: var.sqrt(),
+            p99: percentile(&s, 990),
+            p999: percentile(&s, 999),
+        })
+    }
+}
+
+/// Per-flow analysis.
+#[derive(Clone, Debug)]
+pub struct FlowReport {
+    /// Flow name.
+    pub flow: String,
+    /// Class name.
+    pub class: String,
+    /// Frames recorded.
+    pub count: usize,
+    /// Frames sent.
+    pub sent: usize,
+    /// Rejections by reason.
+    pub rejected: BTreeMap<String, usize>,
+    /// Inter-arrival times (ns) of consecutive received frames, in sequence order.
+    pub inter_arrival: Vec<i64>,
+    /// Deviation from schedule (ns) of sent real-time frames.
+    pub deviation: Vec<i64>,
+}
+
+/// Group records by flow and compute the series.
+pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
+    let mut by_flow: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        by_flow.entry(&r.flow).or_default().push(r);
+    }
+    by_flow
+        .into_iter()
+        .map(|(flow, mut rs)| {
+            rs.sort_by_key(|r| r.seq);
+            let mut rejected = BTreeMap::new();
+            for r in rs.iter().filter(|r| !r.sent()) {
+                *rejected.entry(r.reason.clone()).or_insert(0) += 1;
+            }
+            let arrivals: Vec<i64> = rs.iter().filter(|r| r.sent()).filter_map(|r| r.rx_ns.or(r.tx_ns)).collect();
+            let deviation = rs.iter().filter_map(|r| Some(r.tx_ns? - r.txtime_ns?)).collect();
+            FlowReport {
+                flow: flow.to_string(),
+                class: rs[0].class.clone(),
+                count: rs.len(),
+                sent: rs.iter().filter(|r| r.sent()).count(),
+                rejected,
+                inter_arrival: arrivals.windows(2).map(|w| w[1] - w[0]).collect(),
+                deviation,
+            }
+        })
+        .collect()
+}
+
+fn stats_line(name: &str, v: &[i64]) -> String {
+    match Stats::of(v) {
+        None => format!("  {name:<14} (no samples)\n"),
+        Some(s) => format!(
+            "  {name:<14} n={} min={} max={} mean={:.1} stddev={:.1} p99={} p99.9={} (ns)\n",
+            s.n, s.min, s.max, s.mean, s.stddev, s.p99, s.p999
+        ),
+    }
+}
+
+/// A text histogram of `v` with up to `buckets` equal-width buckets.
+pub fn histogram(v: &[i64], buckets: usize) -> String {
+    let Some(s) = Stats::of(v) else { return String::new() };
+    let width = ((s.max - s.min) / buckets as i64 + 1).max(1);
+    let mut counts = vec![0usize; buckets];
+    for &x in v {
+        counts[(((x - s.min) / width) as usize).min(buckets - 1)] += 1;
+    }
+    let top = *counts.iter().max().unwrap_or(&1);
+    let mut out = String::new();
+    for (i, c) in counts.iter().enumerate() {
+        if *c == 0 && (s.max - s.min) / width < i as i64 {
+            break;
+        }
+        let lo = s.min + i as i64 * width;
+        let bar = "#".repeat((c * 50).div_ceil(top.max(1)));
+        let _ = writeln!(out, "    [{lo:>12}, {:>12}) {c:>8} {bar}", lo + width);
+    }
+    out
+}
+
+/// The text of `keepon report`.
+pub fn render(records: &[Record]) -> String {
+    let mut out = String::new();
+    for f in analyse(records) {
+        let _ = writeln!(
+            out,
+            "flow {} (class {}): {} frames, {} sent, {} rejected",
+            f.flow,
+            f.class,
+            f.count,
+            f.sent,
+            f.count - f.sent
+        );
+        for (why, n) in &f.rejected {
+            let _ = writeln!(out, "  rejected {why}: {n}");
+        }
+        out.push_str(&stats_line("inter-arrival", &f.inter_arrival));
+        out.push_str(&stats_line("deviation", &f.deviation));
+        if !f.inter_arrival.is_empty() {
+            out.push_str("  inter-arrival histogram (ns):\n");
+            out.push_str(&histogram(&f.inter_arrival, 10));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_are_exact_on_known_values() {
+        let s = Stats::of(&[320_000, 320_000, 319_992, 320_008]).unwrap();
+        assert_eq!((s.min, s.max, s.n), (319_992, 320_008, 4));
+        assert!((s.mean - 320_000.0).abs() < 1e-9);
+        assert!((s.stddev - 32f64.sqrt()).abs() < 1e-9);
+        let v: Vec<i64> = (1..=1000).collect();
+        let s = Stats::of(&v).unwrap();
+        assert_eq!((s.p99, s.p999), (990, 999));
+        assert!(Stats::of(&[]).is_none());
+    }
+
+    #[test]
+    fn histogram_counts_every_sample() {
+        let v = vec![1, 2, 2, 3, 10];
+        let h = histogram(&v, 3);
+        let count = |l: &str| l.split(')').nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse::<usize>();
+        let total: usize = h.lines().map(|l| count(l).unwrap()).sum();
+        assert_eq!(total, 5);
+    }
+}

@@ -1,0 +1,227 @@
+//! `keepon run`: a station with the configuration's flows on a backend, recording every frame.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use keepon_core::outcome::{Counters, FrameId};
+use keepon_core::station::{StationConfig, Underrun};
+use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
+use keepon_core::time::{Nanos, Tai};
+use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig};
+use keepon_nic::sim::{SimNic, WireStats};
+use keepon_nic::source::{split_id, FlowSource};
+use keepon_nic::{Nic, Timing, WireEvent};
+
+use crate::config::Config;
+use crate::pcap::PcapOut;
+use crate::record::Record;
+
+/// Options of a run beyond the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Write the wire as a nanosecond pcap here.
+    pub pcap: Option<PathBuf>,
+    /// Include fillers in the pcap.
+    pub pcap_fillers: bool,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// One record per frame, in flow then sequence order.
+    pub records: Vec<Record>,
+    /// Station counters.
+    pub counters: Counters,
+    /// Underruns detected.
+    pub underruns: Vec<Underrun>,
+    /// Wire statistics (simulator only).
+    pub wire: Option<WireStats>,
+    /// Backend description.
+    pub backend: String,
+    /// Timing quality of the backend.
+    pub timing: Timing,
+    /// The schedule epoch.
+    pub epoch: Tai,
+    /// The run stopped at its time bound.
+    pub timed_out: bool,
+}
+
+/// The station configuration of a runtime configuration.
+pub fn station_config(cfg: &Config) -> StationConfig {
+    StationConfig {
+        geometry: cfg.geometry,
+        ownership: cfg.ownership.clone(),
+        batch: cfg.batch,
+        policy: cfg.policy,
+        max_pending: cfg.max_pending,
+        max_advance: cfg.max_advance,
+        post_latency: Nanos(0),
+    }
+}
+
+/// The schedule epoch: the first ring-cycle boundary at least `cfg.start` after slot 0 at `t0`.
+pub fn epoch(cfg: &Config, t0: Tai) -> Tai {
+    let p = cfg.geometry.period();
+    let n = u64::from(cfg.ownership.ring());
+    let slots = p.slots_in(cfg.start) + u64::from(p.floor_mul(p.slots_in(cfg.start)) < cfg.start.0 as u128);
+    let k = slots.div_ceil(n) * n;
+    t0 + Nanos(p.floor_mul(k) as i64)
+}
+
+/// Filler bytes as they appear in a pcap: reserved group address, local experimental EtherType, zeros.
+fn filler_bytes(len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    b[..6].copy_from_slice(&[0x01, 0x80, 0xC2, 0x00, 0x00, 0x04]);
+    b[12..14].copy_from_slice(&ETHERTYPE_LOCAL_EXPERIMENTAL.to_be_bytes());
+    b
+}
+
+/// Drive a station with the configuration's flows over `nic`, whose slot 0 is expected at `t0`.
+pub fn drive<N: Nic + 'static>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions) -> Result<RunOutput, String> {
+    let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: cfg.max_duration };
+    let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
+    let epoch = epoch(cfg, t0);
+    let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
+    let data_len = cfg.geometry.slot_bytes() as usize - 4;
+    let mut pcap = match &opts.pcap {
+        Some(p) => Some(PcapOut::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
+        None => None,
+    };
+    let mut recs: HashMap<FrameId, Record> = HashMap::new();
+    let mut wire: HashMap<FrameId, WireEvent> = HashMap::new();
+    let mut underruns = Vec::new();
+    let mut pcap_err = None;
+    let result = driver.run(&mut source, &mut |e| match e {
+        Event::Outcome(o) => {
+            let (flow, seq) = split_id(o.id);
+            let f = &cfg.flows[usize::from(flow)];
+            let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch, seq).0);
+            let mut r = Record {
+                seq,
+                flow: f.name.clone(),
+                class: f.class_name.clone(),
+                txtime_ns: txtime,
+                outcome: "rejected".into(),
+                reason: String::new(),
+                slot: None,
+                ring_slot: None,
+                ephc_ns: None,
+                tx_ns: None,
+                rx_ns: None,
+            };
+            match o.result {
+                Ok(s) => {
+                    r.outcome = "sent".into();
+                    r.slot = Some(s.slot);
+                    r.ring_slot = Some(s.ring_slot);
+                    r.ephc_ns = Some(s.time.0);
+                    r.tx_ns = Some(s.time.0);
+                }
+                Err(why) => r.reason = why.as_str().into(),
+            }
+            recs.insert(o.id, r);
+        }
+        Event::Wire(w) => {
+            if let (Some(p), Some(start)) = (pcap.as_mut(), w.start) {
+                let bytes = match (&w.frame, &w.bytes) {
+                    (Some(_), Some(b)) => {
+                        let mut padded = b.clone();
+                        padded.resize(data_len, 0);
+                        padded
+                    }
+                    _ => filler_bytes(data_len),
+                };
+                if let Err(e) = p.write(start, &bytes) {
+                    pcap_err.get_or_insert(e);
+                }
+            }
+            if let Some(id) = w.frame {
+                wire.insert(id, w);
+            }
+        }
+        Event::Underrun(u) => underruns.push(u),
+    });
+    if let Some(e) = pcap_err {
+        return Err(format!("writing pcap: {e}"));
+    }
+    let timed_out = match result {
+        Ok(()) => false,
+        Err(DriverError::Timeout(_)) => true,
+        Err(e) => return Err(e.to_string()),
+    };
+    for (id, w) in wire {
+        if let Some(r) = recs.get_mut(&id) {
+            if let Some(t) = w.start {
+                r.tx_ns = Some(t.0);
+            }
+            r.rx_ns = w.rx.map(|t| t.0);
+        }
+    }
+    let mut records: Vec<(FrameId, Record)> = recs.into_iter().collect();
+    records.sort_by_key(|(id, _)| split_id(*id));
+    Ok(RunOutput {
+        records: records.into_iter().map(|(_, r)| r).collect(),
+        counters: *driver.station.counters(),
+        underruns,
+        wire: None,
+        backend: driver.nic.describe(),
+        timing: driver.nic.timing(),
+        epoch,
+        timed_out,
+    })
+}
+
+/// Run the configuration on the simulated NIC, with its wire statistics.
+pub fn run_sim(cfg: &Config, opts: &RunOptions) -> Result<RunOutput, String> {
+    let mut sim = cfg.sim;
+    sim.keep_fillers = opts.pcap.is_some() && opts.pcap_fillers;
+    let stats = std::rc::Rc::new(std::cell::Cell::new(WireStats::default()));
+    let nic = StatsNic { inner: SimNic::new(sim), stats: stats.clone() };
+    let mut out = drive(cfg, nic, sim.t0, opts)?;
+    out.wire = Some(stats.get());
+    Ok(out)
+}
+
+/// A simulator that publishes its wire statistics after every observation.
+struct StatsNic {
+    inner: SimNic,
+    stats: std::rc::Rc<std::cell::Cell<WireStats>>,
+}
+
+impl Nic for StatsNic {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn timing(&self) -> Timing {
+        self.inner.timing()
+    }
+    fn observe(&mut self) -> Result<keepon_nic::NicObservation, keepon_nic::NicError> {
+        let o = self.inner.observe();
+        self.stats.set(self.inner.stats());
+        o
+    }
+    fn post<'a>(
+        &mut self,
+        slots: &mut dyn Iterator<Item = keepon_core::ring::SlotView<'a>>,
+    ) -> Result<(), keepon_nic::NicError> {
+        self.inner.post(slots)
+    }
+    fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
+        self.inner.drain_wire(out)
+    }
+    fn wait(&mut self, period: Nanos) {
+        self.inner.wait(period)
+    }
+    fn now(&self) -> Tai {
+        self.inner.now()
+    }
+    fn post_latency(&self) -> Nanos {
+        self.inner.post_latency()
+    }
+    fn reports_gaps(&self) -> bool {
+        self.inner.reports_gaps()
+    }
+    fn unfinished(&self) -> u64 {
+        self.inner.unfinished()
+    }
+}
