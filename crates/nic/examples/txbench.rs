@@ -15,6 +15,9 @@
 //! - **raw sendmmsg**: for reference, a plain `libc::sendmmsg` loop of 64 identical frames on an AF_PACKET
 //!   socket with qdisc bypass, written without any keepon code.
 //!
+//! Each run reports slots per wall-clock second and per CPU second of the loop's thread (Mpps per CPU): on a
+//! shared machine the second is the steadier measure of keepon's own overhead.
+//!
 //! veth completes instantly, so "consumed" means accepted and freed by the kernel. Numbers are for the
 //! machine at hand; run it on an idle machine (and pin it, e.g. `taskset -c 1`) for stable figures.
 
@@ -51,6 +54,21 @@ fn ip(args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// CPU time of the calling thread, seconds (user + system, including softirq work done on its behalf).
+fn thread_cpu() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// Slots per wall-clock second and per CPU second of the loop's thread.
+#[derive(Clone, Copy)]
+struct Rate {
+    wall: f64,
+    cpu: f64,
+}
+
 struct Nothing;
 
 impl Source for Nothing {
@@ -74,7 +92,7 @@ fn config(backend: Backend, slot: u32) -> Result<LinuxNicConfig, String> {
 }
 
 /// Slots per second through the station loop.
-fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(f64, u64), String> {
+fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(Rate, u64), String> {
     let cfg = config(backend, slot)?;
     let nic = linux::open(&cfg).map_err(|e| e.to_string())?;
     let ownership =
@@ -104,21 +122,24 @@ fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(f64, u64), String> 
     }
     let c0 = d.station.counters().fillers_sent;
     let t0 = Instant::now();
+    let cpu0 = thread_cpu();
     while t0.elapsed().as_secs_f64() < secs {
         d.step(&mut src, &mut sink).map_err(|e| e.to_string())?;
         d.nic.wait(Nanos(0));
     }
-    let rate = (d.station.counters().fillers_sent - c0) as f64 / t0.elapsed().as_secs_f64();
+    let n = (d.station.counters().fillers_sent - c0) as f64;
+    let rate = Rate { wall: n / t0.elapsed().as_secs_f64(), cpu: n / (thread_cpu() - cpu0) };
     Ok((rate, d.station.counters().underruns))
 }
 
 /// Slots per second through the bare TX path of the same socket.
-fn bare_path<P: TxPath>(mut path: P, secs: f64) -> Result<f64, String> {
+fn bare_path<P: TxPath>(mut path: P, secs: f64) -> Result<Rate, String> {
     let frames = [TxFrame::Filler; BATCH];
     let mut done = 0u64;
-    let mut run = |until: Duration| -> Result<(u64, f64), String> {
+    let mut run = |until: Duration| -> Result<(u64, f64, f64), String> {
         let start_done = path.completed().map_err(|e| e.to_string())?;
         let t = Instant::now();
+        let cpu0 = thread_cpu();
         let mut accepted = 0u64;
         while t.elapsed() < until {
             accepted += path.send(&frames).map_err(|e| e.to_string())? as u64;
@@ -126,14 +147,14 @@ fn bare_path<P: TxPath>(mut path: P, secs: f64) -> Result<f64, String> {
             done = path.completed().map_err(|e| e.to_string())?;
         }
         let _ = accepted;
-        Ok((done - start_done, t.elapsed().as_secs_f64()))
+        Ok((done - start_done, t.elapsed().as_secs_f64(), thread_cpu() - cpu0))
     };
     run(Duration::from_millis(50))?;
-    let (n, el) = run(Duration::from_secs_f64(secs))?;
-    Ok(n as f64 / el)
+    let (n, el, cpu) = run(Duration::from_secs_f64(secs))?;
+    Ok(Rate { wall: n as f64 / el, cpu: n as f64 / cpu })
 }
 
-fn bare(backend: Backend, slot: u32, secs: f64) -> Result<f64, String> {
+fn bare(backend: Backend, slot: u32, secs: f64) -> Result<Rate, String> {
     let cfg = config(backend, slot)?;
     match backend {
         Backend::AfXdp => bare_path(AfXdpNic::open(&cfg).map_err(|e| e.to_string())?.into_path(), secs),
@@ -222,8 +243,8 @@ fn main() -> Result<(), String> {
         ns.0
     );
     println!(
-        "{:<22} {:>6} {:>12} {:>12} {:>7} {:>14}",
-        "path", "slot B", "keepon Mpps", "bare Mpps", "ratio", "underruns/s"
+        "{:<22} {:>6} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12}",
+        "path", "slot B", "keepon Mpps", "bare Mpps", "ratio", "keepon /CPU", "bare /CPU", "ratio", "underruns/s"
     );
     for slot in [64u32, 304] {
         for (name, b) in [
@@ -231,15 +252,27 @@ fn main() -> Result<(), String> {
             ("af_packet tx_ring", Backend::AfPacketRing),
             ("af_xdp copy", Backend::AfXdp),
         ] {
-            let (mut k, mut r, mut u) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut k, mut r, mut kc, mut rc, mut u) = (vec![], vec![], vec![], vec![], vec![]);
             for _ in 0..rounds {
                 let (rate, underruns) = keepon(b, slot, secs)?;
-                k.push(rate);
+                k.push(rate.wall);
+                kc.push(rate.cpu);
                 u.push(underruns as f64 / secs);
-                r.push(bare(b, slot, secs)?);
+                let rate = bare(b, slot, secs)?;
+                r.push(rate.wall);
+                rc.push(rate.cpu);
             }
-            let (k, r) = (median(k), median(r));
-            println!("{name:<22} {slot:>6} {:>12.3} {:>12.3} {:>6.2}x {:>14.0}", k / 1e6, r / 1e6, k / r, median(u));
+            let (k, r, kc, rc) = (median(k), median(r), median(kc), median(rc));
+            println!(
+                "{name:<22} {slot:>6} {:>12.3} {:>12.3} {:>6.2}x {:>12.3} {:>12.3} {:>6.2}x {:>12.0}",
+                k / 1e6,
+                r / 1e6,
+                k / r,
+                kc / 1e6,
+                rc / 1e6,
+                kc / rc,
+                median(u)
+            );
         }
         let raw: Result<Vec<f64>, String> = (0..rounds).map(|_| raw_sendmmsg(slot, secs)).collect();
         println!("{:<22} {slot:>6} {:>12} {:>12.3}", "raw libc sendmmsg", "-", median(raw?) / 1e6);
