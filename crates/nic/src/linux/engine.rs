@@ -12,9 +12,11 @@
 //! **Line rate** (a NIC with a wire clock): every posted slot is offered to the kernel at once; the NIC paces
 //! them and completions say how many finished. **Host paced** (veth, tap: no wire clock, instant
 //! completion): slot `k` is released to the kernel at `anchor + (k − anchor_slot)·δ` read from `CLOCK_TAI`,
-//! so the count tracks real time to within the loop's sleep accuracy (microseconds). A slot the station
-//! posts after its release time has passed by more than a slot is a gap on the "wire": the schedule is
-//! re-anchored and the gap reported, exactly as a NIC whose ring ran dry would restart late.
+//! so the count tracks real time to within the loop's sleep accuracy (microseconds). A slot is never
+//! released before its time; a host that stalls with slots pending releases the overdue ones at once and
+//! stays on schedule (late, never early). A slot the station posts only after its release time, with
+//! nothing left pending, is a gap on the "wire": the schedule is re-anchored at the post and the gap
+//! reported, exactly as a NIC whose ring ran dry would restart late.
 //!
 //! A frame the kernel does not accept stays pending and is offered again (the kernel did not send it, so
 //! order and count are preserved); one it drops after accepting surfaces as [`NicError::Dropped`].
@@ -283,16 +285,16 @@ impl<P: TxPath> LinuxNic<P> {
                 self.gaps.push(Gap { at: k, restart: now });
             }
             Some(s) if idle => {
+                // Everything posted has been released: the "link" is idle until this slot goes out.
                 let sched = s.release_time(k);
-                let late = now - sched;
-                let slot_ns = Nanos(i64::try_from(self.cfg.period.ceil_mul(1)).unwrap_or(i64::MAX));
-                if late > slot_ns {
+                if now > sched {
+                    // Late: restart now, so that no slot is ever released before its EPHC time.
                     self.schedule = Some(Schedule { period: self.cfg.period, anchor_slot: k, anchor: now });
                     self.gaps.push(Gap { at: k, restart: now });
                     self.stats.gaps += 1;
                 } else if self.station_saw_idle {
                     // The station took this for an underrun and guessed the restart; tell it the real one.
-                    self.gaps.push(Gap { at: k, restart: sched.max(now) });
+                    self.gaps.push(Gap { at: k, restart: sched });
                 }
             }
             Some(_) => {}
