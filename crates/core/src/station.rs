@@ -180,6 +180,11 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.gap_feedback = on;
     }
 
+    /// The ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map.
+    pub fn phase(&self) -> u64 {
+        self.phase
+    }
+
     /// The configuration.
     pub fn config(&self) -> &StationConfig {
         &self.cfg

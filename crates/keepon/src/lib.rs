@@ -4,12 +4,18 @@
 //! reports and the paper's experiments. The driver model itself is `keepon-core`; backends are `keepon-nic`.
 #![deny(missing_docs)]
 
+pub mod api;
+pub mod backend;
+pub mod clock;
 pub mod config;
+pub mod daemon;
+pub mod listen;
 pub mod pcap;
 pub mod record;
 pub mod report;
 pub mod run;
 pub mod table3;
+pub mod talk;
 
 /// The timing diagram shown by `keepon --help`.
 pub const TIMING_DIAGRAM: &str = r#"

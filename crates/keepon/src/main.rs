@@ -5,11 +5,63 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use keepon::config::Config;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use keepon::backend::{self, BackendOptions};
+use keepon::config::{parse_duration, Config};
+use keepon::daemon::{serve, DaemonConfig};
 use keepon::record;
-use keepon::run::{run_sim, RunOptions};
-use keepon::{report, table3, TIMING_DIAGRAM};
+use keepon::run::{drive, run_sim, RunOptions};
+use keepon::{listen, report, table3, talk, TIMING_DIAGRAM};
 use keepon_core::time::Nanos;
+
+/// Backend selection shared by `run` and `daemon`.
+#[derive(clap::Args, Clone, Debug)]
+struct BackendArgs {
+    /// Backend (overrides run.backend): sim, afpacket, afpacket-ring, afxdp.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Interface for afpacket/afxdp.
+    #[arg(long)]
+    iface: Option<String>,
+    /// TX queue (afxdp).
+    #[arg(long, default_value_t = 0)]
+    queue: u32,
+    /// Filler mode: auto, reserved-address, bad-fcs.
+    #[arg(long)]
+    filler: Option<String>,
+    /// Pacing: auto (host-paced on links without a speed, e.g. veth), host, line.
+    #[arg(long)]
+    pacing: Option<String>,
+    /// AF_XDP zero-copy (fails if the driver has none).
+    #[arg(long)]
+    zero_copy: bool,
+}
+
+impl BackendArgs {
+    fn options(&self) -> BackendOptions {
+        BackendOptions {
+            backend: self.backend.clone(),
+            iface: self.iface.clone(),
+            queue: self.queue,
+            filler: self.filler.clone(),
+            pacing: self.pacing.clone(),
+            zero_copy: self.zero_copy,
+        }
+    }
+}
+
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    u64::try_from(d.0).map(Duration::from_nanos).map_err(|_| format!("`{s}` must not be negative"))
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
 
 /// keepon: deterministic, time-scheduled Ethernet transmission on standard NICs, in software.
 #[derive(Parser)]
@@ -35,9 +87,52 @@ enum Cmd {
         /// Include filler slots in the pcap.
         #[arg(long)]
         pcap_fillers: bool,
-        /// Backend (overrides run.backend): sim, afxdp, afpacket.
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Serve applications on a local UNIX socket (daemon.socket): frames with a txtime in, one outcome each out.
+    Daemon {
+        /// Runtime configuration with a [daemon] section.
         #[arg(long)]
-        backend: Option<String>,
+        config: PathBuf,
+        #[command(flatten)]
+        backend: BackendArgs,
+        /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
+        #[arg(long, value_parser = duration_arg)]
+        duration: Option<Duration>,
+    },
+    /// Submit the configuration's flows through a running daemon and record every frame's outcome.
+    Talk {
+        /// The daemon's socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Runtime configuration (its flows and classes).
+        #[arg(long)]
+        config: PathBuf,
+        /// Per-frame records (CSV).
+        #[arg(long)]
+        records: Option<PathBuf>,
+        /// How long to wait for outstanding outcomes after the last frame.
+        #[arg(long, value_parser = duration_arg, default_value = "5s")]
+        grace: Duration,
+    },
+    /// Receive keepon test frames on an interface and record them (receive timestamps), counting fillers.
+    Listen {
+        /// Interface.
+        #[arg(long)]
+        iface: String,
+        /// Per-frame records (CSV), readable by `keepon report`.
+        #[arg(long)]
+        records: PathBuf,
+        /// Configuration, to name flows and classes.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Stop after this long.
+        #[arg(long, value_parser = duration_arg, default_value = "10s")]
+        duration: Duration,
+        /// Stop after this many test frames.
+        #[arg(long)]
+        count: Option<u64>,
     },
     /// Per-flow statistics of a records file.
     Report {
@@ -67,11 +162,14 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Run { config, records, pcap, pcap_fillers, backend } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            let backend = backend.unwrap_or_else(|| cfg.backend.clone());
-            if backend != "sim" {
-                return Err(format!("backend `{backend}` is not available in this build; use `sim`"));
-            }
-            let out = run_sim(&cfg, &RunOptions { pcap: pcap.clone(), pcap_fillers })?;
+            let opts = RunOptions { pcap: pcap.clone(), pcap_fillers };
+            let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
+            let out = if name == "sim" {
+                run_sim(&cfg, &opts)?
+            } else {
+                let (nic, t0) = backend::open(&cfg, &backend.options(), false)?;
+                drive(&cfg, nic, t0, &opts)?
+            };
             print_summary(&cfg, &out);
             if let Some(p) = &records {
                 record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -83,6 +181,69 @@ fn run(cli: Cli) -> Result<(), String> {
             if out.timed_out {
                 return Err("the run hit run.max_duration; frames still pending were rejected (shutdown)".into());
             }
+            Ok(())
+        }
+        Cmd::Daemon { config, backend, duration } => {
+            let cfg = Config::load(&config).map_err(|e| e.to_string())?;
+            let dcfg = DaemonConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+            let (nic, _) = backend::open(&cfg, &backend.options(), true)?;
+            println!("keepon daemon: {} · socket {}", nic.describe(), dcfg.socket.display());
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            unsafe {
+                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+            }
+            let d = duration.map(|d| Nanos(d.as_nanos() as i64));
+            let stats = serve(&cfg, &dcfg, nic, &STOP, d)?;
+            println!(
+                "keepon daemon: {} connections, {} frames, {} malformed requests, {} connections dropped, {} underruns",
+                stats.connections, stats.frames, stats.malformed, stats.dropped, stats.underruns
+            );
+            Ok(())
+        }
+        Cmd::Talk { socket, config, records, grace } => {
+            let cfg = Config::load(&config).map_err(|e| e.to_string())?;
+            let out = talk::talk(&cfg, &socket, grace)?;
+            let sent = out.records.iter().filter(|r| r.sent()).count();
+            println!(
+                "talk: {} frames, {} sent, {} rejected, {} without outcome",
+                out.records.len(),
+                sent,
+                out.records.len() - sent - out.missing,
+                out.missing
+            );
+            let mut reasons = std::collections::BTreeMap::new();
+            for r in out.records.iter().filter(|r| !r.sent()) {
+                *reasons.entry(r.reason.as_str()).or_insert(0) += 1;
+            }
+            for (why, n) in reasons {
+                println!("  rejected {why}: {n}");
+            }
+            if let Some(p) = &records {
+                record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            }
+            if out.missing > 0 {
+                return Err(format!("{} frames got no outcome within the grace period", out.missing));
+            }
+            Ok(())
+        }
+        Cmd::Listen { iface, records, config, duration, count } => {
+            let cfg = match config {
+                Some(p) => Some(Config::load(&p).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            let out = listen::listen(&iface, cfg.as_ref(), duration, count)?;
+            println!(
+                "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}",
+                out.records.len(),
+                out.fillers,
+                out.other,
+                out.timestamps
+            );
+            for (flow, (n, gaps, reordered)) in &out.per_flow {
+                println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
+            }
+            record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())
         }
         Cmd::Report { records } => {

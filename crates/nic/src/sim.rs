@@ -202,6 +202,15 @@ impl SimNic {
         &self.cfg
     }
 
+    /// Jump the host clock forward to `t` (a host that slept longer than its model, e.g. a simulator kept
+    /// in step with the wall clock). Never moves it back.
+    pub fn advance_to(&mut self, t: Tai) {
+        if t > self.now {
+            self.now = t;
+            self.work_slots = 0;
+        }
+    }
+
     /// Wire statistics so far.
     pub fn stats(&self) -> WireStats {
         let mut s = self.stats;

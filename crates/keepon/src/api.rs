@@ -1,0 +1,439 @@
+//! The application API of `keepon daemon`: `SO_TXTIME`-like submission with a per-frame outcome.
+//!
+//! A client connects to the daemon's UNIX stream socket and exchanges length-prefixed messages (`u32`
+//! little-endian length, then the message). Every `Submit` gets exactly one `Outcome`, like the ETF error
+//! queue but for every frame: sent in slot `k` at time `t`, or rejected with a reason.
+//!
+//! ```text
+//! request  Info     : ver=1 | kind=1
+//! request  Submit   : ver=1 | kind=2 | flags (bit 0: has txtime) | class_len u8 | tag u64 | txtime i64 |
+//!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
+//! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
+//!                     now i64 | cycle_start i64 | class names (u8 len + UTF-8 each, to the end)
+//! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected) | reason u8 | tag u64 | slot u64 |
+//!                     time i64 | ring_slot u32
+//! response Error    : ver=1 | kind=0x83 | UTF-8 text        (malformed request; the connection stays open)
+//! ```
+//!
+//! All integers are little-endian. `Info.cycle_start` is the TAI time of a slot whose ring slot is 0, so a
+//! client can align its schedule with the ring. Messages are parsed from untrusted bytes with checked
+//! lengths; a length prefix beyond [`MAX_MESSAGE`] ends the connection (the stream cannot be resynchronised).
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use keepon_core::outcome::Reason;
+
+/// Protocol version.
+pub const VERSION: u8 = 1;
+/// Largest message accepted (a 9018-byte slot plus headers, rounded up).
+pub const MAX_MESSAGE: usize = 16 * 1024;
+
+const K_INFO: u8 = 1;
+const K_SUBMIT: u8 = 2;
+const K_INFO_REPLY: u8 = 0x81;
+const K_OUTCOME: u8 = 0x82;
+const K_ERROR: u8 = 0x83;
+const SUBMIT_HEADER: usize = 4 + 8 + 8;
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Ask for the link's geometry and clock.
+    Info,
+    /// Send a frame.
+    Submit {
+        /// Client's identifier, echoed in the outcome.
+        tag: u64,
+        /// Class name.
+        class: String,
+        /// Scheduled time (TAI ns); `None` for best effort.
+        txtime: Option<i64>,
+        /// L2 bytes without FCS.
+        frame: Vec<u8>,
+    },
+}
+
+/// The link as the daemon describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Info {
+    /// Line rate, b/s.
+    pub rate_bps: u64,
+    /// Slot size, bytes.
+    pub slot_bytes: u32,
+    /// Ring size.
+    pub ring: u32,
+    /// Batch.
+    pub batch: u32,
+    /// EPHC time now (TAI ns).
+    pub now: i64,
+    /// A slot start whose ring slot is 0.
+    pub cycle_start: i64,
+    /// Class names, by index.
+    pub classes: Vec<String>,
+}
+
+/// A frame's result as the daemon reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Sent in `slot` at `time`, in ownership ring slot `ring_slot`.
+    Sent {
+        /// EPHC slot count.
+        slot: u64,
+        /// Wire time (TAI ns).
+        time: i64,
+        /// Ownership ring slot.
+        ring_slot: u32,
+    },
+    /// Rejected.
+    Rejected(Reason),
+}
+
+/// A response from the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Reply to `Info`.
+    Info(Info),
+    /// The single outcome of a submitted frame.
+    Outcome {
+        /// The submit's tag.
+        tag: u64,
+        /// What happened.
+        delivery: Delivery,
+    },
+    /// A malformed request.
+    Error(String),
+}
+
+/// Why bytes are not a valid message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ProtocolError {}
+
+fn perr<T>(msg: impl Into<String>) -> Result<T, ProtocolError> {
+    Err(ProtocolError(msg.into()))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn check_header(b: &[u8]) -> Result<u8, ProtocolError> {
+    if b.len() < 2 {
+        return perr(format!("message of {} bytes is shorter than its 2-byte header", b.len()));
+    }
+    if b[0] != VERSION {
+        return perr(format!("protocol version {} is not {VERSION}", b[0]));
+    }
+    Ok(b[1])
+}
+
+impl Request {
+    /// Parse a request from untrusted bytes.
+    pub fn parse(b: &[u8]) -> Result<Request, ProtocolError> {
+        match check_header(b)? {
+            K_INFO => Ok(Request::Info),
+            K_SUBMIT => {
+                if b.len() < SUBMIT_HEADER {
+                    return perr(format!(
+                        "submit of {} bytes is shorter than its {SUBMIT_HEADER}-byte header",
+                        b.len()
+                    ));
+                }
+                let flags = b[2];
+                if flags & !1 != 0 {
+                    return perr(format!("submit flags {flags:#04x} has unknown bits"));
+                }
+                let class_len = usize::from(b[3]);
+                let tag = u64_at(b, 4);
+                let txtime = u64_at(b, 12) as i64;
+                let end = SUBMIT_HEADER + class_len;
+                if b.len() < end {
+                    return perr(format!("submit {tag}: class name runs past the message"));
+                }
+                let class = std::str::from_utf8(&b[SUBMIT_HEADER..end])
+                    .map_err(|_| ProtocolError(format!("submit {tag}: class name is not UTF-8")))?
+                    .to_string();
+                Ok(Request::Submit { tag, class, txtime: (flags & 1 != 0).then_some(txtime), frame: b[end..].to_vec() })
+            }
+            k => perr(format!("unknown request kind {k}")),
+        }
+    }
+
+    /// Encode (without the length prefix).
+    pub fn emit(&self) -> Vec<u8> {
+        match self {
+            Request::Info => vec![VERSION, K_INFO],
+            Request::Submit { tag, class, txtime, frame } => {
+                let name = &class.as_bytes()[..class.len().min(255)];
+                let mut b = Vec::with_capacity(SUBMIT_HEADER + name.len() + frame.len());
+                b.extend_from_slice(&[VERSION, K_SUBMIT, u8::from(txtime.is_some()), name.len() as u8]);
+                b.extend_from_slice(&tag.to_le_bytes());
+                b.extend_from_slice(&txtime.unwrap_or(0).to_le_bytes());
+                b.extend_from_slice(name);
+                b.extend_from_slice(frame);
+                b
+            }
+        }
+    }
+}
+
+impl Response {
+    /// Parse a response from untrusted bytes.
+    pub fn parse(b: &[u8]) -> Result<Response, ProtocolError> {
+        match check_header(b)? {
+            K_INFO_REPLY => {
+                if b.len() < 2 + 8 + 4 * 3 + 16 {
+                    return perr("info reply too short");
+                }
+                let mut classes = Vec::new();
+                let mut at = 38;
+                while at < b.len() {
+                    let n = usize::from(b[at]);
+                    let name = b.get(at + 1..at + 1 + n).ok_or_else(|| ProtocolError("class name cut short".into()))?;
+                    classes.push(String::from_utf8_lossy(name).into_owned());
+                    at += 1 + n;
+                }
+                Ok(Response::Info(Info {
+                    rate_bps: u64_at(b, 2),
+                    slot_bytes: u32_at(b, 10),
+                    ring: u32_at(b, 14),
+                    batch: u32_at(b, 18),
+                    now: u64_at(b, 22) as i64,
+                    cycle_start: u64_at(b, 30) as i64,
+                    classes,
+                }))
+            }
+            K_OUTCOME => {
+                if b.len() != 32 {
+                    return perr(format!("outcome of {} bytes, expected 32", b.len()));
+                }
+                let tag = u64_at(b, 4);
+                let delivery = match b[2] {
+                    0 => Delivery::Sent { slot: u64_at(b, 12), time: u64_at(b, 20) as i64, ring_slot: u32_at(b, 28) },
+                    1 => Delivery::Rejected(
+                        *Reason::ALL
+                            .get(usize::from(b[3]))
+                            .ok_or_else(|| ProtocolError(format!("unknown reason {}", b[3])))?,
+                    ),
+                    s => return perr(format!("unknown outcome status {s}")),
+                };
+                Ok(Response::Outcome { tag, delivery })
+            }
+            K_ERROR => Ok(Response::Error(String::from_utf8_lossy(&b[2..]).into_owned())),
+            k => perr(format!("unknown response kind {k:#04x}")),
+        }
+    }
+
+    /// Encode (without the length prefix).
+    pub fn emit(&self) -> Vec<u8> {
+        match self {
+            Response::Info(i) => {
+                let mut b = vec![VERSION, K_INFO_REPLY];
+                b.extend_from_slice(&i.rate_bps.to_le_bytes());
+                b.extend_from_slice(&i.slot_bytes.to_le_bytes());
+                b.extend_from_slice(&i.ring.to_le_bytes());
+                b.extend_from_slice(&i.batch.to_le_bytes());
+                b.extend_from_slice(&i.now.to_le_bytes());
+                b.extend_from_slice(&i.cycle_start.to_le_bytes());
+                for c in &i.classes {
+                    let n = &c.as_bytes()[..c.len().min(255)];
+                    b.push(n.len() as u8);
+                    b.extend_from_slice(n);
+                }
+                b
+            }
+            Response::Outcome { tag, delivery } => {
+                let mut b = vec![VERSION, K_OUTCOME, 0, 0];
+                b.extend_from_slice(&tag.to_le_bytes());
+                match delivery {
+                    Delivery::Sent { slot, time, ring_slot } => {
+                        b.extend_from_slice(&slot.to_le_bytes());
+                        b.extend_from_slice(&time.to_le_bytes());
+                        b.extend_from_slice(&ring_slot.to_le_bytes());
+                    }
+                    Delivery::Rejected(r) => {
+                        b[2] = 1;
+                        b[3] = r.index() as u8;
+                        b.extend_from_slice(&[0u8; 20]);
+                    }
+                }
+                b
+            }
+            Response::Error(text) => {
+                let mut b = vec![VERSION, K_ERROR];
+                b.extend_from_slice(text.as_bytes());
+                b
+            }
+        }
+    }
+}
+
+/// Append one length-prefixed message to `out`.
+pub fn frame_message(msg: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(msg.len() as u32).to_le_bytes());
+    out.extend_from_slice(msg);
+}
+
+/// Split complete messages off the front of `buf`. `Err` if a length prefix is beyond [`MAX_MESSAGE`].
+pub fn split_messages(buf: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, ProtocolError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 4 {
+        let len = u32_at(buf, at) as usize;
+        if len > MAX_MESSAGE {
+            return perr(format!("message length {len} exceeds {MAX_MESSAGE}"));
+        }
+        if buf.len() - at - 4 < len {
+            break;
+        }
+        out.push(buf[at + 4..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+    buf.drain(..at);
+    Ok(out)
+}
+
+/// A blocking client of `keepon daemon`.
+pub struct Client {
+    stream: UnixStream,
+    rbuf: Vec<u8>,
+    pending: std::collections::VecDeque<Response>,
+}
+
+impl Client {
+    /// Connect to the daemon's socket.
+    pub fn connect(path: &Path) -> io::Result<Client> {
+        Ok(Client { stream: UnixStream::connect(path)?, rbuf: Vec::new(), pending: Default::default() })
+    }
+
+    /// Send one request.
+    pub fn send(&mut self, req: &Request) -> io::Result<()> {
+        let mut b = Vec::new();
+        frame_message(&req.emit(), &mut b);
+        self.stream.write_all(&b)
+    }
+
+    /// Send raw bytes (for testing a daemon's robustness).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Wait for the next response (`None` when the daemon closed the connection).
+    pub fn recv(&mut self) -> io::Result<Option<Response>> {
+        loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Ok(Some(r));
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.rbuf.extend_from_slice(&chunk[..n]);
+            let msgs = split_messages(&mut self.rbuf).map_err(io::Error::other)?;
+            for m in msgs {
+                self.pending.push_back(Response::parse(&m).map_err(io::Error::other)?);
+            }
+        }
+    }
+
+    /// Ask for the link's description. Outcomes that arrive first are kept for [`Client::recv`].
+    pub fn info(&mut self) -> io::Result<Info> {
+        self.send(&Request::Info)?;
+        let mut held = Vec::new();
+        let result = loop {
+            match self.recv()? {
+                Some(Response::Info(i)) => break Ok(i),
+                Some(Response::Error(e)) => break Err(io::Error::other(e)),
+                Some(other) => held.push(other),
+                None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
+            }
+        };
+        for r in held.into_iter().rev() {
+            self.pending.push_front(r);
+        }
+        result
+    }
+
+    /// A second handle on the same connection (e.g. to read outcomes on another thread). Responses already
+    /// buffered stay with this handle.
+    pub fn try_clone(&self) -> io::Result<Client> {
+        Ok(Client { stream: self.stream.try_clone()?, rbuf: Vec::new(), pending: Default::default() })
+    }
+
+    /// Shut the connection down for writing (the daemon sees end of stream).
+    pub fn close_write(&self) -> io::Result<()> {
+        self.stream.shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Set a read timeout.
+    pub fn set_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
+        self.stream.set_read_timeout(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_byte_literal() {
+        let r = Request::Submit { tag: 7, class: "tc-0".into(), txtime: Some(1000), frame: vec![1, 2, 3] };
+        let b = r.emit();
+        assert_eq!(&b[..4], &[1, 2, 1, 4]);
+        assert_eq!(&b[4..12], &7u64.to_le_bytes());
+        assert_eq!(&b[20..24], b"tc-0");
+        assert_eq!(Request::parse(&b).unwrap(), r);
+        assert_eq!(Request::parse(&Request::Info.emit()).unwrap(), Request::Info);
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        for r in [
+            Response::Outcome { tag: 9, delivery: Delivery::Sent { slot: 5, time: -3, ring_slot: 1 } },
+            Response::Outcome { tag: 9, delivery: Delivery::Rejected(Reason::Forbidden) },
+            Response::Error("bad".into()),
+            Response::Info(Info {
+                rate_bps: 1_000_000_000,
+                slot_bytes: 1230,
+                ring: 32,
+                batch: 8,
+                now: 5,
+                cycle_start: 6,
+                classes: vec!["a".into(), "bb".into()],
+            }),
+        ] {
+            assert_eq!(Response::parse(&r.emit()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(Request::parse(&[]).is_err());
+        assert!(Request::parse(&[2, 1]).unwrap_err().0.contains("version"));
+        assert!(Request::parse(&[1, 9]).unwrap_err().0.contains("unknown request kind"));
+        assert!(Request::parse(&[1, 2, 0, 200, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        let mut buf = vec![0xff, 0xff, 0xff, 0x7f];
+        assert!(split_messages(&mut buf).is_err());
+        let mut buf = Vec::new();
+        frame_message(&[1, 1], &mut buf);
+        buf.extend_from_slice(&[3, 0]);
+        assert_eq!(split_messages(&mut buf).unwrap(), vec![vec![1, 1]]);
+        assert_eq!(buf, vec![3, 0]);
+    }
+}

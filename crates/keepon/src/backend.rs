@@ -1,0 +1,67 @@
+//! Choosing and opening a backend from the command line and configuration.
+
+use keepon_core::time::{Nanos, Tai};
+use keepon_nic::linux::{self, Backend, FillerMode, LinuxNicConfig, Pacing};
+use keepon_nic::sim::SimNic;
+use keepon_nic::Nic;
+
+use crate::clock::{host_tai, WallClockSim};
+use crate::config::Config;
+
+/// Backend options given on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct BackendOptions {
+    /// `sim`, `afpacket`, `afpacket-ring` or `afxdp` (default: `run.backend` of the config).
+    pub backend: Option<String>,
+    /// Interface for real backends.
+    pub iface: Option<String>,
+    /// TX queue (AF_XDP).
+    pub queue: u32,
+    /// `auto`, `reserved-address` or `bad-fcs`.
+    pub filler: Option<String>,
+    /// `auto`, `host` or `line`.
+    pub pacing: Option<String>,
+    /// AF_XDP zero-copy.
+    pub zero_copy: bool,
+}
+
+/// Open the backend: the simulator in virtual time (`wall_clock = false`, for `keepon run`) or held to the
+/// wall clock (for the daemon), or a Linux interface.
+pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<dyn Nic + Send>, Tai), String> {
+    let name = o.backend.clone().unwrap_or_else(|| cfg.backend.clone());
+    if name == "sim" {
+        let mut sim = cfg.sim;
+        if wall_clock {
+            sim.t0 = host_tai() + Nanos::from_ms(2);
+            let nic = SimNic::new(sim);
+            return Ok((Box::new(WallClockSim::new(nic)), sim.t0));
+        }
+        return Ok((Box::new(SimNic::new(sim)), sim.t0));
+    }
+    let backend = match name.as_str() {
+        "afpacket" => Backend::AfPacket,
+        "afpacket-ring" => Backend::AfPacketRing,
+        "afxdp" => Backend::AfXdp,
+        other => return Err(format!("unknown backend `{other}`: use sim, afpacket, afpacket-ring or afxdp")),
+    };
+    let iface = o.iface.clone().ok_or_else(|| format!("backend `{name}` needs --iface"))?;
+    let mut lc = LinuxNicConfig::new(&iface, cfg.geometry);
+    lc.backend = backend;
+    lc.queue = o.queue;
+    lc.zero_copy = o.zero_copy;
+    lc.filler = match o.filler.as_deref().unwrap_or("auto") {
+        "auto" => FillerMode::Auto,
+        "reserved-address" => FillerMode::reserved(),
+        "bad-fcs" => FillerMode::BadFcs,
+        f => return Err(format!("--filler {f}: use auto, reserved-address or bad-fcs")),
+    };
+    lc.pacing = match o.pacing.as_deref().unwrap_or("auto") {
+        "auto" => Pacing::Auto,
+        "host" => Pacing::HostPaced,
+        "line" => Pacing::LineRate,
+        p => return Err(format!("--pacing {p}: use auto, host or line")),
+    };
+    let nic = linux::open(&lc).map_err(|e| e.to_string())?;
+    let t0 = nic.now() + nic.post_latency();
+    Ok((nic, t0))
+}

@@ -1,0 +1,86 @@
+//! `keepon listen`: receive on an interface, recognise keepon test frames by their header, and write the
+//! same per-frame records as `keepon run` (with receive timestamps), counting fillers and other frames apart.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use keepon_core::testframe::TestHeader;
+use keepon_nic::linux::rx::{Receiver, TimestampKind};
+
+use crate::config::Config;
+use crate::record::Record;
+
+/// What a listen produced.
+#[derive(Debug, Default)]
+pub struct ListenOutput {
+    /// One record per keepon test frame received, in arrival order.
+    pub records: Vec<Record>,
+    /// Filler frames seen (reserved group address 01-80-C2-00-00-0x, or EtherType 0x88B5 without the magic).
+    pub fillers: u64,
+    /// Other frames (not keepon's).
+    pub other: u64,
+    /// Receive timestamp kind of the last frame.
+    pub timestamps: Option<TimestampKind>,
+    /// Per flow: (received, sequence gaps, out-of-order arrivals).
+    pub per_flow: BTreeMap<String, (u64, u64, u64)>,
+}
+
+/// True for keepon's reserved-address fillers and other frames to the 802.1 reserved block.
+fn is_filler(b: &[u8]) -> bool {
+    b.len() >= 14 && b[..5] == [0x01, 0x80, 0xC2, 0x00, 0x00] && b[5] <= 0x0F
+        || (b.len() >= 18 && b[12..14] == [0x88, 0xB5] && b[14..18] != keepon_core::testframe::MAGIC)
+}
+
+/// Receive on `iface` until `duration` passes or `count` test frames arrived.
+pub fn listen(
+    iface: &str,
+    cfg: Option<&Config>,
+    duration: Duration,
+    count: Option<u64>,
+) -> Result<ListenOutput, String> {
+    let mut rx = Receiver::open(iface).map_err(|e| e.to_string())?;
+    let mut out = ListenOutput::default();
+    let mut last_seq: BTreeMap<u16, u64> = BTreeMap::new();
+    let end = Instant::now() + duration;
+    while Instant::now() < end && count.is_none_or(|c| (out.records.len() as u64) < c) {
+        let left = end.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
+        let Some((bytes, ts, kind)) = rx.recv(left).map_err(|e| e.to_string())? else { continue };
+        out.timestamps = Some(kind);
+        let h = match TestHeader::parse(&bytes) {
+            Ok(h) => h,
+            Err(_) if is_filler(&bytes) => {
+                out.fillers += 1;
+                continue;
+            }
+            Err(_) => {
+                out.other += 1;
+                continue;
+            }
+        };
+        let (flow, class) = match cfg.and_then(|c| c.flows.get(usize::from(h.flow))) {
+            Some(f) => (f.name.clone(), f.class_name.clone()),
+            None => (format!("flow-{}", h.flow), String::new()),
+        };
+        let e = out.per_flow.entry(flow.clone()).or_default();
+        e.0 += 1;
+        match last_seq.insert(h.flow, h.seq) {
+            Some(prev) if h.seq > prev + 1 => e.1 += h.seq - prev - 1,
+            Some(prev) if h.seq <= prev => e.2 += 1,
+            _ => {}
+        }
+        out.records.push(Record {
+            seq: h.seq,
+            flow,
+            class,
+            txtime_ns: (h.txtime != 0).then_some(h.txtime),
+            outcome: "sent".into(),
+            reason: String::new(),
+            slot: None,
+            ring_slot: None,
+            ephc_ns: None,
+            tx_ns: None,
+            rx_ns: Some(ts.0),
+        });
+    }
+    Ok(out)
+}

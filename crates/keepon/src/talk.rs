@@ -1,0 +1,156 @@
+//! `keepon talk`: submit the configuration's periodic flows through a running daemon, in real time, and
+//! record the outcome the daemon reports for every frame.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use keepon_core::outcome::FrameId;
+use keepon_core::time::{SlotGeometry, Tai};
+use keepon_nic::driver::Source;
+use keepon_nic::source::{split_id, FlowSource};
+
+use crate::api::{Client, Delivery, Request, Response};
+use crate::clock::host_tai;
+use crate::config::Config;
+use crate::record::Record;
+
+/// What a talk produced.
+#[derive(Debug)]
+pub struct TalkOutput {
+    /// One record per frame submitted (rx empty: see `keepon listen`).
+    pub records: Vec<Record>,
+    /// The schedule epoch used.
+    pub epoch: Tai,
+    /// Frames with no outcome by the end (should be 0).
+    pub missing: usize,
+}
+
+/// The first ring-cycle boundary (ring slot 0) at or after `not_before`, from the daemon's `cycle_start`.
+fn align(cycle_start: i64, geometry: SlotGeometry, ring: u32, not_before: Tai) -> Tai {
+    let p = geometry.period();
+    let n = i128::from(ring);
+    let (num, den) = (i128::from(p.num()), i128::from(p.den()));
+    let span = i128::from(not_before.0) - i128::from(cycle_start);
+    // Smallest m with ⌊m·N·num/den⌋ ≥ span.
+    let mut m = (span * den).div_euclid(n * num);
+    while (m * n * num).div_euclid(den) < span {
+        m += 1;
+    }
+    Tai(i64::try_from(i128::from(cycle_start) + (m * n * num).div_euclid(den)).unwrap_or(i64::MAX))
+}
+
+/// Run the talker against the daemon at `socket`.
+pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, String> {
+    let mut client = Client::connect(socket).map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    let info = client.info().map_err(|e| format!("daemon info: {e}"))?;
+    if info.slot_bytes != cfg.geometry.slot_bytes() || info.ring != cfg.ownership.ring() {
+        return Err(format!(
+            "the daemon runs {} B slots on a {}-slot ring; this config says {} B and {}",
+            info.slot_bytes,
+            info.ring,
+            cfg.geometry.slot_bytes(),
+            cfg.ownership.ring()
+        ));
+    }
+    let epoch = align(info.cycle_start, cfg.geometry, info.ring, host_tai() + cfg.start);
+    let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
+
+    // Outcomes are read on their own thread so that submission keeps to its times.
+    let (tx, rx) = mpsc::channel();
+    let mut reader = client.try_clone().map_err(|e| e.to_string())?;
+    let handle = std::thread::spawn(move || {
+        while let Ok(Some(r)) = reader.recv() {
+            if tx.send(r).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut sent: HashMap<FrameId, Option<i64>> = HashMap::new();
+    while let Some(due) = source.next_due() {
+        let wait = due - host_tai();
+        if wait.0 > 0 {
+            std::thread::sleep(Duration::from_nanos(wait.0 as u64));
+        }
+        let Some(frame) = source.take() else { break };
+        let (flow, _) = split_id(frame.id);
+        let class = cfg.flows[usize::from(flow)].class_name.clone();
+        sent.insert(frame.id, frame.txtime.map(|t| t.0));
+        client
+            .send(&Request::Submit { tag: frame.id.0, class, txtime: frame.txtime.map(|t| t.0), frame: frame.data })
+            .map_err(|e| format!("daemon went away: {e}"))?;
+    }
+
+    let mut outcomes: HashMap<FrameId, Delivery> = HashMap::new();
+    let deadline = std::time::Instant::now() + grace;
+    while outcomes.len() < sent.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Response::Outcome { tag, delivery }) => {
+                outcomes.insert(FrameId(tag), delivery);
+            }
+            Ok(Response::Error(e)) => return Err(format!("daemon: {e}")),
+            Ok(Response::Info(_)) => {}
+            Err(_) => break,
+        }
+    }
+    // End of stream tells the daemon we are done; it closes, and the reader thread ends.
+    let _ = client.close_write();
+    drop(handle);
+
+    let mut records = Vec::new();
+    let mut missing = 0;
+    let mut ids: Vec<&FrameId> = sent.keys().collect();
+    ids.sort_by_key(|id| split_id(**id));
+    for id in ids {
+        let (flow, seq) = split_id(*id);
+        let f = &cfg.flows[usize::from(flow)];
+        let mut r = Record {
+            seq,
+            flow: f.name.clone(),
+            class: f.class_name.clone(),
+            txtime_ns: sent[id],
+            outcome: "rejected".into(),
+            reason: String::new(),
+            slot: None,
+            ring_slot: None,
+            ephc_ns: None,
+            tx_ns: None,
+            rx_ns: None,
+        };
+        match outcomes.get(id) {
+            Some(Delivery::Sent { slot, time, ring_slot }) => {
+                r.outcome = "sent".into();
+                r.slot = Some(*slot);
+                r.ring_slot = Some(*ring_slot);
+                r.ephc_ns = Some(*time);
+                r.tx_ns = Some(*time);
+            }
+            Some(Delivery::Rejected(why)) => r.reason = why.as_str().into(),
+            None => {
+                missing += 1;
+                r.reason = "no-outcome".into();
+            }
+        }
+        records.push(r);
+    }
+    Ok(TalkOutput { records, epoch, missing })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keepon_core::time::LinkRate;
+
+    #[test]
+    fn align_finds_the_next_cycle_boundary() {
+        let g = SlotGeometry::new(LinkRate::from_mbps(10_000).unwrap(), 64).unwrap(); // 67.2 ns
+                                                                                      // 16 slots = 1075.2 ns per cycle.
+        assert_eq!(align(1000, g, 16, Tai(1000)), Tai(1000));
+        assert_eq!(align(1000, g, 16, Tai(1001)), Tai(1000 + 1075));
+        assert_eq!(align(1000, g, 16, Tai(2076)), Tai(1000 + 2150));
+        assert_eq!(align(5000, g, 16, Tai(0)), Tai(5000 - 4 * 1075 - 1));
+    }
+}
