@@ -5,11 +5,13 @@
 //! ([`Station::drain_outcomes`]). The station never reads a clock: the caller passes `now`.
 //!
 //! Underruns. If the NIC ever finds no posted slot, the link goes idle and the slot grid breaks: slot `k` no
-//! longer starts at `T0 + k·δ`. A poll that finds every posted slot consumed (or a backend that saw the gap)
-//! reports an [`Underrun`], re-anchors the EPHC at the restart time, and skips the slot numbers the gap ate so
-//! that ring slot ownership stays aligned with the schedule (`k mod N` keeps meaning the same time in the
-//! cycle, to within half a slot). Frames that were placed in eaten slots are rejected with
-//! [`Reason::Underrun`]; none is ever sent at a time other than the one its outcome reports.
+//! longer starts at `T0 + k·δ`. The station learns of it from the backend (a reported gap) or, for backends
+//! that cannot see the wire, from a drained ring whose last slot should already have ended. It reports an
+//! [`Underrun`], re-anchors the EPHC at the restart (the count itself never changes), and shifts the
+//! ownership phase by the slots the gap lost, so that ring slot `i` keeps its time in the schedule's cycle
+//! (the grid ends up at most one slot early, the remainder carried). Frames waiting in the insertion window
+//! are re-placed against the new clock or rejected with [`Reason::Underrun`]; none is ever sent at a time
+//! other than the one its outcome reports.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -141,7 +143,7 @@ pub struct Station<B> {
     history: VecDeque<(u64, Ephc)>,
     /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
     expected_gap: Option<u64>,
-    /// How far (ns) the grid is from where the schedule has it, after rounding skips to whole slots.
+    /// How far (ns) the grid is from where the schedule has it, after rounding to whole slots (≤ 0: early).
     phase_error: i64,
     started: bool,
     draining: bool,
@@ -451,16 +453,17 @@ impl<B: AsRef<[u8]>> Station<B> {
         (restart - old).0
     }
 
-    /// The grid moved by `shift` ns: move the ownership phase by the nearest whole number of slots, so that
-    /// ring slot `i` keeps its time in the schedule's cycle. The remainder is carried, so the grid never drifts
-    /// from the schedule by more than half a slot however many underruns happen. The frames in the window are
+    /// The grid moved by `shift` ns: move the ownership phase by the whole number of slots it moved (rounded
+    /// up), so that ring slot `i` keeps its time in the schedule's cycle. The remainder is carried, so the grid
+    /// never drifts from the schedule by more than one slot (always early) however many underruns happen. The frames in the window are
     /// then re-placed by [`Station::replace_window`].
     fn realign(&mut self, shift: i64) {
         let p = self.ephc.nominal_period();
         let (num, den) = (i128::from(p.num()), i128::from(p.den()));
         let total = i128::from(shift) + i128::from(self.phase_error);
-        // Nearest whole slots, rounding half away from zero, for either sign.
-        let slots = (2 * total * den + total.signum() * num) / (2 * num);
+        // Round up: the grid then sits at most one slot *earlier* than the schedule (never later), so a txtime
+        // at a schedule slot start still falls inside the slot of the same ring slot and keeps its ownership.
+        let slots = -((-total * den).div_euclid(num));
         self.phase_error = i64::try_from(total - slots * num / den).unwrap_or(0);
         let n = i128::from(self.ring.len());
         self.phase = u64::try_from((i128::from(self.phase) + slots).rem_euclid(n)).unwrap_or(0);
@@ -588,5 +591,82 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// True once shut down and every posted slot is consumed.
     pub fn drained(&self) -> bool {
         self.draining && self.ring.consumed() == self.ring.posted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isolation::ClassSpec;
+    use crate::time::LinkRate;
+
+    const DATA: [u8; 60] = [0; 60];
+
+    fn station() -> Station<&'static [u8]> {
+        let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap(); // δ = 10 µs
+        let ownership = Ownership::new(32, &[ClassSpec { name: "a".into(), slots: vec![0] }]).unwrap();
+        let cfg = StationConfig {
+            geometry,
+            ownership,
+            batch: 8,
+            policy: Policy::Strict,
+            max_pending: 64,
+            max_advance: Nanos::from_ms(100),
+            post_latency: Nanos(1_000),
+        };
+        Station::new(cfg, Tai(1_000_000)).unwrap()
+    }
+
+    fn poll(s: &mut Station<&'static [u8]>, consumed: u64, now: i64) -> Poll {
+        s.poll(Observation { consumed, now: Tai(now), gaps: &[] }).unwrap()
+    }
+
+    /// After an underrun the schedule's ring slots keep their TAI times: a frame for ring slot 0 of a later
+    /// cycle (by the original grid) still lands in ring slot 0, no later than its txtime and less than a slot
+    /// earlier.
+    #[test]
+    fn underrun_keeps_ownership_aligned_with_the_schedule() {
+        let mut s = station();
+        let _ = poll(&mut s, 0, 999_000); // anchors slot 0 at 1 ms
+        assert_eq!(s.ephc().time_of(0), Tai(1_000_000));
+        let _ = poll(&mut s, 4, 1_040_000);
+        // The host stalls 1.234 ms: every posted slot is gone when it polls again.
+        let p = poll(&mut s, 12, 2_274_000);
+        assert_eq!(p.underruns.len(), 1);
+        assert_eq!(s.counters().underruns, 1);
+        // Ring slot 0 of the cycle starting at 1 ms + 10·320 µs, by the original grid.
+        let t = Tai(1_000_000 + 10 * 320_000);
+        let f = Frame { id: FrameId(1), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
+        assert_eq!(s.submit(f, Tai(2_274_000)), Ok(()));
+        let mut consumed = 12;
+        let mut now = 2_274_000;
+        let sent = loop {
+            consumed += 4;
+            now += 40_000;
+            let _ = poll(&mut s, consumed, now);
+            if let Some(o) = s.drain_outcomes().next() {
+                break o.result.unwrap();
+            }
+        };
+        assert_eq!(sent.ring_slot, 0);
+        assert!(sent.time <= t && t.0 - sent.time.0 < 10_000, "{:?} vs {:?}", sent.time, t);
+    }
+
+    #[test]
+    fn every_frame_gets_one_outcome_on_shutdown() {
+        let mut s = station();
+        let _ = poll(&mut s, 0, 999_000);
+        for i in 0..5u64 {
+            let t = Tai(1_000_000 + (i as i64 + 3) * 320_000);
+            let f = Frame { id: FrameId(i), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
+            assert_eq!(s.submit(f, Tai(999_000)), Ok(()));
+        }
+        let f = Frame { id: FrameId(9), class: ClassId(0), txtime: Some(Tai(1_000_000)), data: &[0u8; 2000][..] };
+        assert_eq!(s.submit(f, Tai(999_000)), Err(Reason::Oversize));
+        s.shutdown();
+        let outcomes: Vec<Outcome> = s.drain_outcomes().collect();
+        assert_eq!(outcomes.len(), 6);
+        assert_eq!(outcomes.iter().filter(|o| o.result == Err(Reason::Shutdown)).count(), 5);
+        assert_eq!(s.in_flight(), 0);
     }
 }
