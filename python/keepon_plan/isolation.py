@@ -26,7 +26,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ortools.sat.python import cp_model
@@ -39,6 +39,7 @@ INFEASIBLE = "infeasible"
 UNKNOWN = "unknown"
 
 Progress = Callable[[str], None]
+STAGES = ("capacity", "closed-form", "zero-jitter", "footprint", "complete")
 
 
 @dataclass(frozen=True)
@@ -187,21 +188,22 @@ def _anchor(problem: Problem) -> int | None:
     return max(range(len(problem.flows)), key=lambda i: (problem.flows[i].period, -i))
 
 
-def _ownership(model: cp_model.CpModel, problem: Problem) -> list[list[cp_model.IntVar]]:
+def _ownership(model: cp_model.CpModel, problem: Problem, lower: list[int] | None) -> list[list[cp_model.IntVar]]:
+    """Ownership Booleans: at most one class per ring slot, and each class at least its lower bound of slots."""
     n = problem.slots
     own = [[model.new_bool_var(f"own_{c}_{r}") for r in range(n)] for c in range(len(problem.classes))]
     for r in range(n):
         model.add_at_most_one(own[c][r] for c in range(len(problem.classes)))
     for c, need in enumerate(class_slots_needed(problem)):
-        model.add(sum(own[c]) >= need)
+        model.add(sum(own[c]) >= max(need, lower[c] if lower else 0))
     return own
 
 
-def _zero_jitter_model(problem: Problem):
+def _zero_jitter_model(problem: Problem, lower: list[int] | None = None):
     """Offsets only: flow ``f`` sends at ``o_f + l·P_f``; exact when every flow's jitter freedom is 0."""
     model = cp_model.CpModel()
     n = problem.slots
-    own = _ownership(model, problem)
+    own = _ownership(model, problem, lower)
     anchor = _anchor(problem)
     choice: list[list[tuple[int, cp_model.IntVar]]] = []
     for i, f in enumerate(problem.flows):
@@ -237,10 +239,12 @@ def _zero_jitter_model(problem: Problem):
             out.append(tuple(o + l * f.period for l in range(problem.instances(f))))
         return tuple(out)
 
-    return model, extract
+    return model, extract, own
 
 
 MAX_COMPLETE_BOOLEANS = 3_000_000
+BRANCH_OFFSETS_FIRST = True
+JOINT_FIXED = False
 
 
 def complete_model_size(problem: Problem) -> int:
@@ -252,13 +256,15 @@ def complete_model_size(problem: Problem) -> int:
     return total
 
 
-def _complete_model(problem: Problem):
+def _complete_model(problem: Problem, lower: list[int] | None = None):
     """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows."""
     model = cp_model.CpModel()
     n, horizon = problem.slots, problem.horizon
-    own = _ownership(model, problem)
+    own = _ownership(model, problem, lower)
     anchor = _anchor(problem)
     occurrence: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    at_ring: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+    offsets_all: list[list[cp_model.IntVar]] = []
     chosen: list[list[list[tuple[int, cp_model.IntVar]]]] = []
     for i, f in enumerate(problem.flows):
         p, jit = f.period, f.jitter
@@ -266,6 +272,7 @@ def _complete_model(problem: Problem):
         if f.window is None:
             offset = [model.new_bool_var(f"o_{i}_{o}") for o in range(p)]
             model.add_exactly_one(offset)
+            offsets_all.append(offset)
             if i == anchor:
                 model.add(offset[0] == 1)
         per_instance = []
@@ -276,6 +283,7 @@ def _complete_model(problem: Problem):
             for t in range(lo, hi + 1):
                 x = model.new_bool_var(f"x_{i}_{l}_{t}")
                 occurrence[t % horizon].append(x)
+                at_ring[f.cls, t % n].append(x)
                 model.add_implication(x, own[f.cls][t % n])
                 if offset is not None:
                     first, last = max(0, t - base - jit), min(p - 1, t - base)
@@ -287,6 +295,16 @@ def _complete_model(problem: Problem):
     for lits in occurrence.values():
         if len(lits) > 1:
             model.add_at_most_one(lits)
+    if BRANCH_OFFSETS_FIRST and offsets_all:
+        # Decide the offsets first (longest period first): once they are fixed, every instance has a fixed window
+        # and propagation plus the LP are strong (the fixed-phase case, which solves fast).
+        order = sorted(range(len(offsets_all)), key=lambda k: -len(offsets_all[k]))
+        model.add_decision_strategy(
+            [v for k in order for v in offsets_all[k]], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+        )
+    # Redundant, for the LP: a ring slot carries at most T/N instances of its class, and none unless owned.
+    for (c, r), xs in at_ring.items():
+        model.add(sum(xs) <= (horizon // n) * own[c][r])
 
     def extract(solver: cp_model.CpSolver) -> tuple[tuple[int, ...], ...]:
         return tuple(
@@ -294,11 +312,28 @@ def _complete_model(problem: Problem):
             for per_instance in chosen
         )
 
-    return model, extract
+    hinted: set[tuple[int, int]] = set()
+
+    def hint(flow: int, slots: tuple[int, ...]) -> None:
+        """Suggest a schedule of one flow (a solution hint; CP-SAT may ignore it)."""
+        for cands, s in zip(chosen[flow], slots, strict=True):
+            for t, x in cands:
+                model.add_hint(x, t == s)
+        for r in {s % n for s in slots}:
+            if (problem.flows[flow].cls, r) not in hinted:
+                hinted.add((problem.flows[flow].cls, r))
+                model.add_hint(own[problem.flows[flow].cls][r], True)
+
+    model.hint_flow = hint  # type: ignore[attr-defined]
+    return model, extract, own
 
 
-def _run(model, seconds: float, seed: int, workers: int, progress: Progress | None) -> tuple[int, cp_model.CpSolver]:
+def _run(
+    model, seconds: float, seed: int, workers: int, progress: Progress | None, fixed_search: bool = False
+) -> tuple[int, cp_model.CpSolver]:
     solver = cp_model.CpSolver()
+    if fixed_search:
+        solver.parameters.search_branching = cp_model.FIXED_SEARCH
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
@@ -311,7 +346,118 @@ def _run(model, seconds: float, seed: int, workers: int, progress: Progress | No
                 progress("  cp-sat " + line.strip())
 
         solver.log_callback = log
-    return solver.solve(model), solver
+    status = solver.solve(model)
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model: {model.validate()}")
+    return status, solver
+
+
+def class_subproblem(problem: Problem, c: int) -> tuple[Problem, list[int]]:
+    """The flows of class ``c`` alone (as class 0), and their indices in ``problem``."""
+    idx = [i for i, f in enumerate(problem.flows) if f.cls == c]
+    flows = tuple(replace(problem.flows[i], cls=0) for i in idx)
+    return Problem(problem.slots, (problem.classes[c],), flows), idx
+
+
+@dataclass
+class Footprint:
+    """Fewest ring slots class ``c`` can live on, alone: ``lower`` is proven; ``slots`` is a schedule of it."""
+
+    lower: int
+    slots: tuple[tuple[int, ...], ...] | None
+    owned: frozenset[int]
+    optimal: bool
+    infeasible: bool = False
+
+
+def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers: int) -> Footprint:
+    """Minimise the ring slots class ``c`` needs on its own (complete model, objective Σ own)."""
+    sub, _ = class_subproblem(problem, c)
+    if not sub.flows:
+        return Footprint(0, (), frozenset(), True)
+    closed = buddy_schedule(sub)
+    if closed is not None:  # meets the counting bound ⌈N·U_c⌉, so it is optimal
+        return Footprint(len(closed.owned[0]), closed.slots, closed.owned[0], True)
+    if complete_model_size(sub) > MAX_COMPLETE_BOOLEANS:
+        return Footprint(class_slots_needed(sub)[0], None, frozenset(), False)
+    model, extract, own = _complete_model(sub)
+    model.minimize(sum(own[0]))
+    status, solver = _run(model, seconds, seed, workers, None, fixed_search=True)
+    if status == cp_model.INFEASIBLE:
+        return Footprint(problem.slots + 1, None, frozenset(), True, infeasible=True)
+    bound = max(class_slots_needed(sub)[0], ceil_frac(Fraction(round(solver.best_objective_bound * 1000), 1000)))
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        trimmed = _trim(sub, extract(solver), "")
+        return Footprint(bound, trimmed.slots, trimmed.owned[0], status == cp_model.OPTIMAL)
+    return Footprint(bound, None, frozenset(), False)
+
+
+def pack_rotations(
+    problem: Problem, shapes: list[frozenset[int] | None], seconds: float, seed: int
+) -> tuple[list[int | None], bool]:
+    """Rotations ``k_c`` making the classes' ring-slot sets ``shapes[c] + k_c`` pairwise disjoint.
+
+    Places as many classes as it can (``None``: not placed; classes without a shape are never placed) and says
+    whether all were. A class whose flows all have free phases can be rotated as a whole (every constraint inside
+    a class is invariant under a shift of all its slots); a class with a fixed-phase flow stays at rotation 0.
+    """
+    n = problem.slots
+    model = cp_model.CpModel()
+    choice: list[list[tuple[int, cp_model.IntVar]]] = []
+    placed = []
+    sized = [c for c, shape in enumerate(shapes) if shape]
+    biggest = max(sized, key=lambda c: (len(shapes[c] or ()), -c)) if sized else None
+    for c, shape in enumerate(shapes):
+        fixed = any(f.window is not None for f in problem.flows if f.cls == c)
+        ks = [] if shape is None else [0] if fixed or c == biggest or not shape else list(range(n))
+        lits = [(k, model.new_bool_var(f"k_{c}_{k}")) for k in ks]
+        used = model.new_bool_var(f"placed_{c}")
+        model.add(sum(lit for _, lit in lits) == used)
+        placed.append(used)
+        choice.append(lits)
+    users: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for c, shape in enumerate(shapes):
+        for k, lit in choice[c]:
+            for r in shape or ():
+                users[(r + k) % n].append(lit)
+    for lits in users.values():
+        if len(lits) > 1:
+            model.add_at_most_one(lits)
+    weights = [len(shape) if shape else 0 for shape in shapes]
+    model.maximize(sum(w * p for w, p in zip(weights, placed, strict=True)))
+    status, solver = _run(model, seconds, seed, 1, None)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return [None] * len(shapes), False
+    out = [next((k for k, lit in lits if solver.boolean_value(lit)), None) for lits in choice]
+    return out, all(k is not None for k, shape in zip(out, shapes, strict=True) if shape is not None) and all(
+        shape is not None for shape in shapes
+    )
+
+
+def normalise(slots: tuple[int, ...], period: int, horizon: int) -> tuple[int, ...]:
+    """Relabel a periodic instance sequence so that ``min_l (s_l − l·P)`` lies in ``[0, P)``."""
+    seq = list(slots)
+    base = min(s - l * period for l, s in enumerate(seq))
+    while base >= period:
+        seq = [seq[-1] - horizon, *seq[:-1]]
+        base -= period
+    while base < 0:
+        seq = [*seq[1:], seq[0] + horizon]
+        base += period
+    return tuple(seq)
+
+
+def _class_slots(problem: Problem, c: int, foot: Footprint, rotation: int) -> dict[int, tuple[int, ...]]:
+    """Whole-horizon slots of the flows of class ``c`` from its own schedule, shifted by ``rotation``."""
+    sub, idx = class_subproblem(problem, c)
+    assert foot.slots is not None
+    out = {}
+    for j, i in enumerate(idx):
+        sub_slots, f = foot.slots[j], problem.flows[i]
+        m = len(sub_slots)
+        seq = tuple(sub_slots[l % m] + (l // m) * sub.horizon + rotation for l in range(problem.instances(f)))
+        out[i] = normalise(seq, f.period, problem.horizon) if f.window is None else seq
+    return out
 
 
 def synthesize(
@@ -320,85 +466,131 @@ def synthesize(
     seed: int = 0,
     workers: int = 1,
     progress: Progress | None = None,
-    stages: tuple[str, ...] = ("capacity", "closed-form", "zero-jitter", "complete"),
+    stages: tuple[str, ...] = STAGES,
 ) -> Outcome:
     """Decide the problem: a plan, a proof of infeasibility, or unknown when ``time_limit`` runs out.
 
     Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is deterministic).
     """
     start = time.monotonic()
-    out = Outcome(UNKNOWN)
+    out = Outcome(UNKNOWN, reason=f"time limit {time_limit} s reached")
 
     def note(stage: str, result: str, since: float) -> None:
         out.stages.append((stage, result, time.monotonic() - since))
         if progress is not None:
             progress(f"{stage}: {result} ({time.monotonic() - since:.3f} s)")
 
+    def remaining() -> float:
+        return time_limit - (time.monotonic() - start)
+
+    def plan(stage: str, slots: tuple[tuple[int, ...], ...], method: str, since: float) -> Outcome:
+        note(stage, "plan", since)
+        out.status, out.schedule, out.reason = PLAN, _trim(problem, slots, method), ""
+        return out
+
+    def infeasible(stage: str, reason: str, since: float) -> Outcome:
+        note(stage, "infeasible", since)
+        out.status, out.reason = INFEASIBLE, reason
+        return out
+
     t = time.monotonic()
     if "capacity" in stages:
         reason = capacity_bound(problem)
         if reason is not None:
-            note("capacity", "infeasible", t)
-            out.status, out.reason = INFEASIBLE, reason
-            return out
+            return infeasible("capacity", reason, t)
         note("capacity", "passed", t)
 
     t = time.monotonic()
-    if (
-        "closed-form" in stages
-        and not problem.fixed_phase
-        and is_chain([f.period for f in problem.flows] + [problem.slots])
-    ):
+    if "closed-form" in stages and not problem.fixed_phase:
         schedule = buddy_schedule(problem)
         if schedule is not None:
-            note("closed-form", "plan", t)
-            out.status, out.schedule = PLAN, schedule
-            return out
+            return plan("closed-form", schedule.slots, "closed form (divisibility chain, buddy allocation)", t)
         note("closed-form", "not applicable", t)
 
     no_freedom = all((f.jitter == 0 if f.window is None else f.window[0] == f.window[1]) for f in problem.flows)
     if "zero-jitter" in stages:
         t = time.monotonic()
-        remaining = time_limit - (t - start)
-        budget = remaining if no_freedom or "complete" not in stages else min(remaining, max(0.5, remaining * 0.2))
-        model, extract = _zero_jitter_model(problem)
+        exact_here = no_freedom or "complete" not in stages
+        budget = remaining() if exact_here else min(remaining(), max(0.2, remaining() * 0.05))
+        model, extract, _ = _zero_jitter_model(problem)
         status, solver = _run(model, budget, seed, workers, progress)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            note("zero-jitter", "plan", t)
-            out.status, out.schedule = PLAN, _trim(problem, extract(solver), "CP-SAT zero-jitter model")
-            return out
+            return plan("zero-jitter", extract(solver), "CP-SAT zero-jitter model", t)
         if status == cp_model.INFEASIBLE and no_freedom:
-            note("zero-jitter", "infeasible", t)
-            out.status = INFEASIBLE
-            out.reason = "CP-SAT proved that no partition and schedule exist (zero-jitter model, exact here)"
-            return out
+            return infeasible(
+                "zero-jitter", "CP-SAT proved that no partition and schedule exist (zero-jitter model, exact here)", t
+            )
         note("zero-jitter", "infeasible" if status == cp_model.INFEASIBLE else "unknown", t)
         if no_freedom:
-            out.reason = f"time limit {time_limit} s reached"
             return out
+
+    lower: list[int] | None = None
+    hints: dict[int, tuple[int, ...]] = {}
+    if "footprint" in stages and remaining() > 0:
+        t = time.monotonic()
+        classes = range(len(problem.classes))
+        feet: list[Footprint | None] = [None] * len(problem.classes)
+        budget = 0.25
+        stop = 0.4 * time_limit  # the footprint stage may use up to 40 % of the time
+        # Rounds with growing budgets: cheap classes finish at once, and the sum of the proven bounds may
+        # exceed the ring before the hard classes are done.
+        while time.monotonic() - start < stop:
+            todo = [c for c in classes if feet[c] is None or not feet[c].optimal]
+            if not todo:
+                break
+            for c in todo:
+                seconds = min(budget, max(0.05, stop - (time.monotonic() - start)))
+                foot = class_footprint(problem, c, seconds, seed, workers)
+                old = feet[c]
+                if old is not None and foot.slots is None:
+                    foot = replace(foot, slots=old.slots, owned=old.owned)
+                feet[c] = replace(foot, lower=max(foot.lower, old.lower if old else 0))
+                if foot.infeasible:
+                    return infeasible(
+                        "footprint", f"class {problem.classes[c]!r} cannot be scheduled even with the whole ring", t
+                    )
+                lower = [f.lower if f else 0 for f in feet]
+                if sum(lower) > problem.slots:
+                    detail = ", ".join(f"{name} ≥ {lower[k]}" for k, name in enumerate(problem.classes))
+                    return infeasible(
+                        "footprint",
+                        f"footprint: each class alone needs at least this many ring slots ({detail}): "
+                        f"Σ = {sum(lower)} > N = {problem.slots}",
+                        t,
+                    )
+                if time.monotonic() - start >= stop:
+                    break
+            budget *= 4
+        lower = [f.lower if f else 0 for f in feet]
+        note("footprint", f"bounds {lower} (Σ {sum(lower)} ≤ {problem.slots})", t)
+        t = time.monotonic()
+        shapes = [f.owned if f is not None and f.slots is not None else None for f in feet]
+        rotation, complete = pack_rotations(problem, shapes, min(max(remaining(), 0.05), 5.0), seed)
+        for c, k in enumerate(rotation):
+            foot = feet[c]
+            if k is not None and foot is not None:
+                hints.update(_class_slots(problem, c, foot, k))
+        if complete:
+            slots = tuple(hints[i] for i in range(len(problem.flows)))
+            return plan("packing", slots, "per-class schedules packed by rotation", t)
+        note("packing", f"placed {sum(k is not None for k in rotation)} of {len(rotation)} classes", t)
 
     if "complete" in stages:
         t = time.monotonic()
-        remaining = time_limit - (t - start)
-        if remaining <= 0:
-            out.reason = f"time limit {time_limit} s reached"
+        if remaining() <= 0:
             return out
         size = complete_model_size(problem)
         if size > MAX_COMPLETE_BOOLEANS:
             note("complete", "skipped", t)
             out.reason = f"the complete model would need {size} Booleans (limit {MAX_COMPLETE_BOOLEANS})"
             return out
-        model, extract = _complete_model(problem)
-        status, solver = _run(model, remaining, seed, workers, progress)
+        model, extract, _ = _complete_model(problem, lower)
+        for i, slots in hints.items():
+            model.hint_flow(i, slots)
+        status, solver = _run(model, remaining(), seed, workers, progress, fixed_search=JOINT_FIXED)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            note("complete", "plan", t)
-            out.status, out.schedule = PLAN, _trim(problem, extract(solver), "CP-SAT complete model")
-            return out
+            return plan("complete", extract(solver), "CP-SAT complete model", t)
         if status == cp_model.INFEASIBLE:
-            note("complete", "infeasible", t)
-            out.status = INFEASIBLE
-            out.reason = "CP-SAT proved that no partition and schedule exist (complete model)"
-            return out
+            return infeasible("complete", "CP-SAT proved that no partition and schedule exist (complete model)", t)
         note("complete", "unknown", t)
-    out.reason = f"time limit {time_limit} s reached"
     return out
