@@ -131,8 +131,6 @@ pub struct Station<B> {
     be: BeQueues<B>,
     outcomes: Vec<Outcome>,
     counters: Counters,
-    /// The backend reports every gap on the wire; never estimate.
-    gap_feedback: bool,
     /// Ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map. An underrun shifts the
     /// grid in time; moving the phase by the slots it lost keeps each ring slot at its time in the schedule's
     /// cycle, while the slot count itself is never changed.
@@ -165,7 +163,6 @@ impl<B: AsRef<[u8]>> Station<B> {
             outcomes: Vec::new(),
             counters: Counters::default(),
             phase: 0,
-            gap_feedback: false,
             clock_from: 0,
             history: VecDeque::new(),
             expected_gap: None,
@@ -174,12 +171,6 @@ impl<B: AsRef<[u8]>> Station<B> {
             draining: false,
             cfg,
         })
-    }
-
-    /// Declare that the backend reports every gap on the wire (see `keepon_nic::Nic::reports_gaps`). The
-    /// station then takes gaps only from the backend and never estimates one from a drained ring.
-    pub fn set_gap_feedback(&mut self, on: bool) {
-        self.gap_feedback = on;
     }
 
     /// The ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map.
@@ -392,9 +383,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
         let posted = self.ring.posted();
-        // Without gap reports: every posted slot is consumed (fetched) and the last one should already have
-        // ended by the time a post made now lands — the link will be idle in between.
-        let idle = !self.gap_feedback && self.ring.consumed() == posted && land > self.slot_time(posted);
+        // Every posted slot is consumed (fetched) and, by the EPHC, the last one has already ended: the wire is
+        // idle now. (A gap that opens while slots are still in flight is only visible to a backend that sees
+        // the wire; it arrives as a reported gap above, and also refines the restart estimated here.)
+        let idle = self.ring.consumed() == posted && self.slot_time(posted) <= obs.now;
         if !self.started || (idle && !self.draining) {
             let moved = self.reanchor(posted, land);
             shift += moved;

@@ -64,9 +64,6 @@ impl Nic for WallClockSim {
     fn post_latency(&self) -> Nanos {
         self.inner.post_latency()
     }
-    fn reports_gaps(&self) -> bool {
-        self.inner.reports_gaps()
-    }
     fn unfinished(&self) -> u64 {
         self.inner.unfinished()
     }

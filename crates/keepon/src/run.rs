@@ -218,9 +218,6 @@ impl Nic for StatsNic {
     fn post_latency(&self) -> Nanos {
         self.inner.post_latency()
     }
-    fn reports_gaps(&self) -> bool {
-        self.inner.reports_gaps()
-    }
     fn unfinished(&self) -> u64 {
         self.inner.unfinished()
     }

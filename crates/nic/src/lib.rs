@@ -127,15 +127,40 @@ pub trait Nic {
     fn now(&self) -> Tai;
     /// The delay from a post to the slot starting on an idle link, as far as the backend knows it.
     fn post_latency(&self) -> Nanos;
-    /// True if the backend reports every gap on the wire in [`NicObservation::gaps`] (the simulator, host
-    /// pacing). The station then never guesses; otherwise it treats a drained ring whose last slot should
-    /// already have ended as an underrun and estimates the restart.
-    fn reports_gaps(&self) -> bool {
-        false
-    }
     /// Slots consumed (fetched) but not yet finished on the wire, if the backend knows; the loop waits for
     /// them before it ends so that their wire events are reported.
     fn unfinished(&self) -> u64 {
         0
+    }
+}
+
+/// A boxed backend is a backend (so `linux::open`'s `Box<dyn Nic + Send>` drives a station like any other).
+impl<T: Nic + ?Sized> Nic for Box<T> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn timing(&self) -> Timing {
+        (**self).timing()
+    }
+    fn observe(&mut self) -> Result<NicObservation, NicError> {
+        (**self).observe()
+    }
+    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError> {
+        (**self).post(slots)
+    }
+    fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
+        (**self).drain_wire(out)
+    }
+    fn wait(&mut self, period: Nanos) {
+        (**self).wait(period)
+    }
+    fn now(&self) -> Tai {
+        (**self).now()
+    }
+    fn post_latency(&self) -> Nanos {
+        (**self).post_latency()
+    }
+    fn unfinished(&self) -> u64 {
+        (**self).unfinished()
     }
 }

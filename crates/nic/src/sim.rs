@@ -370,10 +370,6 @@ impl Nic for SimNic {
         self.cfg.host.poll_overhead + self.cfg.post_latency
     }
 
-    fn reports_gaps(&self) -> bool {
-        true
-    }
-
     fn unfinished(&self) -> u64 {
         self.consumed - self.completed
     }

@@ -176,31 +176,3 @@ pub(crate) fn engine_config(
         post_latency: if host_paced { Nanos::from_us(10) } else { Nanos::from_us(30) },
     })
 }
-
-/// A boxed backend (as [`open`] returns it) is a backend, so the station loop can drive it.
-impl Nic for Box<dyn Nic + Send> {
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-    fn timing(&self) -> crate::Timing {
-        (**self).timing()
-    }
-    fn observe(&mut self) -> Result<crate::NicObservation, NicError> {
-        (**self).observe()
-    }
-    fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = keepon_core::ring::SlotView<'a>>) -> Result<(), NicError> {
-        (**self).post(slots)
-    }
-    fn drain_wire(&mut self, out: &mut Vec<crate::WireEvent>) {
-        (**self).drain_wire(out)
-    }
-    fn wait(&mut self, period: Nanos) {
-        (**self).wait(period)
-    }
-    fn now(&self) -> keepon_core::time::Tai {
-        (**self).now()
-    }
-    fn post_latency(&self) -> Nanos {
-        (**self).post_latency()
-    }
-}
