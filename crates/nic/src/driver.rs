@@ -104,8 +104,7 @@ impl<N: Nic> Driver<N> {
         let mut station = station;
         station.post_latency = nic.post_latency();
         let t0 = nic.now() + nic.post_latency();
-        let mut station = Station::new(station, t0).map_err(DriverError::Station)?;
-        station.set_gap_feedback(nic.reports_gaps());
+        let station = Station::new(station, t0).map_err(DriverError::Station)?;
         Ok(Driver { nic, station, cfg, wire: Vec::new() })
     }
 
