@@ -156,7 +156,8 @@ pub struct Counters {
     pub slots_posted: u64,
     /// Underruns detected.
     pub underruns: u64,
-    /// Net whole slots the grid moved through underruns (the ownership phase shift).
+    /// Whole slots the wire grid is behind the schedule's after underruns (wire slot `k` carries schedule slot
+    /// `k + grid_shift_slots`).
     pub grid_shift_slots: i64,
 }
 

@@ -8,8 +8,9 @@
 //! longer starts at `T0 + k·δ`. The station learns of it from the backend (a reported gap) or, for backends
 //! that cannot see the wire, from a drained ring whose last slot should already have ended. It reports an
 //! [`Underrun`], re-anchors the EPHC at the restart (the count itself never changes), and shifts the
-//! ownership phase by the slots the gap lost, so that ring slot `i` keeps its time in the schedule's cycle
-//! (the grid ends up at most one slot early, the remainder carried). Frames waiting in the insertion window
+//! ownership phase by the slots the gap lost, so that ring slot `i` keeps its time in the schedule's cycle:
+//! txtimes are read against the schedule's grid (the EPHC as anchored at link-up), and each wire slot carries
+//! the schedule slot whose start is nearest (within half a slot). Frames waiting in the insertion window
 //! are re-placed against the new clock or rejected with [`Reason::Underrun`]; none is ever sent at a time
 //! other than the one its outcome reports.
 
@@ -131,7 +132,13 @@ pub struct Station<B> {
     be: BeQueues<B>,
     outcomes: Vec<Outcome>,
     counters: Counters,
-    /// Ownership phase: slot `k` is ring slot `(k + phase) mod N` of the ownership map. An underrun shifts the
+    /// The schedule's grid: the EPHC as anchored when the link came up. Schedule slot `j` (ring slot
+    /// `j mod N` of the ownership map) starts at `schedule.time_of(j)`; txtimes are read against it.
+    schedule: Ephc,
+    /// Wire slot `k` carries schedule slot `k + shift` (`shift` changes only when an underrun moves the wire
+    /// grid by whole slots).
+    shift: i64,
+    /// Ownership phase, `shift mod N`: slot `k` is ring slot `(k + phase) mod N` of the ownership map. An underrun shifts the
     /// grid in time; moving the phase by the slots it lost keeps each ring slot at its time in the schedule's
     /// cycle, while the slot count itself is never changed.
     phase: u64,
@@ -141,8 +148,6 @@ pub struct Station<B> {
     history: VecDeque<(u64, Ephc)>,
     /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
     expected_gap: Option<u64>,
-    /// How far (ns) the grid is from where the schedule has it, after rounding to whole slots (≤ 0: early).
-    phase_error: i64,
     started: bool,
     draining: bool,
 }
@@ -163,10 +168,11 @@ impl<B: AsRef<[u8]>> Station<B> {
             outcomes: Vec::new(),
             counters: Counters::default(),
             phase: 0,
+            shift: 0,
+            schedule: Ephc::new(cfg.geometry.period(), 0, t0),
             clock_from: 0,
             history: VecDeque::new(),
             expected_gap: None,
-            phase_error: 0,
             started: false,
             draining: false,
             cfg,
@@ -219,9 +225,21 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.rt.len() + self.displaced.len() + self.be.len()
     }
 
-    /// The slot a frame scheduled at `t` targets.
+    /// The wire slot a frame scheduled at `t` targets: the one that carries the schedule slot whose interval
+    /// contains `t` (the same as `ephc().slot_of(t)` until an underrun moves the wire grid).
     pub fn slot_of(&self, t: Tai) -> Option<u64> {
-        self.ephc.slot_of(t)
+        let j = self.schedule.slot_of(t)?;
+        u64::try_from(i128::from(j) - i128::from(self.shift)).ok()
+    }
+
+    /// The schedule's grid (see [`Station::slot_of`]): applications align their txtimes to it.
+    pub fn schedule(&self) -> &Ephc {
+        &self.schedule
+    }
+
+    /// Wire slot `k` carries schedule slot `k + schedule_shift()`.
+    pub fn schedule_shift(&self) -> i64 {
+        self.shift
     }
 
     /// Slot `k` as it must be handed to the NIC.
@@ -252,11 +270,11 @@ impl<B: AsRef<[u8]>> Station<B> {
             self.be.push(frame.class.0 as usize, frame);
             return Ok(());
         }
-        let Some(target) = frame.txtime.and_then(|t| self.ephc.slot_of(t)) else {
+        let Some(target) = frame.txtime.and_then(|t| self.slot_of(t)) else {
             self.reject(frame.id, frame.class, Reason::Late);
             return Err(Reason::Late);
         };
-        self.schedule(frame, target, target)
+        self.insert(frame, target, target)
     }
 
     /// The checks that need no slot: class, length, txtime presence and horizon, capacity.
@@ -295,7 +313,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Place a real-time frame now, queue it, or reject it.
-    fn schedule(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
+    fn insert(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
         let d = decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, frame.class, target, from);
         match d {
             Decision::Place(k) => {
@@ -387,18 +405,21 @@ impl<B: AsRef<[u8]>> Station<B> {
         // idle now. (A gap that opens while slots are still in flight is only visible to a backend that sees
         // the wire; it arrives as a reported gap above, and also refines the restart estimated here.)
         let idle = self.ring.consumed() == posted && self.slot_time(posted) <= obs.now;
-        if !self.started || (idle && !self.draining) {
+        if !self.started {
+            // The link comes up: the schedule's grid is the wire's grid from here on.
+            let _ = self.reanchor(posted, land);
+            self.schedule = self.ephc.clone();
+            self.expected_gap = Some(posted);
+            self.started = true;
+        } else if idle && !self.draining {
             let moved = self.reanchor(posted, land);
             shift += moved;
             self.expected_gap = Some(posted);
-            if self.started {
-                self.counters.underruns += 1;
-                underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
-            }
-            self.started = true;
+            self.counters.underruns += 1;
+            underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
         }
         if shift != 0 {
-            self.realign(shift);
+            self.realign();
             self.replace_window();
         }
         let c = self.ring.consumed();
@@ -445,21 +466,18 @@ impl<B: AsRef<[u8]>> Station<B> {
         (restart - old).0
     }
 
-    /// The grid moved by `shift` ns: move the ownership phase by the whole number of slots it moved (rounded
-    /// up), so that ring slot `i` keeps its time in the schedule's cycle. The remainder is carried, so the grid
-    /// never drifts from the schedule by more than one slot (always early) however many underruns happen. The frames in the window are
-    /// then re-placed by [`Station::replace_window`].
-    fn realign(&mut self, shift: i64) {
-        let p = self.ephc.nominal_period();
-        let (num, den) = (i128::from(p.num()), i128::from(p.den()));
-        let total = i128::from(shift) + i128::from(self.phase_error);
-        // Round up: the grid then sits at most one slot *earlier* than the schedule (never later), so a txtime
-        // at a schedule slot start still falls inside the slot of the same ring slot and keeps its ownership.
-        let slots = -((-total * den).div_euclid(num));
-        self.phase_error = i64::try_from(total - slots * num / den).unwrap_or(0);
-        let n = i128::from(self.ring.len());
-        self.phase = u64::try_from((i128::from(self.phase) + slots).rem_euclid(n)).unwrap_or(0);
-        self.counters.grid_shift_slots += slots as i64;
+    /// The wire grid moved: find which schedule slot the first unposted wire slot now carries — the one whose
+    /// start is nearest — and move the ownership phase accordingly, so that ring slot `i` keeps its time in
+    /// the schedule's cycle. The wire then runs within half a slot of the schedule, however many underruns
+    /// happen (the error does not accumulate: it is measured against the schedule's grid each time).
+    fn realign(&mut self) {
+        let b = self.ring.window().start;
+        let half = Nanos((self.ephc.nominal_period().floor_mul(1) / 2) as i64);
+        let Some(j) = self.schedule.slot_of(self.ephc.time_of(b) + half) else { return };
+        let shift = i64::try_from(i128::from(j) - i128::from(b)).unwrap_or(self.shift);
+        self.counters.grid_shift_slots = shift;
+        self.shift = shift;
+        self.phase = u64::try_from(i128::from(shift).rem_euclid(i128::from(self.ring.len()))).unwrap_or(0);
     }
 
     /// After the clock moved, put every real-time frame waiting in the window back into the slot its txtime
@@ -473,7 +491,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             if let SlotKind::Real { id, class, txtime, len, ring_slot } = self.ring.kind(k) {
                 let same_ring_slot = ring_slot == self.ring_slot(k);
                 let keep = match txtime {
-                    Some(t) => same_ring_slot && self.ephc.slot_of(t) == Some(k) && self.cfg.policy == Policy::Strict,
+                    Some(t) => same_ring_slot && self.slot_of(t) == Some(k) && self.cfg.policy == Policy::Strict,
                     None => same_ring_slot,
                 };
                 if !keep {
@@ -486,7 +504,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         for (txtime, id, class, bytes) in moved {
             let k = match txtime {
                 Some(t) => {
-                    let target = self.ephc.slot_of(t).unwrap_or(0);
+                    let target = self.slot_of(t).unwrap_or(0);
                     match decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, class, target, target) {
                         Decision::Place(k) => Some(k),
                         Decision::Wait(_) | Decision::Reject(_) => None,
@@ -529,17 +547,17 @@ impl<B: AsRef<[u8]>> Station<B> {
                 self.displaced.push_back(d);
                 continue;
             }
-            let _ = self.schedule(d.frame, d.target, d.from);
+            let _ = self.insert(d.frame, d.target, d.from);
         }
         while let Some(t) = self.rt.peek_txtime() {
-            let target = self.ephc.slot_of(t);
+            let target = self.slot_of(t);
             if target.is_some_and(|k| k >= end) {
                 break;
             }
             let Some(frame) = self.rt.pop() else { break };
             match target {
                 Some(k) => {
-                    let _ = self.schedule(frame, k, k);
+                    let _ = self.insert(frame, k, k);
                 }
                 None => self.reject(frame.id, frame.class, Reason::Late),
             }

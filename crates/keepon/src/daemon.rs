@@ -234,6 +234,9 @@ pub fn serve<N: Nic>(
     let mut owner: HashMap<FrameId, (u64, u64)> = HashMap::new();
     let (mut next_conn, mut next_frame) = (0u64, 0u64);
     let mut inbox = Inbox::default();
+    // Bring the link up before answering anyone: the first poll anchors the clock and the ownership phase,
+    // which `Info` reports.
+    driver.step(&mut inbox, &mut |_| {}).map_err(|e| e.to_string())?;
     let names: Vec<String> =
         (0..cfg.ownership.classes()).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
 
@@ -283,17 +286,18 @@ pub fn serve<N: Nic>(
                         c.respond(&Response::Error(e.0));
                     }
                     Ok(Request::Info) => {
-                        // The first slot at least a ring ahead whose ownership ring slot is 0.
+                        // A schedule slot of ring slot 0, at least a ring ahead of the NIC.
                         let n = u64::from(cfg.ownership.ring());
-                        let base = driver.station.ring().consumed() + n;
-                        let k = base + (n - (base + driver.station.phase()) % n) % n;
+                        let st = &driver.station;
+                        let j = st.schedule().slot_of(st.ephc().time_of(st.ring().consumed())).unwrap_or(0);
+                        let j = (j + n).div_ceil(n) * n;
                         c.respond(&Response::Info(Info {
                             rate_bps: cfg.geometry.rate().bps(),
                             slot_bytes: cfg.geometry.slot_bytes(),
                             ring: cfg.ownership.ring(),
                             batch: cfg.batch,
                             now: now.0,
-                            cycle_start: driver.station.ephc().time_of(k).0,
+                            cycle_start: driver.station.schedule().time_of(j).0,
                             classes: names.clone(),
                         }));
                     }

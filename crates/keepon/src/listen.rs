@@ -68,19 +68,10 @@ pub fn listen(
             Some(prev) if h.seq <= prev => e.2 += 1,
             _ => {}
         }
-        out.records.push(Record {
-            seq: h.seq,
-            flow,
-            class,
-            txtime_ns: (h.txtime != 0).then_some(h.txtime),
-            outcome: "sent".into(),
-            reason: String::new(),
-            slot: None,
-            ring_slot: None,
-            ephc_ns: None,
-            tx_ns: None,
-            rx_ns: Some(ts.0),
-        });
+        let mut r = Record::new(h.seq, &flow, &class, (h.txtime != 0).then_some(h.txtime));
+        r.outcome = "sent".into();
+        r.rx_ns = Some(ts.0);
+        out.records.push(r);
     }
     Ok(out)
 }

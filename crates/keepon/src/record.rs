@@ -51,6 +51,40 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record of a frame with no outcome yet (it reads `rejected` with an empty reason until one of
+    /// [`Record::sent_at`] or [`Record::rejected`] fills it in).
+    pub fn new(seq: u64, flow: &str, class: &str, txtime_ns: Option<i64>) -> Record {
+        Record {
+            seq,
+            flow: flow.into(),
+            class: class.into(),
+            txtime_ns,
+            outcome: "rejected".into(),
+            reason: String::new(),
+            slot: None,
+            ring_slot: None,
+            ephc_ns: None,
+            tx_ns: None,
+            rx_ns: None,
+        }
+    }
+
+    /// The frame left in `slot` (ownership ring slot `ring_slot`) at EPHC time `time`.
+    pub fn sent_at(&mut self, slot: u64, ring_slot: u32, time: i64) {
+        self.outcome = "sent".into();
+        self.reason.clear();
+        self.slot = Some(slot);
+        self.ring_slot = Some(ring_slot);
+        self.ephc_ns = Some(time);
+        self.tx_ns = Some(time);
+    }
+
+    /// The frame was rejected.
+    pub fn rejected(&mut self, reason: &str) {
+        self.outcome = "rejected".into();
+        self.reason = reason.into();
+    }
+
     /// True if the frame was sent.
     pub fn sent(&self) -> bool {
         self.outcome == "sent"

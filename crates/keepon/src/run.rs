@@ -77,7 +77,18 @@ fn filler_bytes(len: usize) -> Vec<u8> {
 }
 
 /// Drive a station with the configuration's flows over `nic`, whose slot 0 is expected at `t0`.
-pub fn drive<N: Nic + 'static>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions) -> Result<RunOutput, String> {
+pub fn drive<N: Nic>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions) -> Result<RunOutput, String> {
+    drive_with(cfg, nic, t0, opts, |_| None)
+}
+
+/// [`drive`], reading wire statistics off the backend at the end.
+fn drive_with<N: Nic>(
+    cfg: &Config,
+    nic: N,
+    t0: Tai,
+    opts: &RunOptions,
+    wire_stats: impl FnOnce(&N) -> Option<WireStats>,
+) -> Result<RunOutput, String> {
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: cfg.max_duration };
     let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
     let epoch = epoch(cfg, t0);
@@ -96,28 +107,10 @@ pub fn drive<N: Nic + 'static>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions)
             let (flow, seq) = split_id(o.id);
             let f = &cfg.flows[usize::from(flow)];
             let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch, seq).0);
-            let mut r = Record {
-                seq,
-                flow: f.name.clone(),
-                class: f.class_name.clone(),
-                txtime_ns: txtime,
-                outcome: "rejected".into(),
-                reason: String::new(),
-                slot: None,
-                ring_slot: None,
-                ephc_ns: None,
-                tx_ns: None,
-                rx_ns: None,
-            };
+            let mut r = Record::new(seq, &f.name, &f.class_name, txtime);
             match o.result {
-                Ok(s) => {
-                    r.outcome = "sent".into();
-                    r.slot = Some(s.slot);
-                    r.ring_slot = Some(s.ring_slot);
-                    r.ephc_ns = Some(s.time.0);
-                    r.tx_ns = Some(s.time.0);
-                }
-                Err(why) => r.reason = why.as_str().into(),
+                Ok(s) => r.sent_at(s.slot, s.ring_slot, s.time.0),
+                Err(why) => r.rejected(why.as_str()),
             }
             recs.insert(o.id, r);
         }
@@ -163,7 +156,7 @@ pub fn drive<N: Nic + 'static>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions)
         records: records.into_iter().map(|(_, r)| r).collect(),
         counters: *driver.station.counters(),
         underruns,
-        wire: None,
+        wire: wire_stats(&driver.nic),
         backend: driver.nic.describe(),
         timing: driver.nic.timing(),
         epoch,
@@ -175,50 +168,5 @@ pub fn drive<N: Nic + 'static>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions)
 pub fn run_sim(cfg: &Config, opts: &RunOptions) -> Result<RunOutput, String> {
     let mut sim = cfg.sim;
     sim.keep_fillers = opts.pcap.is_some() && opts.pcap_fillers;
-    let stats = std::rc::Rc::new(std::cell::Cell::new(WireStats::default()));
-    let nic = StatsNic { inner: SimNic::new(sim), stats: stats.clone() };
-    let mut out = drive(cfg, nic, sim.t0, opts)?;
-    out.wire = Some(stats.get());
-    Ok(out)
-}
-
-/// A simulator that publishes its wire statistics after every observation.
-struct StatsNic {
-    inner: SimNic,
-    stats: std::rc::Rc<std::cell::Cell<WireStats>>,
-}
-
-impl Nic for StatsNic {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn timing(&self) -> Timing {
-        self.inner.timing()
-    }
-    fn observe(&mut self) -> Result<keepon_nic::NicObservation, keepon_nic::NicError> {
-        let o = self.inner.observe();
-        self.stats.set(self.inner.stats());
-        o
-    }
-    fn post<'a>(
-        &mut self,
-        slots: &mut dyn Iterator<Item = keepon_core::ring::SlotView<'a>>,
-    ) -> Result<(), keepon_nic::NicError> {
-        self.inner.post(slots)
-    }
-    fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
-        self.inner.drain_wire(out)
-    }
-    fn wait(&mut self, period: Nanos) {
-        self.inner.wait(period)
-    }
-    fn now(&self) -> Tai {
-        self.inner.now()
-    }
-    fn post_latency(&self) -> Nanos {
-        self.inner.post_latency()
-    }
-    fn unfinished(&self) -> u64 {
-        self.inner.unfinished()
-    }
+    drive_with(cfg, SimNic::new(sim), sim.t0, opts, |nic| Some(nic.stats()))
 }

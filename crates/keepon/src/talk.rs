@@ -107,31 +107,13 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
     for id in ids {
         let (flow, seq) = split_id(*id);
         let f = &cfg.flows[usize::from(flow)];
-        let mut r = Record {
-            seq,
-            flow: f.name.clone(),
-            class: f.class_name.clone(),
-            txtime_ns: sent[id],
-            outcome: "rejected".into(),
-            reason: String::new(),
-            slot: None,
-            ring_slot: None,
-            ephc_ns: None,
-            tx_ns: None,
-            rx_ns: None,
-        };
+        let mut r = Record::new(seq, &f.name, &f.class_name, sent[id]);
         match outcomes.get(id) {
-            Some(Delivery::Sent { slot, time, ring_slot }) => {
-                r.outcome = "sent".into();
-                r.slot = Some(*slot);
-                r.ring_slot = Some(*ring_slot);
-                r.ephc_ns = Some(*time);
-                r.tx_ns = Some(*time);
-            }
-            Some(Delivery::Rejected(why)) => r.reason = why.as_str().into(),
+            Some(Delivery::Sent { slot, time, ring_slot }) => r.sent_at(*slot, *ring_slot, *time),
+            Some(Delivery::Rejected(why)) => r.rejected(why.as_str()),
             None => {
                 missing += 1;
-                r.reason = "no-outcome".into();
+                r.rejected("no-outcome");
             }
         }
         records.push(r);
