@@ -1,0 +1,178 @@
+//! Helpers for tests that run `keepon` processes in network namespaces they make themselves: a
+//! talker ─veth─ bridge ─veth─ listener topology deleted by a guard, and child processes that are bounded
+//! in time and killed (by their own pid) when the test ends, also when it fails.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// True if the test runs as root (network namespaces need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run `ip ARGS`, failing the test with its error output if it fails.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("iproute2 `ip` must be installed");
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Network namespaces deleted when the guard goes out of scope (also on panic).
+pub struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// `talker` (interface `kp0`) ─veth─ `bridge` (`br0`, STP off) ─veth─ `listener` (interface `kp1`).
+pub struct Bridged {
+    /// Talker namespace.
+    pub talker: String,
+    /// Listener namespace.
+    pub listener: String,
+    /// Namespaces, deleted on drop.
+    _guard: Namespaces,
+}
+
+/// Build the topology with namespace names unique to this process; every link up, no IPv6 autoconfiguration.
+pub fn bridged(prefix: &str) -> Bridged {
+    let id = std::process::id();
+    let (t, b, l) = (format!("{prefix}t-{id}"), format!("{prefix}b-{id}"), format!("{prefix}l-{id}"));
+    let mut guard = Namespaces(Vec::new());
+    for n in [&t, &b, &l] {
+        ip(&["netns", "add", n]);
+        guard.0.push(n.clone());
+    }
+    ip(&["-n", &b, "link", "add", "name", "br0", "type", "bridge", "stp_state", "0"]);
+    ip(&["-n", &b, "link", "add", "name", "bt", "type", "veth", "peer", "name", "kp0", "netns", &t]);
+    ip(&["-n", &b, "link", "add", "name", "bl", "type", "veth", "peer", "name", "kp1", "netns", &l]);
+    let devs = [(&b, "br0"), (&b, "bt"), (&b, "bl"), (&t, "kp0"), (&l, "kp1")];
+    for (ns, dev) in devs {
+        ip(&["-n", ns, "link", "set", "dev", dev, "addrgenmode", "none"]);
+    }
+    ip(&["-n", &b, "link", "set", "dev", "bt", "master", "br0"]);
+    ip(&["-n", &b, "link", "set", "dev", "bl", "master", "br0"]);
+    for (ns, dev) in devs {
+        ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
+    }
+    Bridged { talker: t, listener: l, _guard: guard }
+}
+
+/// A child process the test started. Its output goes to files; dropping it kills it by its pid (SIGKILL)
+/// and reaps it, unless it has already exited.
+pub struct Proc {
+    /// Name for messages.
+    pub name: String,
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    /// When it was started.
+    pub started: Instant,
+}
+
+impl Proc {
+    /// Start `cmd` with its output in `dir/NAME.out` and `dir/NAME.err`.
+    pub fn spawn(name: &str, dir: &Path, cmd: &mut Command) -> Proc {
+        let stdout = dir.join(format!("{name}.out"));
+        let stderr = dir.join(format!("{name}.err"));
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(File::create(&stdout).unwrap())
+            .stderr(File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc { name: name.into(), child, stdout, stderr, started: Instant::now() }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while it runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Wait at most `limit` for it to exit; on timeout kill it and say so.
+    pub fn wait(&mut self, limit: Duration) -> Result<ExitStatus, String> {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(s);
+            }
+            if Instant::now() >= end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err(format!("{} did not exit within {limit:?}: killed\n{}", self.name, self.output()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Wait at most `limit` and require a successful exit; returns its standard output.
+    pub fn success(&mut self, limit: Duration) -> String {
+        match self.wait(limit) {
+            Ok(s) if s.success() => self.stdout(),
+            Ok(s) => panic!("{} failed ({s})\n{}", self.name, self.output()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Its standard output so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Standard output and error, for failure messages.
+    pub fn output(&self) -> String {
+        let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        format!("--- {} stdout ---\n{}--- {} stderr ---\n{err}", self.name, self.stdout(), self.name)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Poll `cond` every 10 ms until it holds (true) or `limit` passes (false).
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Packet sockets open in the network namespace of process `pid` (`/proc/PID/net/packet`, less its header).
+pub fn packet_sockets(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/net/packet")).map_or(0, |s| s.lines().count().saturating_sub(1))
+}
+
+/// `chmod MODE path`.
+pub fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+/// True if this host lets us run a process under `SCHED_FIFO` (`chrt` from util-linux).
+pub fn can_chrt() -> bool {
+    Command::new("chrt").args(["-f", "50", "true"]).output().is_ok_and(|o| o.status.success())
+}
