@@ -13,11 +13,25 @@
 //!
 //! When the source is exhausted and every frame has an outcome, the station shuts down, the NIC drains its
 //! posted slots, and the loop ends.
+//!
+//! **Wire times.** A backend that knows when a slot started on the wire (the simulator) reports it in
+//! [`WireEvent::start`]; real backends only count completions, so they leave it `None` and the loop fills in
+//! the station's EPHC slot time: for a real frame the time its `Sent` outcome reported (remembered by
+//! [`FrameId`] for the few slots between consumption and the wire event), for a filler the slot's time on
+//! the current clock. How exact that is, is the backend's [`Nic::timing`](crate::Nic::timing).
+//!
+//! **Bounded shutdown.** A run that exceeds `max_duration` shuts the station down (frames not yet posted are
+//! rejected `shutdown`) and waits for the NIC to finish the posted slots — but at most [`DRAIN_GRACE`] plus
+//! one ring of slot periods. A NIC that has not completed them by then is reported: each real frame still
+//! posted gets the outcome `link-fault` (it may or may not have left; the link never said), and the run
+//! returns [`DriverError::Timeout`]. Every frame handed in thus ends with exactly one outcome, and the loop
+//! always ends.
 
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 
-use keepon_core::outcome::{Frame, Outcome};
-use keepon_core::ring::RingError;
+use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
+use keepon_core::ring::{RingError, SlotKind};
 use keepon_core::station::{Observation, Station, StationConfig, StationError, Underrun};
 use keepon_core::time::{Nanos, Tai};
 
@@ -88,6 +102,9 @@ pub struct LoopConfig {
     pub max_duration: Nanos,
 }
 
+/// How long a timed-out run waits for the NIC to finish its posted slots, beyond one ring of slot periods.
+pub const DRAIN_GRACE: Nanos = Nanos::from_ms(1_000);
+
 /// A station bound to a NIC.
 pub struct Driver<N: Nic> {
     /// The backend.
@@ -96,6 +113,10 @@ pub struct Driver<N: Nic> {
     pub station: Station<Vec<u8>>,
     cfg: LoopConfig,
     wire: Vec<WireEvent>,
+    /// Times of recent `Sent` outcomes, in slot order, for wire events without a start time.
+    sent: VecDeque<(u64, FrameId, Tai)>,
+    /// Frames given up on (`link-fault`) after a timed-out drain: any later outcome of theirs is dropped.
+    abandoned: HashSet<FrameId>,
 }
 
 impl<N: Nic> Driver<N> {
@@ -105,7 +126,7 @@ impl<N: Nic> Driver<N> {
         station.post_latency = nic.post_latency();
         let t0 = nic.now() + nic.post_latency();
         let station = Station::new(station, t0).map_err(DriverError::Station)?;
-        Ok(Driver { nic, station, cfg, wire: Vec::new() })
+        Ok(Driver { nic, station, cfg, wire: Vec::new(), sent: VecDeque::new(), abandoned: HashSet::new() })
     }
 
     /// One poll-loop iteration, submitting what is due first.
@@ -126,41 +147,99 @@ impl<N: Nic> Driver<N> {
             sink(Event::Underrun(u));
         }
         for o in self.station.drain_outcomes() {
+            if !self.abandoned.is_empty() && self.abandoned.contains(&o.id) {
+                continue;
+            }
+            if let Ok(s) = o.result {
+                self.sent.push_back((s.slot, o.id, s.time));
+            }
             sink(Event::Outcome(o));
         }
+        // Wire events lag consumption by at most a ring; older entries belong to frames whose backend reported
+        // no wire event.
+        let keep = 2 * self.station.ring().len() as usize + 64;
+        if self.sent.len() > keep {
+            self.sent.drain(..self.sent.len() - keep);
+        }
         self.nic.drain_wire(&mut self.wire);
-        for w in self.wire.drain(..) {
+        let mut wire = std::mem::take(&mut self.wire);
+        for mut w in wire.drain(..) {
+            let start = self.wire_time(&w);
+            w.start.get_or_insert(start);
             sink(Event::Wire(w));
         }
+        self.wire = wire;
         Ok(())
     }
 
+    /// The EPHC time of a wire event's slot: its frame's `Sent` time, or (fillers) the slot's time on the
+    /// current clock. Forgets remembered times up to this slot.
+    fn wire_time(&mut self, w: &WireEvent) -> Tai {
+        while self.sent.front().is_some_and(|(k, _, _)| *k < w.nic_slot) {
+            self.sent.pop_front();
+        }
+        match (w.frame, self.sent.front()) {
+            (Some(id), Some(&(k, sid, t))) if k == w.nic_slot && sid == id => {
+                self.sent.pop_front();
+                t
+            }
+            _ => self.station.ephc().time_of(w.nic_slot),
+        }
+    }
+
+    /// Give up on the real frames still posted to the NIC: each gets the outcome `link-fault`.
+    fn abandon_posted(&mut self, sink: &mut dyn FnMut(Event)) {
+        let ring = self.station.ring();
+        for k in ring.consumed()..ring.posted() {
+            if let SlotKind::Real { id, class, .. } = ring.kind(k) {
+                if self.abandoned.insert(id) {
+                    sink(Event::Outcome(Outcome { id, class, result: Err(Reason::LinkFault) }));
+                }
+            }
+        }
+    }
+
     /// Run until the source is exhausted and every frame has left or been rejected. A run that exceeds
-    /// `max_duration` stops taking frames, shuts the station down, drains it (so every frame handed in still
-    /// gets its outcome) and returns [`DriverError::Timeout`].
+    /// `max_duration` stops taking frames, shuts the station down, drains it for at most [`DRAIN_GRACE`] plus
+    /// one ring of slot periods (frames the NIC still has not completed then get `link-fault`), so that every
+    /// frame handed in gets its outcome, and returns [`DriverError::Timeout`]. The driver is spent after a
+    /// timeout: step it no more.
     pub fn run(&mut self, source: &mut dyn Source, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
         let start = self.nic.now();
         let mut exhausted = Exhausted;
-        let mut timed_out = false;
+        let mut give_up: Option<Tai> = None;
         loop {
-            let src: &mut dyn Source = if timed_out { &mut exhausted } else { source };
+            let src: &mut dyn Source = if give_up.is_some() { &mut exhausted } else { source };
             self.step(src, sink)?;
             if self.station.drained() && self.nic.unfinished() == 0 {
                 break;
             }
-            if !timed_out && source.next_due().is_none() && self.station.in_flight() == 0 {
-                self.station.shutdown();
-            }
-            if !timed_out && self.nic.now() - start > self.cfg.max_duration {
-                timed_out = true;
-                self.station.shutdown();
+            let now = self.nic.now();
+            match give_up {
+                None if now - start > self.cfg.max_duration => {
+                    self.station.shutdown();
+                    give_up = Some(now + DRAIN_GRACE + self.ring_span());
+                }
+                None if source.next_due().is_none() && self.station.in_flight() == 0 => self.station.shutdown(),
+                Some(t) if now > t => {
+                    // Outcomes the last step produced are out; the rest of the posted frames never completed.
+                    self.abandon_posted(sink);
+                    break;
+                }
+                _ => {}
             }
             self.nic.wait(self.cfg.poll_period);
         }
-        if timed_out {
+        if give_up.is_some() {
             return Err(DriverError::Timeout(self.cfg.max_duration));
         }
         Ok(())
+    }
+
+    /// One ring of slot periods: the longest a healthy NIC needs to finish what is posted.
+    fn ring_span(&self) -> Nanos {
+        let p = self.station.config().geometry.period();
+        Nanos(i64::try_from(p.floor_mul(self.station.ring().len())).unwrap_or(i64::MAX))
     }
 }
 
@@ -173,5 +252,195 @@ impl Source for Exhausted {
     }
     fn take(&mut self) -> Option<Frame<Vec<u8>>> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::source::{FlowSource, FlowSpec, Pattern};
+    use crate::{NicObservation, Timing};
+    use keepon_core::insert::Policy;
+    use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
+    use keepon_core::ring::SlotView;
+    use keepon_core::time::{LinkRate, SlotGeometry};
+
+    /// 1 Gb/s, 1230 B slots: δ = 10 µs exactly.
+    const DELTA: i64 = 10_000;
+
+    /// A NIC in virtual time that, like a real backend, counts completions but does not know wire times.
+    /// It completes nothing beyond slot `stop_at`.
+    struct CountingNic {
+        now: Tai,
+        first_post: Option<Tai>,
+        posted: u64,
+        consumed: u64,
+        stop_at: u64,
+        reals: VecDeque<(u64, FrameId)>,
+        wire: Vec<WireEvent>,
+    }
+
+    impl CountingNic {
+        fn new(stop_at: u64) -> Self {
+            CountingNic {
+                now: Tai(1_000_000_000),
+                first_post: None,
+                posted: 0,
+                consumed: 0,
+                stop_at,
+                reals: VecDeque::new(),
+                wire: Vec::new(),
+            }
+        }
+    }
+
+    impl Nic for CountingNic {
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+        fn timing(&self) -> Timing {
+            Timing::LineRate
+        }
+        fn observe(&mut self) -> Result<NicObservation, NicError> {
+            if let Some(t0) = self.first_post {
+                // Slot k finishes at t0 + (k + 1)·δ, back to back while posted.
+                let done = ((self.now - t0).0 / DELTA) as u64;
+                let c = done.min(self.posted).min(self.stop_at).max(self.consumed);
+                for k in self.consumed..c {
+                    let frame = match self.reals.front() {
+                        Some(&(s, id)) if s == k => {
+                            self.reals.pop_front();
+                            Some(id)
+                        }
+                        _ => None,
+                    };
+                    self.wire.push(WireEvent { nic_slot: k, start: None, rx: None, frame, bytes: None });
+                }
+                self.consumed = c;
+            }
+            Ok(NicObservation { consumed: self.consumed, now: self.now, gaps: Vec::new() })
+        }
+        fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError> {
+            for v in slots {
+                assert_eq!(v.slot, self.posted);
+                if let SlotKind::Real { id, .. } = v.kind {
+                    self.reals.push_back((v.slot, id));
+                }
+                self.posted += 1;
+                self.first_post.get_or_insert(self.now);
+            }
+            Ok(())
+        }
+        fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
+            out.append(&mut self.wire);
+        }
+        fn wait(&mut self, period: Nanos) {
+            self.now += period;
+        }
+        fn now(&self) -> Tai {
+            self.now
+        }
+        fn post_latency(&self) -> Nanos {
+            Nanos(0)
+        }
+    }
+
+    fn driver(stop_at: u64, max_duration: Nanos) -> Driver<CountingNic> {
+        let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
+        let ownership = Ownership::new(
+            32,
+            &[ClassSpec { name: "rt".into(), slots: vec![0] }, ClassSpec { name: "be".into(), slots: vec![] }],
+        )
+        .unwrap();
+        let station = StationConfig {
+            geometry,
+            ownership,
+            batch: 8,
+            policy: Policy::Strict,
+            max_pending: 1_000,
+            max_advance: Nanos::from_ms(100),
+            post_latency: Nanos(0),
+        };
+        let loop_cfg = LoopConfig { poll_period: Nanos(20_000), max_duration };
+        Driver::new(CountingNic::new(stop_at), station, loop_cfg).unwrap()
+    }
+
+    /// 200 best-effort frames, one every 30 µs from 100 µs after `start`.
+    fn source(start: Tai) -> FlowSource {
+        let spec = FlowSpec {
+            flow: 1,
+            class: ClassId(1),
+            pattern: Pattern::BestEffort { offset: Nanos::from_us(100), period: Nanos::from_us(30) },
+            frame_bytes: 200,
+            count: 200,
+            lead: Nanos(0),
+            dst: [2, 0, 0, 0, 0, 2],
+            src: [2, 0, 0, 0, 0, 1],
+        };
+        FlowSource::new(vec![spec], start)
+    }
+
+    #[test]
+    fn wire_events_without_a_start_get_the_ephc_slot_time() {
+        let mut d = driver(u64::MAX, Nanos::from_ms(1_000));
+        let mut src = source(d.nic.now());
+        let (mut sent, mut wire) = (HashMap::new(), Vec::new());
+        d.run(&mut src, &mut |e| match e {
+            Event::Outcome(o) => {
+                assert!(sent.insert(o.id, o.result.expect("sent")).is_none(), "two outcomes");
+            }
+            Event::Wire(w) => wire.push(w),
+            Event::Underrun(u) => panic!("underrun {u:?}"),
+        })
+        .unwrap();
+        assert_eq!(sent.len(), 200);
+        assert!(wire.len() > 200, "fillers are reported too");
+        let t0 = wire[0].start.expect("filled in");
+        for w in &wire {
+            // On this grid (no underrun) slot k is at t0 + k·δ, fillers and frames alike.
+            assert_eq!(w.start, Some(t0 + Nanos(w.nic_slot as i64 * DELTA)), "slot {}", w.nic_slot);
+            if let Some(id) = w.frame {
+                assert_eq!(w.start, Some(sent[&id].time), "a frame's wire time is its outcome's");
+                assert_eq!(w.nic_slot, sent[&id].slot);
+            }
+        }
+        assert_eq!(wire.iter().filter(|w| w.frame.is_some()).count(), 200);
+        assert!(d.sent.is_empty(), "remembered times are forgotten once used");
+    }
+
+    #[test]
+    fn a_drain_the_nic_never_finishes_is_bounded_and_every_frame_gets_one_outcome() {
+        let max = Nanos::from_ms(2);
+        // The link stops completing after slot 40 (0.4 ms), with frames posted.
+        let mut d = driver(40, max);
+        let start = d.nic.now();
+        let mut src = source(start);
+        let mut outcomes: HashMap<FrameId, Result<u64, Reason>> = HashMap::new();
+        let r = d.run(&mut src, &mut |e| {
+            if let Event::Outcome(o) = e {
+                assert!(outcomes.insert(o.id, o.result.map(|s| s.slot)).is_none(), "two outcomes for {:?}", o.id);
+            }
+        });
+        assert!(matches!(r, Err(DriverError::Timeout(t)) if t == max), "{r:?}");
+        let took = d.nic.now() - start;
+        assert!(took <= max + DRAIN_GRACE + Nanos(32 * DELTA) + Nanos::from_us(100), "ran {took:?}");
+        // Frames submitted by the timeout: sent before the link stopped, posted and never completed, or
+        // shut down before they were posted.
+        let sent = outcomes.values().filter(|r| matches!(r, Ok(k) if *k < 40)).count();
+        let faults = outcomes.values().filter(|r| **r == Err(Reason::LinkFault)).count();
+        let shut = outcomes.values().filter(|r| **r == Err(Reason::Shutdown)).count();
+        assert!(sent > 0 && faults > 0 && faults <= 8, "{sent} sent, {faults} link faults (at most a batch)");
+        assert_eq!(sent + faults + shut, outcomes.len(), "{outcomes:?}");
+        assert!(outcomes.len() >= 60, "frames due in the first 2 ms: {}", outcomes.len());
+        // The driver is spent; stepping it again gives no second outcome.
+        d.nic.stop_at = u64::MAX;
+        let mut again = 0;
+        for _ in 0..100 {
+            d.step(&mut Exhausted, &mut |e| again += u32::from(matches!(e, Event::Outcome(_)))).unwrap();
+            d.nic.wait(Nanos(20_000));
+        }
+        assert_eq!(again, 0, "abandoned frames got a second outcome");
     }
 }
