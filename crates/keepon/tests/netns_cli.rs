@@ -198,7 +198,10 @@ fn daemon_talk_listen_through_a_bridge() {
             .args(["--duration", &format!("{}ms", LISTEN_DURATION.as_millis())]),
     );
     let pid = listener.pid();
-    assert!(wait_until(Duration::from_secs(5), || packet_sockets(pid) > 0), "listener did not open its socket");
+    assert!(
+        wait_until(Duration::from_secs(5), || packet_sockets(pid, &topo.listener) > 0),
+        "listener did not open its socket"
+    );
 
     let mut daemon = Proc::spawn(
         "daemon",

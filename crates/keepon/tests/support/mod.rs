@@ -160,8 +160,15 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Packet sockets open in the network namespace of process `pid` (`/proc/PID/net/packet`, less its header).
-pub fn packet_sockets(pid: u32) -> usize {
+/// Packet sockets open in network namespace `ns`, as seen through process `pid` — 0 until `pid` has entered
+/// `ns` (`ip netns exec` switches namespace, then execs the command in the same process).
+pub fn packet_sockets(pid: u32, ns: &str) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: String| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let theirs = inode(format!("/proc/{pid}/ns/net"));
+    if theirs.is_none() || theirs != inode(format!("/run/netns/{ns}")) {
+        return 0;
+    }
     std::fs::read_to_string(format!("/proc/{pid}/net/packet")).map_or(0, |s| s.lines().count().saturating_sub(1))
 }
 
