@@ -373,13 +373,20 @@ fn daemon_talk_listen_through_a_bridge() {
         }
         m
     };
-    let only = |recs: &[Record], want: &str| {
+    // All frames of these flows are rejected for their reason. Only when the link underran (the daemon stalled
+    // past batch·δ) may a few end otherwise: a stray frame handled after its slot was posted is `late` first,
+    // and a late frame that arrives while the ring ran dry can still find its slot.
+    let only = |recs: &[Record], want: &str, otherwise: &[&str]| {
         let got = reasons(recs);
-        assert!(got.len() == 1 && got.contains_key(want), "{}: expected all {want}, got {got:?}", recs[0].flow);
+        let ok = got.len() == 1 && got.contains_key(want)
+            || underruns > 0
+                && got.get(want).is_some_and(|n| n * 10 >= recs.len() * 9)
+                && got.keys().all(|k| k == want || otherwise.contains(&k.as_str()));
+        assert!(ok, "{}: expected all {want}, got {got:?} ({underruns} underruns)", recs[0].flow);
     };
-    only(&t_flows["late"], "late");
-    only(&t_flows["stray"], "not-owned");
-    only(&n_flows["nobody-rt"], "forbidden");
+    only(&t_flows["late"], "late", &["sent", "underrun"]);
+    only(&t_flows["stray"], "not-owned", &["late"]);
+    only(&n_flows["nobody-rt"], "forbidden", &[]);
     // Everything else is sent. A host that stalls for longer than batch·δ underruns the link (the daemon
     // reports it); the frames that costs are rejected `underrun` or, after a long stall, `late`: tolerated
     // only then, and printed.
