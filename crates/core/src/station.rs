@@ -135,6 +135,9 @@ pub struct Station<B> {
     /// The schedule's grid: the EPHC as anchored when the link came up. Schedule slot `j` (ring slot
     /// `j mod N` of the ownership map) starts at `schedule.time_of(j)`; txtimes are read against it.
     schedule: Ephc,
+    /// The schedule's grid was set from an estimate of when the link came up; the backend's report of the
+    /// real start (a gap at the first slot) will replace it.
+    schedule_provisional: bool,
     /// Wire slot `k` carries schedule slot `k + shift` (`shift` changes only when an underrun moves the wire
     /// grid by whole slots).
     shift: i64,
@@ -169,6 +172,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             counters: Counters::default(),
             phase: 0,
             shift: 0,
+            schedule_provisional: false,
             schedule: Ephc::new(cfg.geometry.period(), 0, t0),
             clock_from: 0,
             history: VecDeque::new(),
@@ -235,6 +239,12 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// The schedule's grid (see [`Station::slot_of`]): applications align their txtimes to it.
     pub fn schedule(&self) -> &Ephc {
         &self.schedule
+    }
+
+    /// True once the schedule's grid is final: the backend reported when the link really came up, or slots
+    /// have left without such a report (the estimate was right). Applications should align to it only then.
+    pub fn schedule_settled(&self) -> bool {
+        self.started && !self.schedule_provisional
     }
 
     /// Wire slot `k` carries schedule slot `k + schedule_shift()`.
@@ -387,7 +397,13 @@ impl<B: AsRef<[u8]>> Station<B> {
             reals += self.reclaim(from..split);
             from = split;
             let moved = self.reanchor(at, gap.restart);
-            shift += moved;
+            if self.schedule_provisional && self.expected_gap == Some(at) {
+                // The link's real start: the schedule's grid is the wire's, as it actually came up.
+                self.schedule = self.ephc.clone();
+                self.schedule_provisional = false;
+            } else {
+                shift += moved;
+            }
             if self.expected_gap == Some(at) {
                 self.expected_gap = None;
             } else {
@@ -397,6 +413,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         reals += self.reclaim(from..done.end);
         self.counters.fillers_sent += (done.end - done.start).saturating_sub(reals);
+        if self.ring.consumed() > 0 {
+            self.schedule_provisional = false; // slots have left: the grid they set is the schedule's
+        }
 
         // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
@@ -409,6 +428,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             // The link comes up: the schedule's grid is the wire's grid from here on.
             let _ = self.reanchor(posted, land);
             self.schedule = self.ephc.clone();
+            self.schedule_provisional = true;
             self.expected_gap = Some(posted);
             self.started = true;
         } else if idle && !self.draining {

@@ -15,6 +15,7 @@
 //! ```toml
 //! [daemon]
 //! socket = "/run/keepon.sock"
+//! mode = "0666"                 # socket permissions; access to classes is decided by the rules below
 //! max_in_flight = 4096          # per client
 //! [[daemon.allow]]
 //! uid = 1000                    # and/or gid = …; a rule with neither matches everyone
@@ -34,7 +35,7 @@ use serde::Deserialize;
 use keepon_core::isolation::ClassId;
 use keepon_core::outcome::{Frame, FrameId, Reason};
 use keepon_core::time::{Nanos, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_nic::driver::{Driver, Event, LoopConfig, Source, DRAIN_GRACE};
 use keepon_nic::Nic;
 
 use crate::api::{frame_message, split_messages, Delivery, Info, Request, Response};
@@ -46,6 +47,8 @@ use crate::run::station_config;
 #[serde(deny_unknown_fields)]
 struct DaemonSection {
     socket: PathBuf,
+    #[serde(default)]
+    mode: Option<String>,
     #[serde(default)]
     max_in_flight: Option<usize>,
     #[serde(default)]
@@ -71,6 +74,9 @@ pub struct AllowRule {
 pub struct DaemonConfig {
     /// Socket path.
     pub socket: PathBuf,
+    /// Socket file permissions (default 0o666: anyone may connect; what they may send is decided by the
+    /// allow rules on their credentials).
+    pub mode: u32,
     /// Frames without an outcome allowed per client.
     pub max_in_flight: usize,
     /// Credential rules.
@@ -90,7 +96,14 @@ impl DaemonConfig {
                 }
             }
         }
-        Ok(DaemonConfig { socket: d.socket, max_in_flight: d.max_in_flight.unwrap_or(4096), allow: d.allow })
+        let mode = match &d.mode {
+            None => 0o666,
+            Some(m) => u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| ConfigError(format!("daemon.mode = \"{m}\" is not an octal mode like \"0660\"")))?,
+        };
+        Ok(DaemonConfig { socket: d.socket, mode, max_in_flight: d.max_in_flight.unwrap_or(4096), allow: d.allow })
     }
 
     /// Which classes a peer with these credentials may use.
@@ -200,6 +213,47 @@ fn accept_all(
     }
 }
 
+/// Send an event's outcome to the client that submitted the frame.
+fn route(e: Event, owner: &mut HashMap<FrameId, (u64, u64)>, conns: &mut HashMap<u64, Conn>, stats: &mut DaemonStats) {
+    match e {
+        Event::Outcome(o) => match owner.remove(&o.id).and_then(|(cid, tag)| Some((conns.get_mut(&cid)?, tag))) {
+            Some((c, tag)) => {
+                c.in_flight = c.in_flight.saturating_sub(1);
+                let delivery = match o.result {
+                    Ok(s) => Delivery::Sent { slot: s.slot, time: s.time.0, ring_slot: s.ring_slot },
+                    Err(r) => Delivery::Rejected(r),
+                };
+                c.respond(&Response::Outcome { tag, delivery });
+            }
+            None => stats.orphaned += 1,
+        },
+        Event::Underrun(_) => stats.underruns += 1,
+        Event::Wire(_) => {}
+    }
+}
+
+/// Write buffered responses without waiting; drop clients that stopped reading or went away.
+fn flush(conns: &mut HashMap<u64, Conn>, stats: &mut DaemonStats) {
+    conns.retain(|_, c| {
+        while !c.wbuf.is_empty() && c.open {
+            match c.stream.write(&c.wbuf) {
+                Ok(0) => c.open = false,
+                Ok(n) => {
+                    c.wbuf.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => c.open = false,
+            }
+        }
+        if c.wbuf.len() > MAX_WRITE_BACKLOG {
+            stats.dropped += 1;
+            c.open = false;
+        }
+        c.open
+    });
+}
+
 /// Frames ready to be handed to the station at once.
 #[derive(Default)]
 struct Inbox(VecDeque<(Tai, Frame<Vec<u8>>)>);
@@ -226,6 +280,11 @@ pub fn serve<N: Nic>(
     let listener =
         UnixListener::bind(&dcfg.socket).map_err(|e| format!("cannot bind {}: {e}", dcfg.socket.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dcfg.socket, std::fs::Permissions::from_mode(dcfg.mode))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", dcfg.socket.display()))?;
+    }
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: Nanos(i64::MAX) };
     let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
     let start = driver.nic.now();
@@ -234,9 +293,16 @@ pub fn serve<N: Nic>(
     let mut owner: HashMap<FrameId, (u64, u64)> = HashMap::new();
     let (mut next_conn, mut next_frame) = (0u64, 0u64);
     let mut inbox = Inbox::default();
-    // Bring the link up before answering anyone: the first poll anchors the clock and the ownership phase,
+    let mut stop_at: Option<Tai> = None;
+    // Bring the link up before answering anyone: the first polls anchor the clock and the schedule's grid,
     // which `Info` reports.
-    driver.step(&mut inbox, &mut |_| {}).map_err(|e| e.to_string())?;
+    for _ in 0..100_000 {
+        driver.step(&mut inbox, &mut |_| {}).map_err(|e| e.to_string())?;
+        if driver.station.schedule_settled() {
+            break;
+        }
+        driver.nic.wait(cfg.poll_period);
+    }
     let names: Vec<String> =
         (0..cfg.ownership.classes()).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
 
@@ -331,46 +397,20 @@ pub fn serve<N: Nic>(
             driver.station.shutdown();
         }
         // One poll of the station; outcomes go back to their clients.
-        let mut sink = |e: Event| match e {
-            Event::Outcome(o) => match owner.remove(&o.id) {
-                Some((cid, tag)) => match conns.get_mut(&cid) {
-                    Some(c) => {
-                        c.in_flight = c.in_flight.saturating_sub(1);
-                        let delivery = match o.result {
-                            Ok(s) => Delivery::Sent { slot: s.slot, time: s.time.0, ring_slot: s.ring_slot },
-                            Err(r) => Delivery::Rejected(r),
-                        };
-                        c.respond(&Response::Outcome { tag, delivery });
-                    }
-                    None => stats.orphaned += 1,
-                },
-                None => stats.orphaned += 1,
-            },
-            Event::Underrun(_) => stats.underruns += 1,
-            Event::Wire(_) => {}
-        };
-        driver.step(&mut inbox, &mut sink).map_err(|e| e.to_string())?;
-        // Write responses without waiting; drop clients that stopped reading or went away.
-        conns.retain(|_, c| {
-            while !c.wbuf.is_empty() && c.open {
-                match c.stream.write(&c.wbuf) {
-                    Ok(0) => c.open = false,
-                    Ok(n) => {
-                        c.wbuf.drain(..n);
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => c.open = false,
-                }
-            }
-            if c.wbuf.len() > MAX_WRITE_BACKLOG {
-                stats.dropped += 1;
-                c.open = false;
-            }
-            c.open
-        });
+        driver.step(&mut inbox, &mut |e| route(e, &mut owner, &mut conns, &mut stats)).map_err(|e| e.to_string())?;
+        flush(&mut conns, &mut stats);
         if stopping && driver.station.drained() && driver.nic.unfinished() == 0 {
             break;
+        }
+        if stopping {
+            // A link that stops completing must not hold the daemon: after a grace period, the frames still
+            // posted get `link-fault`.
+            let give_up = *stop_at.get_or_insert(driver.nic.now() + DRAIN_GRACE + driver.ring_span());
+            if driver.nic.now() > give_up {
+                driver.abandon_posted(&mut |e| route(e, &mut owner, &mut conns, &mut stats));
+                flush(&mut conns, &mut stats);
+                break;
+            }
         }
         driver.nic.wait(cfg.poll_period);
     }

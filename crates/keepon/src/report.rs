@@ -1,6 +1,6 @@
 //! `keepon report`: per-flow statistics of a records file.
 //!
-//! Inter-arrival times are taken between consecutive *received* frames of a flow (receiver timestamps,
+//! Inter-arrival times are taken between consecutive *received* frames of a flow in arrival order (receiver timestamps,
 //! `rx_ns`; the wire start `tx_ns` where there is no receiver timestamp). Deviation from schedule is
 //! `tx_ns − txtime_ns`. Times stay integer nanoseconds; only the mean and standard deviation are fractional.
 
@@ -71,7 +71,7 @@ pub struct FlowReport {
     pub sent: usize,
     /// Rejections by reason.
     pub rejected: BTreeMap<String, usize>,
-    /// Inter-arrival times (ns) of consecutive received frames, in sequence order.
+    /// Inter-arrival times (ns) of consecutive received frames, in arrival order.
     pub inter_arrival: Vec<i64>,
     /// Deviation from schedule (ns) of sent real-time frames.
     pub deviation: Vec<i64>,
@@ -91,7 +91,9 @@ pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
             for r in rs.iter().filter(|r| !r.sent()) {
                 *rejected.entry(r.reason.clone()).or_insert(0) += 1;
             }
-            let arrivals: Vec<i64> = rs.iter().filter(|r| r.sent()).filter_map(|r| r.rx_ns.or(r.tx_ns)).collect();
+            // In arrival order (a listener may see a flow out of sequence order).
+            let mut arrivals: Vec<i64> = rs.iter().filter(|r| r.sent()).filter_map(|r| r.rx_ns.or(r.tx_ns)).collect();
+            arrivals.sort_unstable();
             let deviation = rs.iter().filter_map(|r| Some(r.tx_ns? - r.txtime_ns?)).collect();
             FlowReport {
                 flow: flow.to_string(),

@@ -188,7 +188,7 @@ impl<N: Nic> Driver<N> {
     }
 
     /// Give up on the real frames still posted to the NIC: each gets the outcome `link-fault`.
-    fn abandon_posted(&mut self, sink: &mut dyn FnMut(Event)) {
+    pub fn abandon_posted(&mut self, sink: &mut dyn FnMut(Event)) {
         let ring = self.station.ring();
         for k in ring.consumed()..ring.posted() {
             if let SlotKind::Real { id, class, .. } = ring.kind(k) {
@@ -237,7 +237,7 @@ impl<N: Nic> Driver<N> {
     }
 
     /// One ring of slot periods: the longest a healthy NIC needs to finish what is posted.
-    fn ring_span(&self) -> Nanos {
+    pub fn ring_span(&self) -> Nanos {
         let p = self.station.config().geometry.period();
         Nanos(i64::try_from(p.floor_mul(self.station.ring().len())).unwrap_or(i64::MAX))
     }

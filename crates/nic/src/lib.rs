@@ -65,7 +65,8 @@ impl fmt::Display for Timing {
 pub struct WireEvent {
     /// NIC count of the slot.
     pub nic_slot: u64,
-    /// Wire start time, when the backend knows it (the simulator does).
+    /// Wire start time: the true one when the backend knows it (the simulator); otherwise the driver fills in
+    /// the EPHC slot time.
     pub start: Option<Tai>,
     /// Receiver timestamp, when a receiver saw it (the simulator's receiver does).
     pub rx: Option<Tai>,
