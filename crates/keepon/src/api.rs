@@ -436,4 +436,23 @@ mod tests {
         assert_eq!(split_messages(&mut buf).unwrap(), vec![vec![1, 1]]);
         assert_eq!(buf, vec![3, 0]);
     }
+
+    proptest::proptest! {
+        /// Untrusted bytes never panic the parsers, and whatever parses re-emits to the same bytes' meaning.
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let Ok(r) = Request::parse(&bytes) {
+                proptest::prop_assert_eq!(Request::parse(&r.emit()).unwrap(), r);
+            }
+            let _ = Response::parse(&bytes);
+            let mut buf = bytes.clone();
+            let _ = split_messages(&mut buf);
+        }
+
+        #[test]
+        fn submit_round_trips(tag: u64, txtime: Option<i64>, class in "[a-z0-9-]{0,20}", frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100)) {
+            let r = Request::Submit { tag, class, txtime, frame };
+            proptest::prop_assert_eq!(Request::parse(&r.emit()).unwrap(), r);
+        }
+    }
 }
