@@ -152,3 +152,28 @@ def test_unknown_when_time_runs_out():
     out = synthesize(problem, time_limit=0.05)
     assert out.status in ("unknown",)
     assert "time limit" in out.reason
+
+
+def test_normalise_relabels_to_the_first_period():
+    from keepon_plan.isolation import normalise
+
+    # P = 4, T = 12: slots 5, 9, 13 (o = 5 >= P) relabel to 1, 5, 9
+    assert normalise((5, 9, 13), 4, 12) == (1, 5, 9)
+    assert normalise((1, 5, 9), 4, 12) == (1, 5, 9)
+
+
+def test_footprint_and_packing_give_valid_plans():
+    """Per-class schedules packed by rotation: the plan must still pass the verifier."""
+    rng = random.Random(5)
+    seen = 0
+    for _ in range(30):
+        n = 24
+        flows = [(c, rng.choice([6, 8, 12, 24]), rng.randint(0, 2), None) for c in range(3) for _ in range(2)]
+        text = flowset_text(n, flows)
+        problem = to_problem(parse_flowset(text), 1230, n)
+        out = synthesize(problem, time_limit=10, stages=("capacity", "footprint"))
+        if out.status == PLAN:
+            assert out.schedule.method.startswith("per-class")
+            check_plan(text, out)
+            seen += 1
+    assert seen >= 5
