@@ -72,8 +72,11 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Number of reasons.
+    pub const COUNT: usize = 15;
+
     /// All reasons, for counters and reports.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; Reason::COUNT] = [
         Reason::Late,
         Reason::TooFarAhead,
         Reason::SlotTaken,
@@ -149,7 +152,7 @@ pub struct Counters {
     /// Real frames that left the NIC.
     pub sent: u64,
     /// Real frames rejected, by [`Reason::index`].
-    pub rejected: [u64; 15],
+    pub rejected: [u64; Reason::COUNT],
     /// Filler slots the NIC has transmitted.
     pub fillers_sent: u64,
     /// Slots posted to the NIC (real and filler).
