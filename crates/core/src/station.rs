@@ -199,6 +199,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// The clock, for PTP and tests: adjust only with [`Ephc`]'s continuous operations or explicit steps.
+    /// Txtimes are read against [`Station::schedule`]; a synchronisation servo must apply the same adjustment
+    /// to both (not yet provided: PTP is not implemented).
     pub fn ephc_mut(&mut self) -> &mut Ephc {
         &mut self.ephc
     }
