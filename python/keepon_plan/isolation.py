@@ -383,16 +383,42 @@ def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers
         return Footprint(len(closed.owned[0]), closed.slots, closed.owned[0], True)
     if complete_model_size(sub) > MAX_COMPLETE_BOOLEANS:
         return Footprint(class_slots_needed(sub)[0], None, frozenset(), False)
-    model, extract, own = _complete_model(sub)
+    began = time.monotonic()
+    floor = _full_flow_bound(sub, seconds / 2, seed, workers)
+    if floor is None:
+        return Footprint(problem.slots + 1, None, frozenset(), True, infeasible=True)
+    model, extract, own = _complete_model(sub, [floor])
     model.minimize(sum(own[0]))
-    status, solver = _run(model, seconds, seed, workers, None, fixed_search=True)
+    left = max(0.05, seconds - (time.monotonic() - began))
+    status, solver = _run(model, left, seed, workers, None, fixed_search=True)
     if status == cp_model.INFEASIBLE:
         return Footprint(problem.slots + 1, None, frozenset(), True, infeasible=True)
-    bound = max(class_slots_needed(sub)[0], ceil_frac(Fraction(round(solver.best_objective_bound * 1000), 1000)))
+    bound = max(floor, class_slots_needed(sub)[0], ceil_frac(Fraction(round(solver.best_objective_bound * 1000), 1000)))
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         trimmed = _trim(sub, extract(solver), "")
         return Footprint(bound, trimmed.slots, trimmed.owned[0], status == cp_model.OPTIMAL)
     return Footprint(bound, None, frozenset(), False)
+
+
+def _full_flow_bound(sub: Problem, seconds: float, seed: int, workers: int) -> int | None:
+    """A lower bound on a one-class problem's footprint from its *full* flows (``None``: proven infeasible).
+
+    A flow with ``P | N`` and no jitter freedom uses every occurrence of its ``N/P`` ring slots, so no other flow
+    can share them: footprint ≥ ``Σ_full N/P`` + footprint of the other flows alone (computed recursively).
+    """
+    n = sub.slots
+    full = [
+        f
+        for f in sub.flows
+        if n % f.period == 0 and (f.jitter == 0 if f.window is None else f.window[0] == f.window[1])
+    ]
+    rest = tuple(f for f in sub.flows if f not in full)
+    if not full or not rest:
+        return class_slots_needed(sub)[0]
+    rest_foot = class_footprint(Problem(n, sub.classes, rest), 0, seconds, seed, workers)
+    if rest_foot.infeasible:
+        return None
+    return max(class_slots_needed(sub)[0], sum(n // f.period for f in full) + rest_foot.lower)
 
 
 def pack_rotations(
