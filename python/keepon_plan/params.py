@@ -5,8 +5,10 @@
   ``slot_bytes = δ·rate/8 − 20`` in 64..=9018. Choose the smallest candidate that holds the largest frame: finer
   granularity, better sync accuracy, less padding.
 - **Ring size** (when not given): the largest power of two that divides the hyperperiod in slots (so the
-  schedule repeats every ``H`` slots and ownership is as fine as it can be), at most 4096; if that is below 32,
-  the largest divisor of the hyperperiod up to 4096. A multiple of a feasible ring size is always feasible too.
+  schedule repeats every ``H`` slots and ownership is as fine as it can be); if that is below 32, the largest
+  divisor of the hyperperiod. Both are capped by 4096 and by the hyperperiod of the flows whose periods fit in
+  4096 slots (at least 32), so one slow flow does not blow the ring up. A multiple of a feasible ring size is
+  always feasible too.
 - **Batch.** The largest ``b ≤ N − 1`` with (a) the PTP offset bound of Eq. 4 within ``sync_budget`` when the
   station's effective clock granularity is ``b·δ``: ``δ_TS = ½(g_M + b·δ + max(j_M, j_S))``; (b) the lead
   ``(b + 1)·δ`` within ``max_data_age`` (default: the shortest period). It must also leave the poll loop
@@ -80,12 +82,17 @@ def choose_slots(fs: FlowSet, slot_bytes: int) -> int:
     if fs.slots is not None:
         return fs.slots
     h = hyperperiod_slots(fs, slot_bytes)
+    delta = slot_period(slot_bytes, fs.rate)
+    # Periods longer than the largest ring (e.g. a 125 ms PTP flow) would only blow the ring up; the ring need not
+    # be longer than the hyperperiod of the other flows.
+    short = [int(Fraction(f.period) / delta) for f in fs.flows if Fraction(f.period) / delta <= MAX_RING_SLOTS]
+    cap = min(MAX_RING_SLOTS, max(32, lcm_all(short) if short else 32))
     power = 1
-    while h % (power * 2) == 0 and power * 2 <= MAX_RING_SLOTS:
+    while h % (power * 2) == 0 and power * 2 <= cap:
         power *= 2
     if power >= 32:
         return power
-    divisors = [d for d in range(2, min(h, MAX_RING_SLOTS) + 1) if h % d == 0]
+    divisors = [d for d in range(2, min(h, cap) + 1) if h % d == 0]
     return max([*divisors, power, 2])
 
 

@@ -150,3 +150,15 @@ def test_contradictory_bounds_are_an_input_error():
     fs = parse_flowset(PARAMS.replace('poll_budget = "2us"', 'poll_budget = "50us"'))
     with pytest.raises(ParamError):
         choose(fs)
+
+
+def test_a_slow_flow_does_not_blow_up_the_ring():
+    from conftest import EXAMPLES
+
+    from keepon_plan.params import hyperperiod_slots
+
+    fs = parse_flowset((EXAMPLES / "station.toml").read_text())
+    choice = choose(fs)
+    # periods 25, 50, 100, 75 and 12500 slots: the 125 ms flow alone would make the ring 3750 slots
+    assert choice.slots == 300
+    assert hyperperiod_slots(fs, choice.slot_bytes) % choice.slots == 0
