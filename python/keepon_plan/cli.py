@@ -60,11 +60,17 @@ def _throttled(say, every: float):
     return progress
 
 
-def cmd_solve(args: argparse.Namespace) -> int:
-    fs = load_flowset(args.flows)
+def _load_and_choose(path: str):
+    """Read a flow set and choose its parameters, reporting the choice's notes."""
+    fs = load_flowset(path)
     choice = choose(fs)
     for note in choice.notes:
         _say(note)
+    return fs, choice
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    fs, choice = _load_and_choose(args.flows)
     problem = to_problem(fs, choice.slot_bytes, choice.slots)
     _say(
         f"ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch}, lead {choice.lead} ns; "
@@ -106,10 +112,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    fs = load_flowset(args.flows)
-    choice = choose(fs)
-    for note in choice.notes:
-        _say(note)
+    fs, choice = _load_and_choose(args.flows)
     print(tradeoff_table(fs, choice))
     print(
         f"chosen: slot_bytes = {choice.slot_bytes}, slots = {choice.slots}, batch = {choice.batch}, "
