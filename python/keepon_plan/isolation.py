@@ -14,9 +14,13 @@ Stages, cheapest first; each either decides or hands over:
    ``⌈N·U_c⌉`` ring slots; ``Σ_c ⌈N·U_c⌉ > N`` proves infeasibility. Empty fixed-phase windows do too.
 2. **Closed form.** If the periods and ``N`` form a divisibility chain and phases are free, the bound is also
    sufficient: buddy allocation of residue classes gives a zero-jitter schedule (:func:`buddy_schedule`).
-3. **Compact zero-jitter CP-SAT model**: one offset per flow; two flows of a class collide iff their offsets are
+3. **Offset search** (:mod:`keepon_plan.offsets`): an exact depth-first search over one offset per flow, the
+   question of stage 4 without CP-SAT's set-up cost. A plan, a proof that no zero-jitter schedule exists (which
+   decides the problem when no flow has jitter freedom, and otherwise skips stage 4), or a node limit.
+4. **Compact zero-jitter CP-SAT model**: one offset per flow; two flows of a class collide iff their offsets are
    congruent modulo ``gcd`` of their periods. Exact when no flow has jitter freedom.
-4. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
+5. **Per-class footprints**, packed by rotation when they fit (plan) or summed beyond ``N`` (proof).
+6. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from .model import Problem
+from .offsets import EXHAUSTED as OFFSETS_EXHAUSTED
+from .offsets import PLAN as OFFSETS_PLAN
+from .offsets import search_offsets
 from .units import ceil_frac
 
 PLAN = "plan"
@@ -39,7 +46,7 @@ INFEASIBLE = "infeasible"
 UNKNOWN = "unknown"
 
 Progress = Callable[[str], None]
-STAGES = ("capacity", "closed-form", "zero-jitter", "footprint", "complete")
+STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "footprint", "complete")
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,7 @@ def _trim(problem: Problem, slots: tuple[tuple[int, ...], ...], method: str) -> 
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Stages 3 and 4: CP-SAT
+# Stages 4 to 6: CP-SAT (stage 3, the offset search, is in keepon_plan.offsets)
 
 
 def _anchor(problem: Problem) -> int | None:
@@ -537,7 +544,25 @@ def synthesize(
         note("closed-form", "not applicable", t)
 
     no_freedom = all((f.jitter == 0 if f.window is None else f.window[0] == f.window[1]) for f in problem.flows)
-    if "zero-jitter" in stages:
+    no_offsets = False  # proven: no zero-jitter schedule exists
+    if "offset-search" in stages:
+        t = time.monotonic()
+        result, offsets = search_offsets(problem)
+        if result == OFFSETS_PLAN and offsets is not None:
+            slots = tuple(
+                tuple(offsets[i] + l * f.period for l in range(problem.instances(f)))
+                for i, f in enumerate(problem.flows)
+            )
+            return plan("offset-search", slots, "offset search (zero-jitter)", t)
+        if result == OFFSETS_EXHAUSTED and no_freedom:
+            return infeasible(
+                "offset-search",
+                "exhaustive offset search proved that no partition and schedule exist (zero-jitter, exact here)",
+                t,
+            )
+        no_offsets = result == OFFSETS_EXHAUSTED
+        note("offset-search", "no zero-jitter offsets" if no_offsets else "node limit", t)
+    if "zero-jitter" in stages and not no_offsets:
         t = time.monotonic()
         exact_here = no_freedom or "complete" not in stages
         budget = remaining() if exact_here else min(remaining(), max(0.2, remaining() * 0.05))
