@@ -35,6 +35,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from . import shapes
 from .model import Problem
 from .offsets import EXHAUSTED as OFFSETS_EXHAUSTED
 from .offsets import PLAN as OFFSETS_PLAN
@@ -46,7 +47,7 @@ INFEASIBLE = "infeasible"
 UNKNOWN = "unknown"
 
 Progress = Callable[[str], None]
-STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "footprint", "complete")
+STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "footprint", "shapes", "complete")
 
 
 @dataclass(frozen=True)
@@ -487,13 +488,104 @@ def _class_slots(problem: Problem, c: int, foot: Footprint, rotation: int) -> di
     """Whole-horizon slots of the flows of class ``c`` from its own schedule, shifted by ``rotation``."""
     sub, idx = class_subproblem(problem, c)
     assert foot.slots is not None
+    return _extend(problem, idx, sub.horizon, foot.slots, rotation)
+
+
+def _extend(
+    problem: Problem, idx: list[int], sub_horizon: int, sub_slots: tuple[tuple[int, ...], ...], rotation: int = 0
+) -> dict[int, tuple[int, ...]]:
+    """Whole-horizon slots of flows ``idx`` from a schedule of them alone (which repeats every ``sub_horizon``)."""
     out = {}
     for j, i in enumerate(idx):
-        sub_slots, f = foot.slots[j], problem.flows[i]
-        m = len(sub_slots)
-        seq = tuple(sub_slots[l % m] + (l // m) * sub.horizon + rotation for l in range(problem.instances(f)))
+        own, f = sub_slots[j], problem.flows[i]
+        m = len(own)
+        seq = tuple(own[l % m] + (l // m) * sub_horizon + rotation for l in range(problem.instances(f)))
         out[i] = normalise(seq, f.period, problem.horizon) if f.window is None else seq
     return out
+
+
+FOOTPRINT_SHARE = 0.25
+"""The footprint stage ends by this fraction of the time limit."""
+SHAPES_SHARE = 0.7
+"""The shapes stage ends by this fraction of the time limit, leaving the rest to the complete model."""
+MAX_SHAPE_SETS = 400_000
+"""The shapes stage gives up on a unit whose sets of one size (containing ring slot 0) exceed this."""
+
+
+def decide_by_shapes(problem: Problem, deadline: float) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
+    """Exact decision for free phases by enumerating each unit's inclusion-minimal ring-slot sets and packing them.
+
+    The problem is feasible iff the units (:func:`shapes.units`) fit on pairwise disjoint ring-slot sets, and then
+    on disjoint inclusion-minimal ones (fitting is monotone). A unit of minimum size ``m_u`` can only use minimal
+    sets of size ``≤ m_u + (N − Σ m)``, so enumerating those (up to rotation and reflection) and packing them is
+    complete. Returns ``(status, slots, reason)``; ``UNKNOWN`` when a unit's enumeration is too large or the
+    deadline comes first.
+    """
+    n = problem.slots
+    parts = shapes.units(problem)
+    checkers = [shapes.ShapeChecker(sub) for _, sub in parts]
+    # Raise the units' proven sizes cheapest level first, until their sum exceeds the ring (a proof) or every
+    # unit has fitting sets at its size.
+    minimum = [class_slots_needed(sub)[0] for _, sub in parts]
+    first: list[list[int] | None] = [None] * len(parts)
+    while sum(minimum) <= n:
+        open_units = [k for k in range(len(parts)) if first[k] is None]
+        if not open_units:
+            break
+        k = min(open_units, key=lambda k: (shapes.combinations_count(n, minimum[k]), k))
+        if shapes.combinations_count(n, minimum[k]) > MAX_SHAPE_SETS:
+            return UNKNOWN, None, "a flow group's ring-slot sets are too many to enumerate"
+        found = shapes.feasible_shapes(checkers[k], minimum[k], deadline)
+        if found is None:
+            return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
+        if found:
+            first[k] = found
+        else:
+            minimum[k] += 1
+    if sum(minimum) > n:
+        names = ", ".join(
+            f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)} ≥ {m}"
+            for (idx, _), m in zip(parts, minimum, strict=True)
+        )
+        return (
+            INFEASIBLE,
+            None,
+            f"shapes: each flow group alone needs at least this many ring slots ({names}): "
+            f"Σ = {sum(minimum)} > N = {n}",
+        )
+    slack = n - sum(minimum)
+    options: list[list[int]] = []
+    for k, checker in enumerate(checkers):
+        top = minimum[k] + slack
+        if shapes.combinations_count(n, top) > MAX_SHAPE_SETS:
+            return UNKNOWN, None, "a flow group's ring-slot sets are too many to enumerate"
+        more = shapes.minimal_shapes(checker, minimum[k] + 1, top, deadline, first[k] or []) if slack else []
+        if more is None:
+            return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
+        options.append((first[k] or []) + more)
+    # The whole ring can be rotated and reflected: the unit with the most shapes keeps only canonical ones.
+    anchor = max(range(len(parts)), key=lambda k: (len(options[k]), -k))
+    concrete = [
+        opts if k == anchor else sorted({o for m in opts for o in shapes.orientations(m, n)})
+        for k, opts in enumerate(options)
+    ]
+    status, masks = shapes.pack(concrete, n, deadline)
+    if status == "limit":
+        return UNKNOWN, None, "time limit reached while packing ring-slot sets"
+    if status == "infeasible":
+        return (
+            INFEASIBLE,
+            None,
+            f"shapes: no choice of minimal ring-slot sets of the {len(parts)} flow groups is disjoint "
+            f"(complete enumeration up to {slack} slots of slack)",
+        )
+    assert masks is not None
+    slots: dict[int, tuple[int, ...]] = {}
+    for (idx, sub), checker, mask in zip(parts, checkers, masks, strict=True):
+        sub_slots = checker.fits_on(mask)
+        assert sub_slots is not None, "a rotation or reflection of a fitting set fits"
+        slots.update(_extend(problem, idx, sub.horizon, sub_slots))
+    return PLAN, tuple(slots[i] for i in range(len(problem.flows))), ""
 
 
 def synthesize(
@@ -585,7 +677,7 @@ def synthesize(
         classes = range(len(problem.classes))
         feet: list[Footprint | None] = [None] * len(problem.classes)
         budget = 0.25
-        stop = 0.4 * time_limit  # the footprint stage may use up to 40 % of the time
+        stop = FOOTPRINT_SHARE * time_limit
         # Rounds with growing budgets: cheap classes finish at once, and the sum of the proven bounds may
         # exceed the ring before the hard classes are done.
         while time.monotonic() - start < stop:
@@ -628,6 +720,16 @@ def synthesize(
             slots = tuple(hints[i] for i in range(len(problem.flows)))
             return plan("packing", slots, "per-class schedules packed by rotation", t)
         note("packing", f"placed {sum(k is not None for k in rotation)} of {len(rotation)} classes", t)
+
+    if "shapes" in stages and not problem.fixed_phase and remaining() > 0:
+        t = time.monotonic()
+        status, slots, reason = decide_by_shapes(problem, start + time_limit * SHAPES_SHARE)
+        if status == PLAN:
+            assert slots is not None
+            return plan("shapes", slots, "minimal ring-slot sets per flow group, packed", t)
+        if status == INFEASIBLE:
+            return infeasible("shapes", reason, t)
+        note("shapes", f"unknown: {reason}", t)
 
     if "complete" in stages:
         t = time.monotonic()
