@@ -554,30 +554,37 @@ def decide_by_shapes(problem: Problem, deadline: float) -> tuple[str, tuple[tupl
             f"Σ = {sum(minimum)} > N = {n}",
         )
     slack = n - sum(minimum)
-    options: list[list[int]] = []
-    for k, checker in enumerate(checkers):
-        top = minimum[k] + slack
-        if shapes.combinations_count(n, top) > MAX_SHAPE_SETS:
-            return UNKNOWN, None, "a flow group's ring-slot sets are too many to enumerate"
-        more = shapes.minimal_shapes(checker, minimum[k] + 1, top, deadline, first[k] or []) if slack else []
-        if more is None:
-            return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
-        options.append((first[k] or []) + more)
-    # The whole ring can be rotated and reflected: the unit with the most shapes keeps only canonical ones.
-    anchor = max(range(len(parts)), key=lambda k: (len(options[k]), -k))
-    concrete = [
-        opts if k == anchor else sorted({o for m in opts for o in shapes.orientations(m, n)})
-        for k, opts in enumerate(options)
-    ]
-    status, masks = shapes.pack(concrete, n, deadline)
+
+    def packed(options: list[list[int]]) -> tuple[str, list[int] | None]:
+        # The whole ring can be rotated and reflected: the group with the most shapes keeps only canonical ones.
+        anchor = max(range(len(parts)), key=lambda k: (len(options[k]), -k))
+        concrete = [
+            opts if k == anchor else sorted({o for m in opts for o in shapes.orientations(m, n)})
+            for k, opts in enumerate(options)
+        ]
+        return shapes.pack(concrete, n, deadline)
+
+    # Smallest sets first: a packing of them is a plan, and with no slack their absence is a proof.
+    options = [found or [] for found in first]
+    status, masks = packed(options)
+    if status == "infeasible" and slack:
+        for k, checker in enumerate(checkers):
+            top = minimum[k] + slack
+            if shapes.combinations_count(n, top) > MAX_SHAPE_SETS:
+                return UNKNOWN, None, "a flow group's larger ring-slot sets are too many to enumerate"
+            more = shapes.minimal_shapes(checker, minimum[k] + 1, top, deadline, options[k])
+            if more is None:
+                return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
+            options[k] = options[k] + more
+        status, masks = packed(options)
     if status == "limit":
         return UNKNOWN, None, "time limit reached while packing ring-slot sets"
     if status == "infeasible":
         return (
             INFEASIBLE,
             None,
-            f"shapes: no choice of minimal ring-slot sets of the {len(parts)} flow groups is disjoint "
-            f"(complete enumeration up to {slack} slots of slack)",
+            f"shapes: no choice of inclusion-minimal ring-slot sets of the {len(parts)} flow groups is disjoint "
+            f"(all enumerated up to the slack of {slack} slots)",
         )
     assert masks is not None
     slots: dict[int, tuple[int, ...]] = {}

@@ -90,27 +90,25 @@ class ShapeChecker:
             return None
         n, horizon, flows = self.n, self.horizon, self.sub.flows
         # Shifting the whole class by N slots keeps it on the same ring slots, and moves a flow's offset by N
-        # (mod P): so the flow searched first needs only one offset per residue mod gcd(P, N). Take the flow with
-        # the most offsets per residue first, then the most constrained.
+        # (mod P): so one flow needs only one offset per residue mod gcd(P, N). Take the flow with the most
+        # offsets per residue.
         first = max(range(len(flows)), key=lambda i: (flows[i].period // math.gcd(flows[i].period, n), -i))
         doms[first] = [o for o in doms[first] if o < math.gcd(flows[first].period, n)]
-        order = [
-            first,
-            *sorted((i for i in range(len(flows)) if i != first), key=lambda i: (len(doms[i]), -flows[i].period, i)),
-        ]
-        cache: dict[tuple[int, int], list[list[int]]] = {}
-
-        def candidates(i: int, o: int) -> list[list[int]]:
-            """Per instance, the slot occurrences (mod T) of its window on the set."""
-            got = cache.get((i, o))
-            if got is None:
-                p, jit = flows[i].period, flows[i].jitter
-                got = [
-                    [t % horizon for t in range(o + l * p, o + l * p + jit + 1) if mask >> (t % n) & 1]
-                    for l in range(horizon // p)
-                ]
-                cache[i, o] = got
-            return got
+        # Per flow and offset, per instance the slot occurrences (mod T) of its window on the set; offsets with
+        # the same occurrences are interchangeable, so only the first of them is kept.
+        cands: dict[tuple[int, int], list[list[int]]] = {}
+        for i, f in enumerate(flows):
+            seen: set[tuple[tuple[int, ...], ...]] = set()
+            kept = []
+            for o in doms[i]:
+                starts = range(o, horizon + o, f.period)
+                per = [[t % horizon for t in range(b, b + f.jitter + 1) if mask >> (t % n) & 1] for b in starts]
+                sig = tuple(map(tuple, per))
+                if sig not in seen:
+                    seen.add(sig)
+                    kept.append(o)
+                    cands[i, o] = per
+            doms[i] = kept
 
         def augment(key: tuple[int, int], cand: dict, owner: dict, seen: set) -> bool:
             for t in cand[key]:
@@ -123,30 +121,38 @@ class ShapeChecker:
                     return True
             return False
 
-        found: tuple[dict, tuple[int, ...]] | None = None
-        # Iterative depth-first search; a level is (depth, next offset index, matching, candidates, offsets).
-        stack: list[tuple[int, int, dict, dict, tuple[int, ...]]] = [(0, 0, {}, {}, ())]
-        while stack:
-            depth, at, owner, cand, chosen = stack.pop()
-            if depth == len(order):
-                found = owner, chosen
-                break
-            i = order[depth]
-            dom = doms[i]
-            if at >= len(dom):
-                continue
-            stack.append((depth, at + 1, owner, cand, chosen))
+        def add(owner: dict, cand: dict, i: int, o: int) -> tuple[dict, dict] | None:
+            """The matching extended by every instance of flow ``i`` at offset ``o``, or ``None``."""
             owner2, cand2 = dict(owner), dict(cand)
-            for l, slots in enumerate(candidates(i, dom[at])):
+            for l, slots in enumerate(cands[i, o]):
                 cand2[i, l] = slots
                 if not augment((i, l), cand2, owner2, set()):
-                    break
-            else:
-                stack.append((depth + 1, 0, owner2, cand2, (*chosen, dom[at])))
+                    return None
+            return owner2, cand2
+
+        def search(owner: dict, cand: dict, left: dict[int, list[int]], chosen: dict[int, int]):
+            """Forward checking: an offset that cannot join the matching now never can deeper (the flows
+            matched only grow), so every open flow's domain is filtered before branching on the smallest."""
+            if not left:
+                return owner, chosen
+            grown: dict[int, list[tuple[int, tuple[dict, dict]]]] = {}
+            for j, dom in left.items():
+                ok = [(o, r) for o in dom if (r := add(owner, cand, j, o)) is not None]
+                if not ok:
+                    return None
+                grown[j] = ok
+            j = min(grown, key=lambda k: (len(grown[k]), k))
+            rest = {k: [o for o, _ in grown[k]] for k in grown if k != j}
+            for o, (owner2, cand2) in grown[j]:
+                found = search(owner2, cand2, rest, {**chosen, j: o})
+                if found is not None:
+                    return found
+            return None
+
+        found = search({}, {}, dict(enumerate(doms)), {})
         if found is None:
             return None
-        owner, chosen = found
-        offset = dict(zip(order, chosen, strict=True))
+        owner, offset = found
         slots = [[0] * (horizon // f.period) for f in flows]
         for t, (i, l) in owner.items():
             base = offset[i] + l * flows[i].period
@@ -208,6 +214,9 @@ def feasible_shapes(checker: ShapeChecker, k: int, deadline: float) -> list[int]
     for rest in itertools.combinations(range(1, n), k - 1):
         if time.monotonic() > deadline:
             return None
+        # A canonical (smallest) mask has its largest cyclic gap last, from its highest slot round to n.
+        if rest and any(b - a > n - rest[-1] for a, b in itertools.pairwise((0, *rest))):
+            continue
         mask = 1 | sum(1 << r for r in rest)
         if checker.offsets(mask) is None or canonical(mask, n) != mask:
             continue
