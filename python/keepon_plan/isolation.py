@@ -19,8 +19,12 @@ Stages, cheapest first; each either decides or hands over:
    decides the problem when no flow has jitter freedom, and otherwise skips stage 4), or a node limit.
 4. **Compact zero-jitter CP-SAT model**: one offset per flow; two flows of a class collide iff their offsets are
    congruent modulo ``gcd`` of their periods. Exact when no flow has jitter freedom.
-5. **Per-class footprints**, packed by rotation when they fit (plan) or summed beyond ``N`` (proof).
-6. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
+5. **Shapes** (free phases, :mod:`keepon_plan.shapes`): exact minimum ring-slot sets per flow group by solver-free
+   enumeration up to rotation and reflection (proof when they sum beyond ``N``), packing of the inclusion-minimal
+   sets (plan, or proof when the enumeration is complete); otherwise a greedy packing (plan only) and an exact
+   CP-SAT search over ring-slot sets refined by cuts from the exact check (plan or proof).
+6. **Per-class footprints**, packed by rotation when they fit (plan) or summed beyond ``N`` (proof).
+7. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ INFEASIBLE = "infeasible"
 UNKNOWN = "unknown"
 
 Progress = Callable[[str], None]
-STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "footprint", "shapes", "complete")
+STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "shapes", "footprint", "complete")
 
 
 @dataclass(frozen=True)
@@ -504,37 +508,114 @@ def _extend(
     return out
 
 
-FOOTPRINT_SHARE = 0.25
-"""The footprint stage ends by this fraction of the time limit."""
-SHAPES_SHARE = 0.7
-"""The shapes stage ends by this fraction of the time limit, leaving the rest to the complete model."""
+SHAPES_SHARE = 0.4
+"""The shapes stage ends by this fraction of the time limit."""
+FOOTPRINT_SHARE = 0.55
+FOOTPRINT_MIN = 0.1
+"""The footprint stage ends by this fraction of the time limit, and runs for at least ``FOOTPRINT_MIN`` of it."""
 MAX_SHAPE_SETS = 400_000
 """The shapes stage gives up on a unit whose sets of one size (containing ring slot 0) exceed this."""
 
 
-def decide_by_shapes(problem: Problem, deadline: float) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
+GREEDY_SECONDS = 2.0
+"""Time for the greedy packing before the cut search takes over."""
+
+
+def _cut_search(
+    parts: list[tuple[list[int], Problem]],
+    checkers: list[shapes.ShapeChecker],
+    minimum: list[int],
+    n: int,
+    deadline: float,
+    seed: int,
+) -> tuple[str, list[int] | None, int]:
+    """Disjoint ring-slot sets for the flow groups by CP-SAT over the sets alone, refined by exact checks.
+
+    The master model only chooses a set per group: every ring slot goes to exactly one group (fitting is
+    monotone, so leftover slots may as well be given away), each group gets at least its proven size, and each
+    flow's instance windows must all meet its group's set for some offset residue (one flow's residue is 0: the
+    whole ring may be rotated). A proposal is checked with :meth:`shapes.ShapeChecker.fits_on`; for a group that
+    does not fit, the set is first grown to a maximal set it still does not fit, and then every rotation and
+    reflection of that set is excluded as a superset of the group's set. Both are exact, so the master becoming
+    infeasible is a proof. Returns ``(status, masks, cuts)``.
+    """
+    model = cp_model.CpModel()
+    own = [[model.new_bool_var(f"own_{u}_{r}") for r in range(n)] for u in range(len(parts))]
+    for r in range(n):
+        model.add_exactly_one(own[u][r] for u in range(len(parts)))
+    anchored = False
+    for u, (_, sub) in enumerate(parts):
+        model.add(sum(own[u]) >= minimum[u])
+        for j, f in enumerate(sub.flows):
+            g = math.gcd(f.period, n)
+            rho = [model.new_bool_var(f"rho_{u}_{j}_{r}") for r in range(g)]
+            model.add_exactly_one(rho)
+            if not anchored and g == max(math.gcd(h.period, n) for _, p in parts for h in p.flows):
+                model.add(rho[0] == 1)
+                anchored = True
+            for r in range(g):
+                for i in range(n // g):
+                    window = {(r + g * i + d) % n for d in range(f.jitter + 1)}
+                    model.add_bool_or([rho[r].Not(), *(own[u][w] for w in sorted(window))])
+    cuts = 0
+    full = (1 << n) - 1
+    while time.monotonic() < deadline:
+        status, solver = _run(model, deadline - time.monotonic(), seed, 1, None)
+        if status == cp_model.INFEASIBLE:
+            return INFEASIBLE, None, cuts
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        masks = [sum(1 << r for r in range(n) if solver.boolean_value(own[u][r])) for u in range(len(parts))]
+        refuted = False
+        for u, checker in enumerate(checkers):
+            try:
+                if checker.fits_on(masks[u], deadline) is not None:
+                    continue
+            except shapes.Timeout:
+                return UNKNOWN, None, cuts
+            refuted = True
+            grown = masks[u]
+            for r in range(n):
+                try:
+                    if not grown >> r & 1 and checker.fits_on(grown | 1 << r, deadline) is None:
+                        grown |= 1 << r
+                except shapes.Timeout:
+                    break  # a smaller refuted set still gives valid cuts
+            for o in shapes.orientations(grown, n):
+                model.add_bool_or([own[u][r] for r in range(n) if (full & ~o) >> r & 1])
+            cuts += 1
+        if not refuted:
+            return PLAN, masks, cuts
+    return UNKNOWN, None, cuts
+
+
+def decide_by_shapes(
+    problem: Problem, deadline: float, seed: int = 0
+) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
     """Exact decision for free phases by enumerating each unit's inclusion-minimal ring-slot sets and packing them.
 
     The problem is feasible iff the units (:func:`shapes.units`) fit on pairwise disjoint ring-slot sets, and then
     on disjoint inclusion-minimal ones (fitting is monotone). A unit of minimum size ``m_u`` can only use minimal
     sets of size ``≤ m_u + (N − Σ m)``, so enumerating those (up to rotation and reflection) and packing them is
-    complete. Returns ``(status, slots, reason)``; ``UNKNOWN`` when a unit's enumeration is too large or the
-    deadline comes first.
+    complete. When a group has too many sets to enumerate, only a plan can be found (:func:`shapes.greedy_pack`).
+    Returns ``(status, slots, reason)``; ``UNKNOWN`` when neither works before the deadline.
     """
     n = problem.slots
     parts = shapes.units(problem)
     checkers = [shapes.ShapeChecker(sub) for _, sub in parts]
-    # Raise the units' proven sizes cheapest level first, until their sum exceeds the ring (a proof) or every
-    # unit has fitting sets at its size.
+    # Raise the groups' proven sizes cheapest level first, until their sum exceeds the ring (a proof) or every
+    # group has fitting sets at its size (or has too many sets to enumerate: then it keeps its bound).
     minimum = [class_slots_needed(sub)[0] for _, sub in parts]
     first: list[list[int] | None] = [None] * len(parts)
+    too_many: set[int] = set()
     while sum(minimum) <= n:
-        open_units = [k for k in range(len(parts)) if first[k] is None]
+        open_units = [k for k in range(len(parts)) if first[k] is None and k not in too_many]
         if not open_units:
             break
         k = min(open_units, key=lambda k: (shapes.combinations_count(n, minimum[k]), k))
         if shapes.combinations_count(n, minimum[k]) > MAX_SHAPE_SETS:
-            return UNKNOWN, None, "a flow group's ring-slot sets are too many to enumerate"
+            too_many.add(k)
+            continue
         found = shapes.feasible_shapes(checkers[k], minimum[k], deadline)
         if found is None:
             return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
@@ -564,21 +645,24 @@ def decide_by_shapes(problem: Problem, deadline: float) -> tuple[str, tuple[tupl
         ]
         return shapes.pack(concrete, n, deadline)
 
-    # Smallest sets first: a packing of them is a plan, and with no slack their absence is a proof.
-    options = [found or [] for found in first]
-    status, masks = packed(options)
-    if status == "infeasible" and slack:
-        for k, checker in enumerate(checkers):
-            top = minimum[k] + slack
-            if shapes.combinations_count(n, top) > MAX_SHAPE_SETS:
-                return UNKNOWN, None, "a flow group's larger ring-slot sets are too many to enumerate"
-            more = shapes.minimal_shapes(checker, minimum[k] + 1, top, deadline, options[k])
-            if more is None:
-                return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
-            options[k] = options[k] + more
+    status, masks, why = "limit", None, "a flow group's ring-slot sets are too many to enumerate"
+    if not too_many:
+        # Smallest sets first: a packing of them is a plan, and with no slack their absence is a proof.
+        options = [found or [] for found in first]
         status, masks = packed(options)
-    if status == "limit":
-        return UNKNOWN, None, "time limit reached while packing ring-slot sets"
+        if status == "infeasible" and slack:
+            tops = [minimum[k] + slack for k in range(len(parts))]
+            if any(shapes.combinations_count(n, top) > MAX_SHAPE_SETS for top in tops):
+                status, why = "limit", "a flow group's larger ring-slot sets are too many to enumerate"
+            else:
+                for k, checker in enumerate(checkers):
+                    more = shapes.minimal_shapes(checker, minimum[k] + 1, tops[k], deadline, options[k])
+                    if more is None:
+                        return UNKNOWN, None, "time limit reached while enumerating ring-slot sets"
+                    options[k] = options[k] + more
+                status, masks = packed(options)
+        if status == "limit" and time.monotonic() > deadline:
+            return UNKNOWN, None, "time limit reached while packing ring-slot sets"
     if status == "infeasible":
         return (
             INFEASIBLE,
@@ -586,7 +670,19 @@ def decide_by_shapes(problem: Problem, deadline: float) -> tuple[str, tuple[tupl
             f"shapes: no choice of inclusion-minimal ring-slot sets of the {len(parts)} flow groups is disjoint "
             f"(all enumerated up to the slack of {slack} slots)",
         )
-    assert masks is not None
+    if masks is None:  # the enumeration cannot be complete: greedy packing, then cuts on ring-slot sets
+        masks = shapes.greedy_pack(checkers, n, min(deadline, time.monotonic() + GREEDY_SECONDS), seed)
+    if masks is None:
+        status, masks, cuts = _cut_search(parts, checkers, minimum, n, deadline, seed)
+        if status == INFEASIBLE:
+            return (
+                INFEASIBLE,
+                None,
+                f"shapes: no disjoint ring-slot sets fit the {len(parts)} flow groups "
+                f"(CP-SAT over ring-slot sets with {cuts} sets refuted by the exact check)",
+            )
+        if masks is None:
+            return UNKNOWN, None, f"{why}; neither greedy packing nor {cuts} cuts decided it"
     slots: dict[int, tuple[int, ...]] = {}
     for (idx, sub), checker, mask in zip(parts, checkers, masks, strict=True):
         sub_slots = checker.fits_on(mask)
@@ -677,6 +773,16 @@ def synthesize(
         if no_freedom:
             return out
 
+    if "shapes" in stages and not problem.fixed_phase and remaining() > 0:
+        t = time.monotonic()
+        status, slots, reason = decide_by_shapes(problem, start + time_limit * SHAPES_SHARE, seed)
+        if status == PLAN:
+            assert slots is not None
+            return plan("shapes", slots, "minimal ring-slot sets per flow group, packed", t)
+        if status == INFEASIBLE:
+            return infeasible("shapes", reason, t)
+        note("shapes", f"unknown: {reason}", t)
+
     lower: list[int] | None = None
     hints: dict[int, tuple[int, ...]] = {}
     if "footprint" in stages and remaining() > 0:
@@ -684,7 +790,7 @@ def synthesize(
         classes = range(len(problem.classes))
         feet: list[Footprint | None] = [None] * len(problem.classes)
         budget = 0.25
-        stop = FOOTPRINT_SHARE * time_limit
+        stop = max(FOOTPRINT_SHARE * time_limit, time.monotonic() - start + FOOTPRINT_MIN * time_limit)
         # Rounds with growing budgets: cheap classes finish at once, and the sum of the proven bounds may
         # exceed the ring before the hard classes are done.
         while time.monotonic() - start < stop:
@@ -727,16 +833,6 @@ def synthesize(
             slots = tuple(hints[i] for i in range(len(problem.flows)))
             return plan("packing", slots, "per-class schedules packed by rotation", t)
         note("packing", f"placed {sum(k is not None for k in rotation)} of {len(rotation)} classes", t)
-
-    if "shapes" in stages and not problem.fixed_phase and remaining() > 0:
-        t = time.monotonic()
-        status, slots, reason = decide_by_shapes(problem, start + time_limit * SHAPES_SHARE)
-        if status == PLAN:
-            assert slots is not None
-            return plan("shapes", slots, "minimal ring-slot sets per flow group, packed", t)
-        if status == INFEASIBLE:
-            return infeasible("shapes", reason, t)
-        note("shapes", f"unknown: {reason}", t)
 
     if "complete" in stages:
         t = time.monotonic()

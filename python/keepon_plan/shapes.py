@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from dataclasses import replace
 
@@ -58,6 +59,10 @@ def _comb(r: int, g: int, n: int) -> int:
     return sum(1 << (r + g * i) for i in range(n // g))
 
 
+class Timeout(Exception):
+    """A deadline passed inside an exact check."""
+
+
 class ShapeChecker:
     """Decides whether the flows of a one-class, free-phase problem fit on ring-slot sets."""
 
@@ -83,8 +88,9 @@ class ShapeChecker:
             out.append([o for o in range(f.period) if o % g in ok])
         return out
 
-    def fits_on(self, mask: int) -> tuple[tuple[int, ...], ...] | None:
-        """The slots of every instance if the class fits on ``mask`` (exact), else ``None``."""
+    def fits_on(self, mask: int, deadline: float = math.inf) -> tuple[tuple[int, ...], ...] | None:
+        """The slots of every instance if the class fits on ``mask`` (exact), else ``None``; raises
+        :class:`Timeout` when the deadline passes first."""
         doms = self.offsets(mask)
         if doms is None:
             return None
@@ -121,8 +127,14 @@ class ShapeChecker:
                     return True
             return False
 
+        steps = 0
+
         def add(owner: dict, cand: dict, i: int, o: int) -> tuple[dict, dict] | None:
             """The matching extended by every instance of flow ``i`` at offset ``o``, or ``None``."""
+            nonlocal steps
+            steps += 1
+            if steps % 256 == 0 and time.monotonic() > deadline:
+                raise Timeout
             owner2, cand2 = dict(owner), dict(cand)
             for l, slots in enumerate(cands[i, o]):
                 cand2[i, l] = slots
@@ -220,8 +232,11 @@ def feasible_shapes(checker: ShapeChecker, k: int, deadline: float) -> list[int]
         mask = 1 | sum(1 << r for r in rest)
         if checker.offsets(mask) is None or canonical(mask, n) != mask:
             continue
-        if checker.fits_on(mask) is not None:
-            shapes.append(mask)
+        try:
+            if checker.fits_on(mask, deadline) is not None:
+                shapes.append(mask)
+        except Timeout:
+            return None
     return shapes
 
 
@@ -287,3 +302,46 @@ def pack(options: list[list[int]], n: int, deadline: float) -> tuple[str, list[i
     if found:
         return "plan", [m for m in out if m is not None]
     return ("limit" if timed_out else "infeasible"), None
+
+
+def greedy_pack(checkers: list[ShapeChecker], n: int, deadline: float, seed: int = 0) -> list[int] | None:
+    """Disjoint ring-slot sets the units fit on, by randomised greedy construction (a plan search, no proofs).
+
+    Each unit in turn takes every free slot if it fits on them (fitting is monotone, so if it does not, no subset
+    does and the attempt fails) and then gives back, in random order, every slot it still fits without: an
+    inclusion-minimal set. The first attempt places the units largest demand first; later ones shuffle the order.
+    """
+    rng = random.Random(seed)
+    full = (1 << n) - 1
+    order = sorted(range(len(checkers)), key=lambda u: (-checkers[u].sub.class_demand(0), u))
+    while time.monotonic() < deadline:
+        free, masks = full, [0] * len(checkers)
+        for u in order:
+            checker = checkers[u]
+            try:
+                if checker.fits_on(free, deadline) is None:
+                    break
+            except Timeout:
+                return None
+            mask = free
+            slots = [r for r in range(n) if mask >> r & 1]
+            rng.shuffle(slots)
+            for r in slots:
+                if time.monotonic() > deadline:
+                    return None
+                trial = mask & ~(1 << r)
+                try:
+                    if checker.fits_on(trial, deadline) is not None:
+                        mask = trial
+                except Timeout:
+                    return None
+            masks[u] = mask
+            free &= ~mask
+        else:
+            return masks
+        # The unit that failed goes first next time; the others keep a random order.
+        failed = u
+        rest = [k for k in order if k != failed]
+        rng.shuffle(rest)
+        order = [failed, *rest]
+    return None

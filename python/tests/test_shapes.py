@@ -1,5 +1,7 @@
+import itertools
 import math
 import random
+import time
 
 import pytest
 from helpers import brute_force, candidate_tuples
@@ -8,7 +10,15 @@ from test_isolation import check_plan, flowset_text
 from keepon_plan import shapes
 from keepon_plan.bench import SLOT_BYTES, SLOTS
 from keepon_plan.gen import generate
-from keepon_plan.isolation import INFEASIBLE, PLAN, UNKNOWN, decide_by_shapes, synthesize
+from keepon_plan.isolation import (
+    INFEASIBLE,
+    PLAN,
+    UNKNOWN,
+    _cut_search,
+    class_slots_needed,
+    decide_by_shapes,
+    synthesize,
+)
 from keepon_plan.model import Problem, SlotFlow, parse_flowset, to_problem
 
 
@@ -143,3 +153,22 @@ def test_shapes_stage_gives_up_cleanly_on_a_tiny_deadline():
     problem = to_problem(generate("nonharmonic", 70, 25), SLOT_BYTES, SLOTS)
     status, slots, reason = decide_by_shapes(problem, 0.0)
     assert status == UNKNOWN and slots is None and "time limit" in reason
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cut_search_is_exact_and_greedy_packing_sound(seed):
+    rng = random.Random(300 + seed)
+    for _ in range(10):
+        n, flows = random_free(rng)
+        problem = to_problem(parse_flowset(flowset_text(n, flows)), 1230, n)
+        parts = shapes.units(problem)
+        checkers = [shapes.ShapeChecker(sub) for _, sub in parts]
+        minimum = [class_slots_needed(sub)[0] for _, sub in parts]
+        status, masks, _cuts = _cut_search(parts, checkers, minimum, n, float("inf"), seed)
+        assert status == (PLAN if brute_force(problem) else INFEASIBLE), (flows, n)
+        greedy = shapes.greedy_pack(checkers, n, time.monotonic() + 0.2, seed)
+        for found in (masks, greedy):
+            if found is None:
+                continue
+            assert all(not a & b for a, b in itertools.combinations(found, 2)), "sets overlap"
+            assert all(c.fits_on(m) is not None for c, m in zip(checkers, found, strict=True))
