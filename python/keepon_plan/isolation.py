@@ -528,6 +528,7 @@ def _cut_search(
     n: int,
     deadline: float,
     seed: int,
+    progress: Progress | None = None,
 ) -> tuple[str, list[int] | None, int]:
     """Disjoint ring-slot sets for the flow groups by CP-SAT over the sets alone, refined by exact checks.
 
@@ -584,13 +585,15 @@ def _cut_search(
             for o in shapes.orientations(grown, n):
                 model.add_bool_or([own[u][r] for r in range(n) if (full & ~o) >> r & 1])
             cuts += 1
+            if progress is not None and cuts % 20 == 0:
+                progress(f"  shapes: cut search, {cuts} sets refuted")
         if not refuted:
             return PLAN, masks, cuts
     return UNKNOWN, None, cuts
 
 
 def decide_by_shapes(
-    problem: Problem, deadline: float, seed: int = 0
+    problem: Problem, deadline: float, seed: int = 0, progress: Progress | None = None
 ) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
     """Exact decision for free phases by enumerating each unit's inclusion-minimal ring-slot sets and packing them.
 
@@ -623,6 +626,11 @@ def decide_by_shapes(
             first[k] = found
         else:
             minimum[k] += 1
+        if progress is not None:
+            idx = parts[k][0]
+            group = f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)}"
+            size = f"= {minimum[k]} ({len(found)} shape{'s' * (len(found) > 1)})" if found else f"≥ {minimum[k]}"
+            progress(f"  shapes: {group} {size}; Σ ≥ {sum(minimum)} of {n}")
     if sum(minimum) > n:
         names = ", ".join(
             f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)} ≥ {m}"
@@ -673,7 +681,7 @@ def decide_by_shapes(
     if masks is None:  # the enumeration cannot be complete: greedy packing, then cuts on ring-slot sets
         masks = shapes.greedy_pack(checkers, n, min(deadline, time.monotonic() + GREEDY_SECONDS), seed)
     if masks is None:
-        status, masks, cuts = _cut_search(parts, checkers, minimum, n, deadline, seed)
+        status, masks, cuts = _cut_search(parts, checkers, minimum, n, deadline, seed, progress)
         if status == INFEASIBLE:
             return (
                 INFEASIBLE,
@@ -775,7 +783,7 @@ def synthesize(
 
     if "shapes" in stages and not problem.fixed_phase and remaining() > 0:
         t = time.monotonic()
-        status, slots, reason = decide_by_shapes(problem, start + time_limit * SHAPES_SHARE, seed)
+        status, slots, reason = decide_by_shapes(problem, start + time_limit * SHAPES_SHARE, seed, progress)
         if status == PLAN:
             assert slots is not None
             return plan("shapes", slots, "minimal ring-slot sets per flow group, packed", t)

@@ -144,9 +144,11 @@ def test_shapes_stage_proves_a_generated_70_percent_set_infeasible():
     # Non-harmonic 70 % set 15: the per-class CP-SAT footprints only reach Σ = 32 = N; the shapes stage shows
     # that one flow group alone needs 5 ring slots besides its full flow's 4, so Σ = 33 > 32.
     problem = to_problem(generate("nonharmonic", 70, 15), SLOT_BYTES, SLOTS)
-    status, slots, reason = decide_by_shapes(problem, float("inf"))
+    lines: list[str] = []
+    status, slots, reason = decide_by_shapes(problem, float("inf"), progress=lines.append)
     assert status == INFEASIBLE and slots is None
     assert "Σ = 33 > N = 32" in reason
+    assert lines and lines[-1].endswith("Σ ≥ 33 of 32"), lines  # progress names each group's bound as it rises
 
 
 def test_shapes_stage_gives_up_cleanly_on_a_tiny_deadline():
