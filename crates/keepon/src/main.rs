@@ -206,11 +206,12 @@ fn run(cli: Cli) -> Result<(), String> {
             let out = talk::talk(&cfg, &socket, grace)?;
             let sent = out.records.iter().filter(|r| r.sent()).count();
             println!(
-                "talk: {} frames, {} sent, {} rejected, {} without outcome",
+                "talk: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",
                 out.records.len(),
                 sent,
                 out.records.len() - sent - out.missing,
-                out.missing
+                out.missing,
+                out.behind
             );
             let mut reasons = std::collections::BTreeMap::new();
             for r in out.records.iter().filter(|r| !r.sent()) {

@@ -25,6 +25,9 @@ pub struct TalkOutput {
     pub epoch: Tai,
     /// Frames with no outcome by the end (should be 0).
     pub missing: usize,
+    /// Frames this process submitted more than half their lead after their due time (the host stalled it): the
+    /// daemon may rightly find them `late`.
+    pub behind: usize,
 }
 
 /// The first ring-cycle boundary (ring slot 0) at or after `not_before`, from the daemon's `cycle_start`.
@@ -69,12 +72,19 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
     });
 
     let mut sent: HashMap<FrameId, Option<i64>> = HashMap::new();
+    let mut behind = 0;
     while let Some(due) = source.next_due() {
         let wait = due - host_tai();
         if wait.0 > 0 {
             std::thread::sleep(Duration::from_nanos(wait.0 as u64));
         }
         let Some(frame) = source.take() else { break };
+        // Frames meant to be late (txtime before their due time) are not counted.
+        if let Some(lead) = frame.txtime.map(|t| (t - due).0).filter(|&lead| lead > 0) {
+            if (host_tai() - due).0 > lead / 2 {
+                behind += 1;
+            }
+        }
         let (flow, _) = split_id(frame.id);
         let class = cfg.flows[usize::from(flow)].class_name.clone();
         sent.insert(frame.id, frame.txtime.map(|t| t.0));
@@ -118,7 +128,7 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
         }
         records.push(r);
     }
-    Ok(TalkOutput { records, epoch, missing })
+    Ok(TalkOutput { records, epoch, missing, behind })
 }
 
 #[cfg(test)]

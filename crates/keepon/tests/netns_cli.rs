@@ -389,8 +389,20 @@ fn daemon_talk_listen_through_a_bridge() {
     only(&n_flows["nobody-rt"], "forbidden", &[]);
     // Everything else is sent. A host that stalls for longer than batch·δ underruns the link (the daemon
     // reports it); the frames that costs are rejected `underrun` or, after a long stall, `late`: tolerated
-    // only then, and printed.
+    // only then, and printed. A talker the host stalled for more than half its lead submits frames that may
+    // rightly be `late` without any underrun: tolerated for as many frames as the talkers report submitting
+    // behind schedule.
+    let behind = number_before(&talk_out, "submitted behind schedule").expect("talk summary")
+        + number_before(&nobody_out, "submitted behind schedule").expect("talk summary");
     let tolerated: &[&str] = if underruns > 0 { &["sent", "underrun", "late"] } else { &["sent"] };
+    let late_total = [&t_flows["ctrl"], &t_flows["fast"], &t_flows["bulk"], &n_flows["nobody-be"]]
+        .iter()
+        .map(|recs| reasons(recs).get("late").copied().unwrap_or(0))
+        .sum::<usize>();
+    assert!(
+        underruns > 0 || late_total as u64 <= behind,
+        "{late_total} frames late with no underrun and only {behind} submitted behind schedule"
+    );
     let client_reasons: BTreeMap<String, usize> = client_rejected.values().fold(BTreeMap::new(), |mut m, r| {
         *m.entry(r.to_string()).or_default() += 1;
         m
@@ -401,7 +413,7 @@ fn daemon_talk_listen_through_a_bridge() {
         let got = reasons(recs);
         let sent = got.get("sent").copied().unwrap_or(0);
         println!("  {:<10} {got:?}", recs[0].flow);
-        assert!(got.keys().all(|k| tolerated.contains(&k.as_str())), "{}: {got:?}", recs[0].flow);
+        assert!(got.keys().all(|k| tolerated.contains(&k.as_str()) || k == "late"), "{}: {got:?}", recs[0].flow);
         assert!(sent * 10 >= recs.len() * 9, "{}: only {sent} of {} sent", recs[0].flow, recs.len());
     }
     // Every sent frame is in a slot its class owns (best effort: no class owns it), and a real-time frame in
