@@ -434,9 +434,9 @@ def _full_flow_bound(sub: Problem, seconds: float, seed: int, workers: int) -> i
 
 
 def pack_rotations(
-    problem: Problem, shapes: list[frozenset[int] | None], seconds: float, seed: int
+    problem: Problem, owned_sets: list[frozenset[int] | None], seconds: float, seed: int
 ) -> tuple[list[int | None], bool]:
-    """Rotations ``k_c`` making the classes' ring-slot sets ``shapes[c] + k_c`` pairwise disjoint.
+    """Rotations ``k_c`` making the classes' ring-slot sets ``owned_sets[c] + k_c`` pairwise disjoint.
 
     Places as many classes as it can (``None``: not placed; classes without a shape are never placed) and says
     whether all were. A class whose flows all have free phases can be rotated as a whole (every constraint inside
@@ -446,9 +446,9 @@ def pack_rotations(
     model = cp_model.CpModel()
     choice: list[list[tuple[int, cp_model.IntVar]]] = []
     placed = []
-    sized = [c for c, shape in enumerate(shapes) if shape]
-    biggest = max(sized, key=lambda c: (len(shapes[c] or ()), -c)) if sized else None
-    for c, shape in enumerate(shapes):
+    sized = [c for c, shape in enumerate(owned_sets) if shape]
+    biggest = max(sized, key=lambda c: (len(owned_sets[c] or ()), -c)) if sized else None
+    for c, shape in enumerate(owned_sets):
         fixed = any(f.window is not None for f in problem.flows if f.cls == c)
         ks = [] if shape is None else [0] if fixed or c == biggest or not shape else list(range(n))
         lits = [(k, model.new_bool_var(f"k_{c}_{k}")) for k in ks]
@@ -457,21 +457,21 @@ def pack_rotations(
         placed.append(used)
         choice.append(lits)
     users: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-    for c, shape in enumerate(shapes):
+    for c, shape in enumerate(owned_sets):
         for k, lit in choice[c]:
             for r in shape or ():
                 users[(r + k) % n].append(lit)
     for lits in users.values():
         if len(lits) > 1:
             model.add_at_most_one(lits)
-    weights = [len(shape) if shape else 0 for shape in shapes]
+    weights = [len(shape) if shape else 0 for shape in owned_sets]
     model.maximize(sum(w * p for w, p in zip(weights, placed, strict=True)))
     status, solver = _run(model, seconds, seed, 1, None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return [None] * len(shapes), False
+        return [None] * len(owned_sets), False
     out = [next((k for k, lit in lits if solver.boolean_value(lit)), None) for lits in choice]
-    return out, all(k is not None for k, shape in zip(out, shapes, strict=True) if shape is not None) and all(
-        shape is not None for shape in shapes
+    return out, all(k is not None for k, shape in zip(out, owned_sets, strict=True) if shape is not None) and all(
+        shape is not None for shape in owned_sets
     )
 
 
@@ -831,8 +831,8 @@ def synthesize(
         lower = [f.lower if f else 0 for f in feet]
         note("footprint", f"bounds {lower} (Σ {sum(lower)} ≤ {problem.slots})", t)
         t = time.monotonic()
-        shapes = [f.owned if f is not None and f.slots is not None else None for f in feet]
-        rotation, complete = pack_rotations(problem, shapes, min(max(remaining(), 0.05), 5.0), seed)
+        owned_sets = [f.owned if f is not None and f.slots is not None else None for f in feet]
+        rotation, complete = pack_rotations(problem, owned_sets, min(max(remaining(), 0.05), 5.0), seed)
         for c, k in enumerate(rotation):
             foot = feet[c]
             if k is not None and foot is not None:
