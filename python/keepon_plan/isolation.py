@@ -545,13 +545,14 @@ def _cut_search(
     for r in range(n):
         model.add_exactly_one(own[u][r] for u in range(len(parts)))
     anchored = False
+    widest = max(math.gcd(f.period, n) for _, sub in parts for f in sub.flows)
     for u, (_, sub) in enumerate(parts):
         model.add(sum(own[u]) >= minimum[u])
         for j, f in enumerate(sub.flows):
             g = math.gcd(f.period, n)
             rho = [model.new_bool_var(f"rho_{u}_{j}_{r}") for r in range(g)]
             model.add_exactly_one(rho)
-            if not anchored and g == max(math.gcd(h.period, n) for _, p in parts for h in p.flows):
+            if not anchored and g == widest:
                 model.add(rho[0] == 1)
                 anchored = True
             for r in range(g):
