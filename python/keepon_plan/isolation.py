@@ -39,7 +39,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from . import shapes
+from . import hall, shapes
 from .model import Problem
 from .offsets import EXHAUSTED as OFFSETS_EXHAUSTED
 from .offsets import PLAN as OFFSETS_PLAN
@@ -513,6 +513,8 @@ SHAPES_SHARE = 0.4
 FOOTPRINT_SHARE = 0.55
 FOOTPRINT_MIN = 0.1
 """The footprint stage ends by this fraction of the time limit, and runs for at least ``FOOTPRINT_MIN`` of it."""
+HALL_SHARE = 0.5
+"""Hall's condition may use this fraction of the shapes stage's time for the groups' exact sizes."""
 MAX_SHAPE_SETS = 400_000
 """The shapes stage gives up on a unit whose sets of one size (containing ring slot 0) exceed this."""
 
@@ -607,9 +609,56 @@ def decide_by_shapes(
     n = problem.slots
     parts = shapes.units(problem)
     checkers = [shapes.ShapeChecker(sub) for _, sub in parts]
+
+    def label(k: int) -> str:
+        idx = parts[k][0]
+        return f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)}"
+
+    def packed(options: list[list[int]]) -> tuple[str, list[int] | None]:
+        # The whole ring can be rotated and reflected: the group with the most shapes keeps only canonical ones.
+        anchor = max(range(len(parts)), key=lambda k: (len(options[k]), -k))
+        concrete = [
+            opts if k == anchor else sorted({o for m in opts for o in shapes.orientations(m, n)})
+            for k, opts in enumerate(options)
+        ]
+        return shapes.pack(concrete, n, deadline)
+
+    def plan_on(masks: list[int]) -> tuple[str, tuple[tuple[int, ...], ...], str]:
+        slots: dict[int, tuple[int, ...]] = {}
+        for (idx, sub), checker, mask in zip(parts, checkers, masks, strict=True):
+            sub_slots = checker.fits_on(mask)
+            assert sub_slots is not None, "a rotation or reflection of a fitting set fits"
+            slots.update(_extend(problem, idx, sub.horizon, sub_slots))
+        return PLAN, tuple(slots[i] for i in range(len(problem.flows))), ""
+
+    # Each group's exact size by Hall's condition on time arcs (fast unless a group has very many offset
+    # classes; then it keeps the bound it reached).
+    minimum = [class_slots_needed(sub)[0] for _, sub in parts]
+    witness: list[int | None] = [None] * len(parts)
+    hall_deadline = min(deadline, time.monotonic() + HALL_SHARE * max(0.0, deadline - time.monotonic()))
+    for k, (_, sub) in enumerate(parts):
+        bound, witness[k], _ = hall.GroupFootprint(sub).minimum(minimum[k], hall_deadline)
+        minimum[k] = max(minimum[k], bound)
+        if progress is not None:
+            exact = "=" if witness[k] is not None else "≥"
+            progress(f"  shapes: {label(k)} {exact} {minimum[k]} by Hall's condition; Σ ≥ {sum(minimum)} of {n}")
+        if sum(minimum) > n:
+            break
+    if sum(minimum) > n:
+        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
+        return (
+            INFEASIBLE,
+            None,
+            f"shapes: by Hall's condition on time arcs, each flow group alone needs at least this many ring slots "
+            f"({names}): Σ = {sum(minimum)} > N = {n}",
+        )
+    if all(w is not None for w in witness):
+        # One set per group from Hall's condition: disjoint orientations of them are a plan.
+        status, masks = packed([[w] for w in witness if w is not None])
+        if status == "plan" and masks is not None:
+            return plan_on(masks)
     # Raise the groups' proven sizes cheapest level first, until their sum exceeds the ring (a proof) or every
     # group has fitting sets at its size (or has too many sets to enumerate: then it keeps its bound).
-    minimum = [class_slots_needed(sub)[0] for _, sub in parts]
     first: list[list[int] | None] = [None] * len(parts)
     too_many: set[int] = set()
     while sum(minimum) <= n:
@@ -628,15 +677,10 @@ def decide_by_shapes(
         else:
             minimum[k] += 1
         if progress is not None:
-            idx = parts[k][0]
-            group = f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)}"
             size = f"= {minimum[k]} ({len(found)} shape{'s' * (len(found) > 1)})" if found else f"≥ {minimum[k]}"
-            progress(f"  shapes: {group} {size}; Σ ≥ {sum(minimum)} of {n}")
+            progress(f"  shapes: {label(k)} {size}; Σ ≥ {sum(minimum)} of {n}")
     if sum(minimum) > n:
-        names = ", ".join(
-            f"{problem.classes[problem.flows[idx[0]].cls]}: {'+'.join(problem.flows[i].name for i in idx)} ≥ {m}"
-            for (idx, _), m in zip(parts, minimum, strict=True)
-        )
+        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
         return (
             INFEASIBLE,
             None,
@@ -644,15 +688,6 @@ def decide_by_shapes(
             f"Σ = {sum(minimum)} > N = {n}",
         )
     slack = n - sum(minimum)
-
-    def packed(options: list[list[int]]) -> tuple[str, list[int] | None]:
-        # The whole ring can be rotated and reflected: the group with the most shapes keeps only canonical ones.
-        anchor = max(range(len(parts)), key=lambda k: (len(options[k]), -k))
-        concrete = [
-            opts if k == anchor else sorted({o for m in opts for o in shapes.orientations(m, n)})
-            for k, opts in enumerate(options)
-        ]
-        return shapes.pack(concrete, n, deadline)
 
     status, masks, why = "limit", None, "a flow group's ring-slot sets are too many to enumerate"
     if not too_many:
@@ -692,12 +727,7 @@ def decide_by_shapes(
             )
         if masks is None:
             return UNKNOWN, None, f"{why}; neither greedy packing nor {cuts} cuts decided it"
-    slots: dict[int, tuple[int, ...]] = {}
-    for (idx, sub), checker, mask in zip(parts, checkers, masks, strict=True):
-        sub_slots = checker.fits_on(mask)
-        assert sub_slots is not None, "a rotation or reflection of a fitting set fits"
-        slots.update(_extend(problem, idx, sub.horizon, sub_slots))
-    return PLAN, tuple(slots[i] for i in range(len(problem.flows))), ""
+    return plan_on(masks)
 
 
 def synthesize(

@@ -1,0 +1,162 @@
+"""Exact ring-slot footprints of a flow group by Hall's condition on time arcs.
+
+For one class with free phases, fixed offsets turn the schedule into a bipartite matching: each instance's window
+``[o + l·P, o + l·P + J]`` (an arc of the cyclic time ``Z_T``, ``T = lcm(periods, N)``) needs its own occurrence
+of a ring slot of ``S`` inside it. A set of arcs that violates Hall's condition contains one whose windows cover a
+single arc (split it into connected parts; one part violates), and taking every window inside that arc only makes
+the violation worse. So, for fixed offsets, a schedule on ``S`` exists **iff** every time arc ``[t, t + L)`` holds
+at most as many windows as it holds occurrences of ``S``.
+
+The occurrences depend on ``S`` only through ``t mod N``: with ``L = q·N + m`` the arc holds ``q·|S|`` plus the
+slots of ``S`` in the ring arc ``[t, t + m)``. Writing ``x_i = |S ∩ [0, i)]`` (``x_0 = 0``, ``x_N = k``,
+``0 ≤ x_{i+1} − x_i ≤ 1``), every requirement "ring arc ``[s, s + m)`` holds at least ``R`` slots" is a difference
+constraint, so whether *some* ``S`` of size ``k`` serves given offsets is a shortest-path question (no negative
+cycle) on ``N + 1`` nodes, and the distances are such an ``S``.
+
+The offsets: shifting time by ``τ`` moves every offset and ``S`` together and keeps ``|S|``, so the first flow
+takes offset 0 and the ``j``-th only ``gcd(lcm(P_1..P_{j−1}), P_j)`` values: one per class of offset vectors.
+A depth-first search over them adds one flow's windows at a time; fewer windows only weaken the requirements, so a
+partial assignment no set of size ``k`` serves is cut with all its completions. The search for ``k`` either finds
+offsets and a set (the group fits on ``k`` slots) or exhausts the classes (it does not), which is a proof.
+
+Arcs longer than needed are skipped soundly: an arc of length ``L`` holds at most ``L·U + F`` windows (``U`` the
+group's instances per slot, ``F`` its flows) and at least ``⌊L/N⌋·k`` occurrences, so past the length where the
+second exceeds the first its requirement is void.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from .model import Problem
+from .shapes import Timeout
+
+_INF = 1 << 40
+
+
+class GroupFootprint:
+    """Decides, for a one-class free-phase problem, whether some ring-slot set of a given size carries it."""
+
+    def __init__(self, sub: Problem) -> None:
+        assert len(sub.classes) == 1 and not sub.fixed_phase
+        self.n = sub.slots
+        # Small periods first: they have the most windows (strong requirements early) and the smallest offset sets.
+        self.flows = sorted(sub.flows, key=lambda f: (f.period, f.jitter, f.name))
+        self.horizon = math.lcm(self.n, *(f.period for f in self.flows))
+        self.rate = sum((Fraction(1, f.period) for f in self.flows), Fraction(0))
+        self.offsets = []
+        lcm = 0
+        for f in self.flows:
+            self.offsets.append(math.gcd(lcm, f.period) if lcm else 1)
+            lcm = math.lcm(lcm, f.period) if lcm else f.period
+        self._length = 0
+        self._base: list[np.ndarray] = []
+
+    def capacity(self) -> int:
+        """``⌈N·U⌉``: fewer ring slots cannot hold the instances of one horizon."""
+        return math.ceil(self.n * self.rate)
+
+    def _arcs(self, k: int) -> int:
+        """Arc lengths ``0..L−1`` (a multiple of ``N``) that can constrain a set of size ``k``."""
+        n, horizon = self.n, self.horizon
+        slack = Fraction(k, n) - self.rate
+        if slack <= 0:
+            length = horizon
+        else:
+            bound = (len(self.flows) + Fraction((n - 1) * k, n)) / slack
+            length = min(horizon, math.floor(bound) + 1)
+        return -(-length // n) * n
+
+    def _windows(self, length: int) -> None:
+        """Per flow, windows inside ``[t, t + L)`` for offset 0 (rows ``t``, columns ``L``); other offsets roll."""
+        if length <= self._length:
+            return
+        t = np.arange(self.horizon, dtype=np.int64)[:, None]
+        arc = np.arange(length, dtype=np.int64)[None, :]
+        self._base = []
+        for f in self.flows:
+            starts = arc - f.jitter  # a window inside the arc starts in [t, t + L − J)
+            inside = (t + starts - 1) // f.period - (t - 1) // f.period
+            self._base.append(np.where(starts > 0, inside, 0).astype(np.int32))
+        self._length = length
+
+    def _serves(self, windows: np.ndarray, k: int) -> int | None:
+        """A ring-slot set of size ``k`` whose occurrences cover every arc's windows, or ``None``."""
+        n, horizon = self.n, self.horizon
+        length = windows.shape[1]
+        cycles = np.arange(length) // n
+        need = (windows - cycles[None, :] * k).reshape(horizon // n, n, length // n, n).max(axis=(0, 2))
+        if (need[:, 0] > 0).any():  # whole ring cycles: q·k occurrences must suffice
+            return None
+        dist = np.full((n + 1, n + 1), _INF, dtype=np.int64)
+        np.fill_diagonal(dist, 0)
+        idx = np.arange(n)
+        dist[idx, idx + 1] = 1  # x_{i+1} − x_i ≤ 1
+        dist[idx + 1, idx] = 0  # x_i − x_{i+1} ≤ 0
+        dist[0, n] = min(dist[0, n], k)
+        dist[n, 0] = -k
+        s, m = np.nonzero(need[:, 1:] > 0)
+        m = m + 1
+        r = need[s, m].astype(np.int64)
+        end = s + m
+        inner = end <= n
+        # [s, s + m) within the ring: x_{s+m} − x_s ≥ r, i.e. the edge s+m → s of weight −r.
+        np.minimum.at(dist, (end[inner], s[inner]), -r[inner])
+        # Wrapping round: k − x_s + x_{s+m−N} ≥ r, i.e. the edge s+m−N → s of weight k − r.
+        wrap = ~inner
+        np.minimum.at(dist, (end[wrap] - n, s[wrap]), k - r[wrap])
+        for v in range(n + 1):
+            np.minimum(dist, dist[:, v, None] + dist[None, v, :], out=dist)
+            if dist[v, v] < 0:
+                return None
+        if (np.diagonal(dist) < 0).any():
+            return None
+        x = dist[0]
+        return sum(1 << i for i in range(n) if x[i + 1] - x[i] == 1)
+
+    def fits_some(self, k: int, deadline: float = math.inf) -> int | None:
+        """A ring-slot set of size ``k`` the group fits on, or ``None`` when none exists (exhaustive, exact).
+        Raises :class:`Timeout` when the deadline passes first."""
+        if k < self.capacity():
+            return None
+        if k > self.n:
+            return None
+        length = self._arcs(k)
+        self._windows(length)
+        bases = [b[:, :length] for b in self._base]
+
+        def search(j: int, windows: np.ndarray) -> int | None:
+            if time.monotonic() > deadline:
+                raise Timeout
+            for o in range(self.offsets[j]):
+                grown = windows + np.roll(bases[j], o, axis=0)
+                found = self._serves(grown, k)
+                if found is None:
+                    continue
+                if j + 1 == len(self.flows):
+                    return found
+                found = search(j + 1, grown)
+                if found is not None:
+                    return found
+            return None
+
+        return search(0, np.zeros((self.horizon, length), dtype=np.int32))
+
+    def minimum(self, lower: int, deadline: float = math.inf) -> tuple[int, int | None, bool]:
+        """``(k, mask, done)``: ``k`` is a proven lower bound on the ring slots the group needs (at least
+        ``lower``); when ``done``, it is exact and ``mask`` is a set of that size the group fits on, or ``k = N + 1``
+        and ``mask`` is ``None`` (not even the whole ring). ``done`` is false when the deadline came first."""
+        k = max(lower, self.capacity())
+        while k <= self.n:
+            try:
+                found = self.fits_some(k, deadline)
+            except Timeout:
+                return k, None, False
+            if found is not None:
+                return k, found, True
+            k += 1
+        return self.n + 1, None, True
