@@ -19,10 +19,12 @@ Stages, cheapest first; each either decides or hands over:
    decides the problem when no flow has jitter freedom, and otherwise skips stage 4), or a node limit.
 4. **Compact zero-jitter CP-SAT model**: one offset per flow; two flows of a class collide iff their offsets are
    congruent modulo ``gcd`` of their periods. Exact when no flow has jitter freedom.
-5. **Shapes** (free phases, :mod:`keepon_plan.shapes`): exact minimum ring-slot sets per flow group by solver-free
-   enumeration up to rotation and reflection (proof when they sum beyond ``N``), packing of the inclusion-minimal
-   sets (plan, or proof when the enumeration is complete); otherwise a greedy packing (plan only) and an exact
-   CP-SAT search over ring-slot sets refined by cuts from the exact check (plan or proof).
+5. **Shapes** (free phases, :mod:`keepon_plan.shapes`): the exact number of ring slots each flow group needs, by
+   Hall's condition on time arcs (:mod:`keepon_plan.hall`; proof when they sum beyond ``N``, plan when the sets it
+   finds can be rotated apart); then solver-free enumeration of fitting ring-slot sets up to rotation and
+   reflection and packing of the inclusion-minimal ones (plan, or proof when the enumeration is complete);
+   otherwise a greedy packing (plan only) and an exact CP-SAT search over ring-slot sets refined by cuts from the
+   exact check (plan or proof).
 6. **Per-class footprints**, packed by rotation when they fit (plan) or summed beyond ``N`` (proof).
 7. **Complete CP-SAT model**: one Boolean per (instance, candidate slot); exact.
 """
@@ -599,6 +601,8 @@ def decide_by_shapes(
     problem: Problem, deadline: float, seed: int = 0, progress: Progress | None = None
 ) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
     """Exact decision for free phases by enumerating each unit's inclusion-minimal ring-slot sets and packing them.
+
+    Each unit's exact minimum size comes first, from Hall's condition on time arcs (:mod:`keepon_plan.hall`).
 
     The problem is feasible iff the units (:func:`shapes.units`) fit on pairwise disjoint ring-slot sets, and then
     on disjoint inclusion-minimal ones (fitting is monotone). A unit of minimum size ``m_u`` can only use minimal
