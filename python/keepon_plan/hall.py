@@ -36,6 +36,11 @@ from .model import Problem
 from .shapes import Timeout
 
 _INF = 1 << 40
+MAX_CELLS = 1 << 23
+"""Window counts are kept per (arc start, arc length): a group whose horizon times arc lengths exceed this many
+cells (32 MiB per flow) is not searched; its bound stays the capacity bound."""
+MAX_SLOTS = 512
+"""Rings larger than this are not searched (the shortest paths take ``N³`` steps per node)."""
 
 
 class GroupFootprint:
@@ -151,6 +156,8 @@ class GroupFootprint:
         ``lower``); when ``done``, it is exact and ``mask`` is a set of that size the group fits on, or ``k = N + 1``
         and ``mask`` is ``None`` (not even the whole ring). ``done`` is false when the deadline came first."""
         k = max(lower, self.capacity())
+        if self.n > MAX_SLOTS or self.horizon * self._arcs(min(k, self.n)) > MAX_CELLS:
+            return k, None, False
         while k <= self.n:
             try:
                 found = self.fits_some(k, deadline)

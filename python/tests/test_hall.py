@@ -82,3 +82,13 @@ def test_hall_decides_the_set_enumeration_could_not():
     status, slots, reason = decide_by_shapes(problem, time.monotonic() + 30)
     assert status == INFEASIBLE and slots is None
     assert "Hall's condition" in reason and "Σ = 33 > N = 32" in reason
+
+
+def test_minimum_declines_a_group_too_large_to_count_arcs():
+    # Horizon 64·61·59 = 230 336 slots: even arcs up to one ring cycle need more than MAX_CELLS counts.
+    long_horizon = Problem(64, ("c",), (SlotFlow("a", 0, 61, 3), SlotFlow("b", 0, 59, 0)))
+    # A ring beyond MAX_SLOTS.
+    big_ring = Problem(1024, ("c",), (SlotFlow("a", 0, 4, 1),))
+    for sub in (long_horizon, big_ring):
+        bound, mask, done = GroupFootprint(sub).minimum(1)
+        assert not done and mask is None and bound == GroupFootprint(sub).capacity()
