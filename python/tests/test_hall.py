@@ -11,7 +11,7 @@ from keepon_plan import shapes
 from keepon_plan.bench import SLOT_BYTES, SLOTS
 from keepon_plan.gen import generate
 from keepon_plan.hall import GroupFootprint
-from keepon_plan.isolation import INFEASIBLE, decide_by_shapes
+from keepon_plan.isolation import INFEASIBLE, decide_by_shapes, synthesize
 from keepon_plan.model import Problem, SlotFlow, to_problem
 
 
@@ -82,6 +82,9 @@ def test_hall_decides_the_set_enumeration_could_not():
     status, slots, reason = decide_by_shapes(problem, time.monotonic() + 30)
     assert status == INFEASIBLE and slots is None
     assert "Hall's condition" in reason and "Σ = 33 > N = 32" in reason
+    # And so does the whole planner, well within the benchmark's 60 s limit.
+    outcome = synthesize(problem, time_limit=60)
+    assert outcome.status == INFEASIBLE and outcome.stages[-1][:2] == ("shapes", "infeasible")
 
 
 def test_minimum_declines_a_group_too_large_to_count_arcs():
