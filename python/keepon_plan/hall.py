@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from fractions import Fraction
 
 import numpy as np
@@ -123,18 +124,16 @@ class GroupFootprint:
         x = dist[0]
         return sum(1 << i for i in range(n) if x[i + 1] - x[i] == 1)
 
-    def fits_some(self, k: int, deadline: float = math.inf) -> int | None:
-        """A ring-slot set of size ``k`` the group fits on, or ``None`` when none exists (exhaustive, exact).
-        Raises :class:`Timeout` when the deadline passes first."""
-        if k < self.capacity():
-            return None
-        if k > self.n:
-            return None
+    def serving_sets(self, k: int, deadline: float = math.inf) -> Iterator[int]:
+        """For every class of offsets some set of size ``k`` serves, one such set (the shortest-path one), in
+        search order; none when the group fits on no set of size ``k``. Raises :class:`Timeout` at the deadline."""
+        if not self.capacity() <= k <= self.n:
+            return
         length = self._arcs(k)
         self._windows(length)
         bases = [b[:, :length] for b in self._base]
 
-        def search(j: int, windows: np.ndarray) -> int | None:
+        def search(j: int, windows: np.ndarray) -> Iterator[int]:
             if time.monotonic() > deadline:
                 raise Timeout
             for o in range(self.offsets[j]):
@@ -143,13 +142,16 @@ class GroupFootprint:
                 if found is None:
                     continue
                 if j + 1 == len(self.flows):
-                    return found
-                found = search(j + 1, grown)
-                if found is not None:
-                    return found
-            return None
+                    yield found
+                else:
+                    yield from search(j + 1, grown)
 
-        return search(0, np.zeros((self.horizon, length), dtype=np.int32))
+        yield from search(0, np.zeros((self.horizon, length), dtype=np.int32))
+
+    def fits_some(self, k: int, deadline: float = math.inf) -> int | None:
+        """A ring-slot set of size ``k`` the group fits on, or ``None`` when none exists (exhaustive, exact).
+        Raises :class:`Timeout` when the deadline passes first."""
+        return next(self.serving_sets(k, deadline), None)
 
     def minimum(self, lower: int, deadline: float = math.inf) -> tuple[int, int | None, bool]:
         """``(k, mask, done)``: ``k`` is a proven lower bound on the ring slots the group needs (at least

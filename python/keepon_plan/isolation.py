@@ -597,6 +597,17 @@ def _cut_search(
     return UNKNOWN, None, cuts
 
 
+def _serving_sets(footprint: hall.GroupFootprint, k: int, deadline: float) -> list[int]:
+    """Canonical sets of size ``k`` from Hall's condition, one per offset class, until the deadline."""
+    found: set[int] = set()
+    try:
+        for mask in footprint.serving_sets(k, deadline):
+            found.add(shapes.canonical(mask, footprint.n))
+    except shapes.Timeout:
+        pass
+    return sorted(found)
+
+
 def decide_by_shapes(
     problem: Problem, deadline: float, seed: int = 0, progress: Progress | None = None
 ) -> tuple[str, tuple[tuple[int, ...], ...] | None, str]:
@@ -639,9 +650,10 @@ def decide_by_shapes(
     # classes; then it keeps the bound it reached).
     minimum = [class_slots_needed(sub)[0] for _, sub in parts]
     witness: list[int | None] = [None] * len(parts)
+    footprints = [hall.GroupFootprint(sub) for _, sub in parts]
     hall_deadline = min(deadline, time.monotonic() + HALL_SHARE * max(0.0, deadline - time.monotonic()))
-    for k, (_, sub) in enumerate(parts):
-        bound, witness[k], _ = hall.GroupFootprint(sub).minimum(minimum[k], hall_deadline)
+    for k, footprint in enumerate(footprints):
+        bound, witness[k], _ = footprint.minimum(minimum[k], hall_deadline)
         minimum[k] = max(minimum[k], bound)
         if progress is not None:
             exact = "=" if witness[k] is not None else "≥"
@@ -657,8 +669,12 @@ def decide_by_shapes(
             f"({names}): Σ = {sum(minimum)} > N = {n}",
         )
     if all(w is not None for w in witness):
-        # One set per group from Hall's condition: disjoint orientations of them are a plan.
+        # Sets from Hall's condition, first one per group and then, when they must tile the ring exactly, one per
+        # offset class (as many as its time share allows): disjoint orientations of them are a plan.
         status, masks = packed([[w] for w in witness if w is not None])
+        if status != "plan" and sum(minimum) == n:
+            options = [_serving_sets(f, m, hall_deadline) for f, m in zip(footprints, minimum, strict=True)]
+            status, masks = packed(options)
         if status == "plan" and masks is not None:
             return plan_on(masks)
     # Raise the groups' proven sizes cheapest level first, until their sum exceeds the ring (a proof) or every

@@ -95,3 +95,18 @@ def test_minimum_declines_a_group_too_large_to_count_arcs():
     for sub in (long_horizon, big_ring):
         bound, mask, done = GroupFootprint(sub).minimum(1)
         assert not done and mask is None and bound == GroupFootprint(sub).capacity()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_serving_sets_all_fit(seed):
+    rng = random.Random(500 + seed)
+    for _ in range(6):
+        problem = random_group(rng)
+        checker = shapes.ShapeChecker(problem)
+        footprint = GroupFootprint(problem)
+        k, _, done = footprint.minimum(1)
+        assert done
+        found = list(footprint.serving_sets(k)) if k <= problem.slots else []
+        assert bool(found) == (k <= problem.slots)
+        for mask in found:
+            assert mask.bit_count() == k and checker.fits_on(mask) is not None
