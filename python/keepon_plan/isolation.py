@@ -638,6 +638,11 @@ def decide_by_shapes(
         ]
         return shapes.pack(concrete, n, deadline)
 
+    def too_many_slots(how: str) -> tuple[str, None, str]:
+        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
+        reason = f"shapes: {how}each flow group alone needs at least this many ring slots ({names})"
+        return INFEASIBLE, None, f"{reason}: Σ = {sum(minimum)} > N = {n}"
+
     def plan_on(masks: list[int]) -> tuple[str, tuple[tuple[int, ...], ...], str]:
         slots: dict[int, tuple[int, ...]] = {}
         for (idx, sub), checker, mask in zip(parts, checkers, masks, strict=True):
@@ -661,13 +666,7 @@ def decide_by_shapes(
         if sum(minimum) > n:
             break
     if sum(minimum) > n:
-        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
-        return (
-            INFEASIBLE,
-            None,
-            f"shapes: by Hall's condition on time arcs, each flow group alone needs at least this many ring slots "
-            f"({names}): Σ = {sum(minimum)} > N = {n}",
-        )
+        return too_many_slots("by Hall's condition on time arcs, ")
     if all(w is not None for w in witness):
         # Sets from Hall's condition, first one per group and then, when they must tile the ring exactly, one per
         # offset class (as many as its time share allows): disjoint orientations of them are a plan.
@@ -700,13 +699,7 @@ def decide_by_shapes(
             size = f"= {minimum[k]} ({len(found)} shape{'s' * (len(found) > 1)})" if found else f"≥ {minimum[k]}"
             progress(f"  shapes: {label(k)} {size}; Σ ≥ {sum(minimum)} of {n}")
     if sum(minimum) > n:
-        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
-        return (
-            INFEASIBLE,
-            None,
-            f"shapes: each flow group alone needs at least this many ring slots ({names}): "
-            f"Σ = {sum(minimum)} > N = {n}",
-        )
+        return too_many_slots("")
     slack = n - sum(minimum)
 
     status, masks, why = "limit", None, "a flow group's ring-slot sets are too many to enumerate"
