@@ -243,6 +243,16 @@ impl<B: AsRef<[u8]>> Station<B> {
         &self.schedule
     }
 
+    /// The start of the first schedule cycle (a schedule slot of ring slot 0) at or after `t`, or `None` if that
+    /// is beyond the clock's range. Applications and flow epochs align to it.
+    pub fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai> {
+        let n = self.ring.len();
+        let j = self.schedule.slot_at_or_after(t)?;
+        let j = j.checked_next_multiple_of(n)?;
+        let start = self.schedule.time_of(j);
+        (start >= t).then_some(start)
+    }
+
     /// True once the schedule's grid is final: the backend reported when the link really came up, or slots
     /// have left without such a report (the estimate was right). Applications should align to it only then.
     pub fn schedule_settled(&self) -> bool {

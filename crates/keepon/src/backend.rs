@@ -3,7 +3,7 @@
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::linux::{self, Backend, FillerMode, LinuxNicConfig, Pacing};
 use keepon_nic::sim::SimNic;
-use keepon_nic::Nic;
+use keepon_nic::{Nic, Timing};
 
 use crate::clock::{host_tai, WallClockSim};
 use crate::config::Config;
@@ -23,6 +23,31 @@ pub struct BackendOptions {
     pub pacing: Option<String>,
     /// AF_XDP zero-copy.
     pub zero_copy: bool,
+}
+
+/// The shortest lead (`batch·δ`, how far the posted slots reach ahead of the wire) a host-paced link can keep:
+/// the host releases each slot at its time, so every poll must come before the posted slots run out, and a
+/// poll loop on a general-purpose host wakes tens of microseconds late (REFERENCE: sleep accuracy, RT
+/// throttling). Below this, every poll would find the link idle, each an underrun, and no scheduled frame would
+/// keep its slot.
+pub const MIN_HOST_PACED_LEAD: Nanos = Nanos::from_us(20);
+
+/// Refuse a host-paced link whose ring cannot stay ahead of the host (see [`MIN_HOST_PACED_LEAD`]).
+pub fn check_host_pacing(cfg: &Config, timing: Timing) -> Result<(), String> {
+    if timing != Timing::HostPaced {
+        return Ok(());
+    }
+    let lead = cfg.geometry.period().floor_mul(u64::from(cfg.batch));
+    if lead < MIN_HOST_PACED_LEAD.0 as u128 {
+        return Err(format!(
+            "this link is host-paced (no line clock, e.g. veth), and the ring keeps only batch·δ = {lead} ns of \
+             slots ahead of the host; a host-paced link needs at least {} µs, or every poll underruns the link and no \
+             scheduled frame keeps its slot. Raise ring.batch or ring.slot_bytes, or lower link.rate (for tests on \
+             veth), or use a NIC with a line clock",
+            MIN_HOST_PACED_LEAD.0 / 1000
+        ));
+    }
+    Ok(())
 }
 
 /// Open the backend: the simulator in virtual time (`wall_clock = false`, for `keepon run`) or held to the
@@ -62,6 +87,7 @@ pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<d
         p => return Err(format!("--pacing {p}: use auto, host or line")),
     };
     let nic = linux::open(&lc).map_err(|e| e.to_string())?;
+    check_host_pacing(cfg, nic.timing())?;
     let t0 = nic.now() + nic.post_latency();
     Ok((nic, t0))
 }

@@ -167,8 +167,8 @@ fn run(cli: Cli) -> Result<(), String> {
             let out = if name == "sim" {
                 run_sim(&cfg, &opts)?
             } else {
-                let (nic, t0) = backend::open(&cfg, &backend.options(), false)?;
-                drive(&cfg, nic, t0, &opts)?
+                let (nic, _) = backend::open(&cfg, &backend.options(), false)?;
+                drive(&cfg, nic, &opts)?
             };
             print_summary(&cfg, &out);
             if let Some(p) = &records {

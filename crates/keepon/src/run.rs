@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use keepon_core::outcome::{Counters, FrameId};
-use keepon_core::station::{StationConfig, Underrun};
+use keepon_core::station::{Station, StationConfig, Underrun};
 use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig};
@@ -59,13 +59,14 @@ pub fn station_config(cfg: &Config) -> StationConfig {
     }
 }
 
-/// The schedule epoch: the first ring-cycle boundary at least `cfg.start` after slot 0 at `t0`.
-pub fn epoch(cfg: &Config, t0: Tai) -> Tai {
-    let p = cfg.geometry.period();
-    let n = u64::from(cfg.ownership.ring());
-    let slots = p.slots_in(cfg.start) + u64::from(p.floor_mul(p.slots_in(cfg.start)) < cfg.start.0 as u128);
-    let k = slots.div_ceil(n) * n;
-    t0 + Nanos(p.floor_mul(k) as i64)
+/// The schedule epoch of a station whose link is up: the first ring-cycle boundary of the schedule grid the
+/// station actually uses at least `cfg.start` after the link came up — or, if bringing the link up took longer
+/// than that, at least `cfg.start` after `now`. Reading the grid (not the `t0` guessed before the link
+/// started) is what puts every txtime into the ring slot its class owns on every backend.
+pub fn epoch(cfg: &Config, station: &Station<Vec<u8>>, now: Tai) -> Result<Tai, String> {
+    let up = station.schedule().time_of(0);
+    let from = up.0.max(now.0).checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
+    station.cycle_start_at_or_after(Tai(from)).ok_or_else(|| "run.start is beyond the clock's range".into())
 }
 
 /// Filler bytes as they appear in a pcap: reserved group address, local experimental EtherType, zeros.
@@ -76,23 +77,22 @@ fn filler_bytes(len: usize) -> Vec<u8> {
     b
 }
 
-/// Drive a station with the configuration's flows over `nic`, whose slot 0 is expected at `t0`.
-pub fn drive<N: Nic>(cfg: &Config, nic: N, t0: Tai, opts: &RunOptions) -> Result<RunOutput, String> {
-    drive_with(cfg, nic, t0, opts, |_| None)
+/// Drive a station with the configuration's flows over `nic`: bring the link up, take the flows' epoch from
+/// the schedule grid the station uses, then run the flows.
+pub fn drive<N: Nic>(cfg: &Config, nic: N, opts: &RunOptions) -> Result<RunOutput, String> {
+    drive_with(cfg, nic, opts, |_| None)
 }
 
 /// [`drive`], reading wire statistics off the backend at the end.
 fn drive_with<N: Nic>(
     cfg: &Config,
     nic: N,
-    t0: Tai,
     opts: &RunOptions,
     wire_stats: impl FnOnce(&N) -> Option<WireStats>,
 ) -> Result<RunOutput, String> {
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: cfg.max_duration };
     let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
-    let epoch = epoch(cfg, t0);
-    let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
+    let epoch_cell = std::cell::Cell::new(Tai(0));
     let data_len = cfg.geometry.slot_bytes() as usize - 4;
     let mut pcap = match &opts.pcap {
         Some(p) => Some(PcapOut::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
@@ -102,11 +102,11 @@ fn drive_with<N: Nic>(
     let mut wire: HashMap<FrameId, WireEvent> = HashMap::new();
     let mut underruns = Vec::new();
     let mut pcap_err = None;
-    let result = driver.run(&mut source, &mut |e| match e {
+    let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
             let (flow, seq) = split_id(o.id);
             let f = &cfg.flows[usize::from(flow)];
-            let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch, seq).0);
+            let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch_cell.get(), seq).0);
             let mut r = Record::new(seq, &f.name, &f.class_name, txtime);
             match o.result {
                 Ok(s) => r.sent_at(s.slot, s.ring_slot, s.time.0),
@@ -133,7 +133,17 @@ fn drive_with<N: Nic>(
             }
         }
         Event::Underrun(u) => underruns.push(u),
-    });
+    };
+    let result = match driver.bring_up(&mut sink) {
+        Ok(()) => {
+            let epoch = epoch(cfg, &driver.station, driver.nic.now())?;
+            epoch_cell.set(epoch);
+            let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
+            driver.run(&mut source, &mut sink)
+        }
+        Err(e) => Err(e),
+    };
+    drop(sink);
     if let Some(e) = pcap_err {
         return Err(format!("writing pcap: {e}"));
     }
@@ -159,7 +169,7 @@ fn drive_with<N: Nic>(
         wire: wire_stats(&driver.nic),
         backend: driver.nic.describe(),
         timing: driver.nic.timing(),
-        epoch,
+        epoch: epoch_cell.get(),
         timed_out,
     })
 }
@@ -168,5 +178,5 @@ fn drive_with<N: Nic>(
 pub fn run_sim(cfg: &Config, opts: &RunOptions) -> Result<RunOutput, String> {
     let mut sim = cfg.sim;
     sim.keep_fillers = opts.pcap.is_some() && opts.pcap_fillers;
-    drive_with(cfg, SimNic::new(sim), sim.t0, opts, |nic| Some(nic.stats()))
+    drive_with(cfg, SimNic::new(sim), opts, |nic| Some(nic.stats()))
 }

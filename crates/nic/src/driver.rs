@@ -129,6 +129,27 @@ impl<N: Nic> Driver<N> {
         Ok(Driver { nic, station, cfg, wire: Vec::new(), sent: VecDeque::new(), abandoned: HashSet::new() })
     }
 
+    /// Bring the link up before any frame is handed in: poll (posting fillers) until the station's schedule grid
+    /// is final — the backend has reported when the link really came up, or slots have left without such a
+    /// report. Times derived from the grid (flow epochs, a daemon's cycle start) must be read only after this.
+    /// Bounded: fails with [`DriverError::Timeout`] if the link does not come up within [`DRAIN_GRACE`] plus one
+    /// ring of slot periods.
+    pub fn bring_up(&mut self, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
+        let limit = DRAIN_GRACE + self.ring_span();
+        let start = self.nic.now();
+        let mut nothing = Exhausted;
+        loop {
+            self.step(&mut nothing, sink)?;
+            if self.station.schedule_settled() {
+                return Ok(());
+            }
+            if self.nic.now() - start > limit {
+                return Err(DriverError::Timeout(limit));
+            }
+            self.nic.wait(self.cfg.poll_period);
+        }
+    }
+
     /// One poll-loop iteration, submitting what is due first.
     pub fn step(&mut self, source: &mut dyn Source, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
         let obs = self.nic.observe()?;
