@@ -143,7 +143,6 @@ fn drive_with<N: Nic>(
         }
         Err(e) => Err(e),
     };
-    drop(sink);
     if let Some(e) = pcap_err {
         return Err(format!("writing pcap: {e}"));
     }
