@@ -3,6 +3,7 @@
 //! Linux bridge in namespaces the test makes (root; skipped otherwise). The scheduled frames must be sent in
 //! slots their class owns; the listener behind the bridge must receive every frame reported sent, and no filler.
 
+#[allow(dead_code)] // shared with netns_cli.rs; this test uses part of it
 mod support;
 
 use std::collections::BTreeMap;
