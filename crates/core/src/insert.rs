@@ -9,9 +9,12 @@
 //! 3. the frame's class owns it.
 //!
 //! Policies: [`Policy::Strict`] rejects the frame if check 1 or 3 fails; [`Policy::Relaxed`] takes the
-//! earliest free slot the class owns *not earlier* than `k`, within one ring cycle. A slot before the window
-//! (check 2) is late under both policies: relaxed mode trades precision for delivery when slots collide, it
-//! never sends a frame that missed its time.
+//! earliest free slot the class owns *not earlier* than `k`, within one ring cycle (`[k, k + N)`). A target slot
+//! already before the window when the frame arrives (check 2) is late under both policies: relaxed mode trades
+//! precision for delivery when slots collide, it never sends a frame that missed its time. A relaxed frame that
+//! arrived in time keeps its claim while it waits for a later owned slot to enter the window: it is rejected
+//! only if no owned slot of its class is free within its cycle (`slot-taken`), never `late` because its original
+//! target has passed meanwhile.
 
 use core::fmt;
 
@@ -73,12 +76,11 @@ pub fn decide(
     from: u64,
 ) -> Decision {
     let window = ring.window();
-    if target < window.start {
-        return Decision::Reject(Reason::Late);
-    }
     match policy {
         Policy::Strict => {
-            if own.owner_of(target + phase) != Some(class) {
+            if target < window.start {
+                Decision::Reject(Reason::Late)
+            } else if own.owner_of(target + phase) != Some(class) {
                 Decision::Reject(Reason::NotOwned)
             } else if target >= window.end {
                 Decision::Wait(target)
@@ -89,8 +91,18 @@ pub fn decide(
             }
         }
         Policy::Relaxed => {
-            let limit = target + ring.len();
-            let mut k = from.max(target);
+            // A frame whose own slot was posted before it arrived missed its time. A frame already displaced
+            // (`from > target`) was in time: slots `target..from` were taken or not its class's when it was
+            // checked, so the search goes on from `from` (or from the window, if the poll loop let `from`
+            // pass), up to one ring cycle after its target.
+            if from <= target && target < window.start {
+                return Decision::Reject(Reason::Late);
+            }
+            let limit = target.saturating_add(ring.len());
+            let mut k = from.max(target).max(window.start);
+            if k >= limit {
+                return Decision::Reject(Reason::Late);
+            }
             loop {
                 let Some(next) = own.next_usable(class, k + phase).map(|s| s - phase) else {
                     return Decision::Reject(Reason::NoCapacity);
