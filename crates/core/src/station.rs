@@ -41,7 +41,9 @@ pub struct StationConfig {
     pub batch: u32,
     /// Insertion policy.
     pub policy: Policy,
-    /// Most frames waiting (pre-buffered or queued) at once.
+    /// Most frames of one class waiting (pre-buffered or queued, not yet in the ring) at once. Each class has
+    /// its own budget of this size, so one class's backlog (a best-effort flood) never takes another class's
+    /// admission capacity; the station holds at most `classes · max_pending` waiting frames.
     pub max_pending: usize,
     /// Furthest ahead of `now` a txtime may be.
     pub max_advance: Nanos,
@@ -132,6 +134,8 @@ pub struct Station<B> {
     be: BeQueues<B>,
     outcomes: Vec<Outcome>,
     counters: Counters,
+    /// Frames waiting outside the ring, per class (pre-buffered, displaced, best-effort queue).
+    queued: Vec<usize>,
     /// The schedule's grid: the EPHC as anchored when the link came up. Schedule slot `j` (ring slot
     /// `j mod N` of the ownership map) starts at `schedule.time_of(j)`; txtimes are read against it.
     schedule: Ephc,
@@ -170,6 +174,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             be: BeQueues::new(cfg.ownership.classes()),
             outcomes: Vec::new(),
             counters: Counters::default(),
+            queued: alloc::vec![0; cfg.ownership.classes()],
             phase: 0,
             shift: 0,
             schedule_provisional: false,
@@ -226,9 +231,16 @@ impl<B: AsRef<[u8]>> Station<B> {
         (self.rt.len(), self.displaced.len(), self.be.len(), self.ring.real_frames())
     }
 
-    /// Frames waiting outside the ring.
-    fn waiting(&self) -> usize {
-        self.rt.len() + self.displaced.len() + self.be.len()
+    /// Frames of `class` waiting outside the ring (pre-buffered, displaced, queued): its share of `max_pending`.
+    pub fn queued(&self, class: ClassId) -> usize {
+        self.queued.get(usize::from(class.0)).copied().unwrap_or(0)
+    }
+
+    /// A frame of `class` left the queues (into the ring, or to be re-decided).
+    fn dequeued(&mut self, class: ClassId) {
+        let q = &mut self.queued[usize::from(class.0)];
+        debug_assert!(*q > 0, "queued count of class {} underflows", class.0);
+        *q = q.saturating_sub(1);
     }
 
     /// The wire slot a frame scheduled at `t` targets: the one that carries the schedule slot whose interval
@@ -289,6 +301,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             return Err(why);
         }
         if self.cfg.ownership.is_best_effort(frame.class) {
+            self.queued[usize::from(frame.class.0)] += 1;
             self.be.push(frame.class.0 as usize, frame);
             return Ok(());
         }
@@ -328,7 +341,7 @@ impl<B: AsRef<[u8]>> Station<B> {
                 return Err(Reason::TooFarAhead);
             }
         }
-        if self.waiting() >= self.cfg.max_pending {
+        if self.queued[usize::from(frame.class.0)] >= self.cfg.max_pending {
             return Err(Reason::QueueFull);
         }
         Ok(())
@@ -345,10 +358,12 @@ impl<B: AsRef<[u8]>> Station<B> {
                 Ok(())
             }
             Decision::Wait(k) if k == target => {
+                self.queued[usize::from(frame.class.0)] += 1;
                 self.rt.push(frame);
                 Ok(())
             }
             Decision::Wait(k) => {
+                self.queued[usize::from(frame.class.0)] += 1;
                 self.displaced.push_back(Displaced { frame, target, from: k });
                 Ok(())
             }
@@ -579,6 +594,7 @@ impl<B: AsRef<[u8]>> Station<B> {
                 self.displaced.push_back(d);
                 continue;
             }
+            self.dequeued(d.frame.class);
             let _ = self.insert(d.frame, d.target, d.from);
         }
         while let Some(t) = self.rt.peek_txtime() {
@@ -587,6 +603,7 @@ impl<B: AsRef<[u8]>> Station<B> {
                 break;
             }
             let Some(frame) = self.rt.pop() else { break };
+            self.dequeued(frame.class);
             match target {
                 Some(k) => {
                     let _ = self.insert(frame, k, k);
@@ -602,6 +619,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         while !self.be.is_empty() {
             let Some(next) = self.free_unowned(k) else { return };
             if let Some(f) = self.be.pop() {
+                self.dequeued(f.class);
                 let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot: self.ring_slot(next) };
                 self.ring.place(next, placed, f.data.as_ref());
             }
@@ -623,6 +641,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         while let Some(f) = self.be.pop() {
             self.reject(f.id, f.class, Reason::Shutdown);
         }
+        self.queued.iter_mut().for_each(|q| *q = 0);
         for k in self.ring.window() {
             if let SlotKind::Real { id, class, .. } = self.ring.take(k) {
                 self.reject(id, class, Reason::Shutdown);
@@ -692,6 +711,42 @@ mod tests {
         };
         assert_eq!(sent.ring_slot, 0);
         assert!(sent.time <= t && t.0 - sent.time.0 < 10_000, "{:?} vs {:?}", sent.time, t);
+    }
+
+    /// `max_pending` is a budget per class: a best-effort backlog that fills its own budget leaves a real-time
+    /// class's admission untouched.
+    #[test]
+    fn a_best_effort_flood_cannot_take_the_real_time_budget() {
+        let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
+        let classes = [ClassSpec { name: "rt".into(), slots: vec![0] }, ClassSpec { name: "be".into(), slots: vec![] }];
+        let ownership = Ownership::new(32, &classes).unwrap();
+        let cfg = StationConfig {
+            geometry,
+            ownership,
+            batch: 8,
+            policy: Policy::Strict,
+            max_pending: 16,
+            max_advance: Nanos::from_ms(100),
+            post_latency: Nanos(1_000),
+        };
+        let mut s: Station<&'static [u8]> = Station::new(cfg, Tai(1_000_000)).unwrap();
+        let _ = poll(&mut s, 0, 999_000);
+        let be = |i: u64| Frame { id: FrameId(i), class: ClassId(1), txtime: None, data: &DATA[..] };
+        let mut full = 0;
+        for i in 0..1000 {
+            full += usize::from(s.submit(be(i), Tai(999_000)) == Err(Reason::QueueFull));
+        }
+        assert_eq!(s.queued(ClassId(1)), 16);
+        assert_eq!(full, 1000 - 16);
+        // Every real-time frame within the horizon is admitted: 16 cycles' worth of ring slot 0.
+        for i in 0..16u64 {
+            let t = Tai(1_000_000 + (i as i64 + 2) * 320_000);
+            let f = Frame { id: FrameId(10_000 + i), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
+            assert_eq!(s.submit(f, Tai(999_000)), Ok(()), "real-time frame {i}");
+        }
+        assert_eq!(s.queued(ClassId(0)), 16);
+        let f = Frame { id: FrameId(20_000), class: ClassId(0), txtime: Some(Tai(9_000_000)), data: &DATA[..] };
+        assert_eq!(s.submit(f, Tai(999_000)), Err(Reason::QueueFull), "its own budget still binds");
     }
 
     #[test]
