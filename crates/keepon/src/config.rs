@@ -26,6 +26,29 @@ impl fmt::Display for ConfigError {
 }
 impl std::error::Error for ConfigError {}
 
+/// Longest span a configuration may describe (2^61 ns ≈ 73 years): each duration, and for every flow the epoch
+/// delay plus its last instance's time, is at most this. With slot 0 at most [`MAX_T0`], every time a run computes
+/// (slot 0 + epoch delay + a ring cycle + offset + `count` periods, or now + the run bound) stays below `2^63` ns.
+pub const MAX_SPAN: Nanos = Nanos(1 << 61);
+
+/// Latest slot 0 of a simulated run (`sim.t0`, TAI ns): 2^62 ns, the year 2116.
+pub const MAX_T0: i64 = 1 << 62;
+
+/// Longest poll period or simulated host delay (10 s): beyond it a poll loop cannot keep any link busy, and
+/// the simulator's per-iteration arithmetic is bounded by it.
+pub const MAX_HOST_DELAY: Nanos = Nanos::from_ms(10_000);
+
+/// Most frames one class may have waiting (`run.max_pending`).
+pub const MAX_PENDING: usize = 1 << 24;
+
+/// Check that a duration is within `0..=max`, naming the key.
+fn in_range(key: &str, v: Nanos, max: Nanos) -> Result<Nanos, ConfigError> {
+    if v.0 < 0 || v > max {
+        return err(format!("{key} = {} ns must be within 0..={} ns", v.0, max.0));
+    }
+    Ok(v)
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))
 }
@@ -104,16 +127,29 @@ pub struct Dur(pub Nanos);
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Text(String),
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration: an integer number of nanoseconds, or a string with a unit like \"10us\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                Ok(Dur(Nanos(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                i64::try_from(v).map(|v| Dur(Nanos(v))).map_err(|_| E::custom(format!("{v} ns is out of range")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "{v} is not a whole number of nanoseconds: write an integer (ns) or a string with a unit, \
+                     like \"1.5us\""
+                )))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                parse_duration(v).map(Dur).map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::Int(v) => Ok(Dur(Nanos(v))),
-            Raw::Text(s) => parse_duration(&s).map(Dur).map_err(de::Error::custom),
-        }
+        d.deserialize_any(V)
     }
 }
 
@@ -123,16 +159,28 @@ pub struct Rate(pub u64);
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a rate: an integer number of b/s, or a string like \"1Gbps\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                u64::try_from(v).map(Rate).map_err(|_| E::custom(format!("{v} b/s: a rate must be positive")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                Ok(Rate(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                Err(E::custom(format!(
+                    "{v} is not a whole number of b/s: write an integer or a string like \"2.5Gbps\""
+                )))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+                parse_rate(v).map(Rate).map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::Int(v) => Ok(Rate(v)),
-            Raw::Text(s) => parse_rate(&s).map(Rate).map_err(de::Error::custom),
-        }
+        d.deserialize_any(V)
     }
 }
 
@@ -347,7 +395,7 @@ pub struct Config {
     pub poll_period: Nanos,
     /// Furthest ahead accepted.
     pub max_advance: Nanos,
-    /// Most frames waiting.
+    /// Most frames waiting per class.
     pub max_pending: usize,
     /// Run bound.
     pub max_duration: Nanos,
@@ -424,7 +472,13 @@ impl Config {
                         (Some(m), None) => {
                             parse_mask(&c.name, m, n).map_err(|e| ConfigError(format!("{key}.mask: {e}")))?
                         }
-                        (None, Some(s)) => s.clone(),
+                        (None, Some(s)) => {
+                            let mut seen = std::collections::BTreeSet::new();
+                            if let Some(d) = s.iter().find(|x| !seen.insert(**x)) {
+                                return err(format!("{key}.slots lists ring slot {d} twice"));
+                            }
+                            s.clone()
+                        }
                         (None, None) => Vec::new(),
                     };
                     specs.push(ClassSpec { name: c.name.clone(), slots });
@@ -450,8 +504,8 @@ impl Config {
             let class = ownership
                 .class_named(&f.class)
                 .ok_or_else(|| ConfigError(format!("{key}.class = \"{}\": no such class", f.class)))?;
-            if f.period.0 .0 <= 0 {
-                return err(format!("{key}.period must be positive"));
+            if f.period.0 .0 <= 0 || f.period.0 > MAX_SPAN {
+                return err(format!("{key}.period = {} ns must be within 1..={} ns", f.period.0 .0, MAX_SPAN.0));
             }
             if f.frame_bytes < MIN_FRAME_BYTES || f.frame_bytes > geometry.slot_bytes() {
                 return err(format!(
@@ -460,10 +514,7 @@ impl Config {
                     geometry.slot_bytes()
                 ));
             }
-            let offset = f.offset.map_or(Nanos(0), |d| d.0);
-            if offset.0 < 0 {
-                return err(format!("{key}.offset must not be negative"));
-            }
+            let offset = in_range(&format!("{key}.offset"), f.offset.map_or(Nanos(0), |d| d.0), MAX_SPAN)?;
             let best_effort = ownership.is_best_effort(class);
             let pattern = match (&f.instance_offsets, f.repeat) {
                 (Some(_), _) if best_effort => {
@@ -473,7 +524,7 @@ impl Config {
                     if list.is_empty() {
                         return err(format!("{key}.instance_offsets is empty"));
                     }
-                    if rep.0 .0 <= 0 || list.iter().any(|d| d.0 .0 < 0 || d.0 >= rep.0) {
+                    if rep.0 .0 <= 0 || rep.0 > MAX_SPAN || list.iter().any(|d| d.0 .0 < 0 || d.0 >= rep.0) {
                         return err(format!("{key}: every instance_offsets entry must be within 0..repeat"));
                     }
                     Pattern::Listed { offsets: list.iter().map(|d| d.0).collect(), repeat: rep.0 }
@@ -483,9 +534,28 @@ impl Config {
                 (None, None) if best_effort => Pattern::BestEffort { offset, period: f.period.0 },
                 (None, None) => Pattern::Periodic { offset, period: f.period.0 },
             };
-            let lead = f.lead.map_or(Nanos::from_us(150), |d| d.0);
-            if lead.0 < 0 {
-                return err(format!("{key}.lead must not be negative"));
+            let lead = in_range(&format!("{key}.lead"), f.lead.map_or(Nanos::from_us(150), |d| d.0), MAX_SPAN)?;
+            // The whole schedule must be representable: the last instance's time after the epoch.
+            let last = match &pattern {
+                Pattern::Periodic { offset, period } | Pattern::BestEffort { offset, period } => {
+                    i128::from(offset.0) + i128::from(period.0) * i128::from(f.count.saturating_sub(1))
+                }
+                Pattern::Listed { offsets, repeat } => {
+                    let m = offsets.len() as u64;
+                    let top = offsets.iter().map(|o| o.0).max().unwrap_or(0);
+                    i128::from(top) + i128::from(repeat.0) * i128::from(f.count.saturating_sub(1) / m)
+                }
+            };
+            let start = raw.run.start.map_or(0, |d| i128::from(d.0 .0));
+            if start + last > i128::from(MAX_SPAN.0) {
+                return err(format!(
+                    "{key}: its last instance ({} periods after offset {} ns) lies {} ns after slot 0 (with run.start), \
+                     beyond the {} ns a run can represent; lower count or period",
+                    f.count.saturating_sub(1),
+                    offset.0,
+                    start + last,
+                    MAX_SPAN.0
+                ));
             }
             flows.push(Flow {
                 name: f.name.clone(),
@@ -511,6 +581,9 @@ impl Config {
             return err(format!("sim.wake_slack = {slack} must be within 0..=10"));
         }
         let t0 = Tai(s.t0.unwrap_or(1_700_000_000_000_000_000));
+        if !(0..=MAX_T0).contains(&t0.0) {
+            return err(format!("sim.t0 = {} must be within 0..={MAX_T0} (TAI ns)", t0.0));
+        }
         let mut sim = SimConfig::new(geometry, t0);
         sim.seed = s.seed.unwrap_or(1);
         sim.host = HostModel {
@@ -540,20 +613,27 @@ impl Config {
             ("sim.post_jitter", sim.post_jitter),
             ("sim.rx_delay", sim.rx_delay),
         ] {
-            if v.0 < 0 {
-                return err(format!("{k} must not be negative"));
-            }
+            in_range(k, v, MAX_HOST_DELAY)?;
         }
-        if sim.rx_quantum.0 <= 0 {
-            return err("sim.rx_quantum must be positive");
+        if sim.rx_quantum.0 <= 0 || sim.rx_quantum > MAX_HOST_DELAY {
+            return err(format!("sim.rx_quantum = {} ns must be within 1..={} ns", sim.rx_quantum.0, MAX_HOST_DELAY.0));
         }
         if sim.host.spike_ppm > 1_000_000 {
             return err("sim.spike_ppm must be at most 1000000");
         }
 
-        let poll_period = raw.run.poll_period.or(s.poll_period).map_or(Nanos(0), |d| d.0);
-        if poll_period.0 < 0 {
-            return err("poll_period must not be negative");
+        let key = if raw.run.poll_period.is_some() { "run.poll_period" } else { "sim.poll_period" };
+        let poll_period =
+            in_range(key, raw.run.poll_period.or(s.poll_period).map_or(Nanos(0), |d| d.0), MAX_HOST_DELAY)?;
+        let start = in_range("run.start", d(raw.run.start, Nanos::from_ms(1)), MAX_SPAN)?;
+        let max_advance = in_range("run.max_advance", d(raw.run.max_advance, Nanos::from_ms(1_000)), MAX_SPAN)?;
+        if max_advance.0 == 0 {
+            return err("run.max_advance must be positive: with 0 no scheduled frame could ever be accepted");
+        }
+        let max_duration = in_range("run.max_duration", d(raw.run.max_duration, Nanos::from_ms(600_000)), MAX_SPAN)?;
+        let max_pending = raw.run.max_pending.unwrap_or(65_536);
+        if !(1..=MAX_PENDING).contains(&max_pending) {
+            return err(format!("run.max_pending = {max_pending} must be within 1..={MAX_PENDING} (frames per class)"));
         }
         let backend = raw.run.backend.clone().unwrap_or_else(|| "sim".into());
         if !["sim", "afxdp", "afpacket"].contains(&backend.as_str()) {
@@ -565,12 +645,12 @@ impl Config {
             batch: raw.ring.batch,
             policy,
             flows,
-            start: d(raw.run.start, Nanos::from_ms(1)),
+            start,
             backend,
             poll_period,
-            max_advance: d(raw.run.max_advance, Nanos::from_ms(1_000)),
-            max_pending: raw.run.max_pending.unwrap_or(65_536),
-            max_duration: d(raw.run.max_duration, Nanos::from_ms(600_000)),
+            max_advance,
+            max_pending,
+            max_duration,
             sim,
             raw,
         })
@@ -636,5 +716,44 @@ mod tests {
         let e = Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", "rate = \"1.5Kbps\"")).unwrap_err();
         assert!(e.0.contains("link.rate"), "{e}");
         assert!(Config::parse("this is not toml").is_err());
+    }
+
+    /// Values that would overflow, hang or be meaningless later are refused up front, naming the key.
+    #[test]
+    fn values_beyond_what_a_run_can_represent_are_refused() {
+        let max = i64::MAX;
+        let cases: Vec<(String, &str)> = vec![
+            (EXAMPLE2.replace("count = 10", &format!("count = 10\noffset = {max}")), "offset"),
+            (EXAMPLE2.replace("\"320us\"", &max.to_string()), "period"),
+            (EXAMPLE2.replace("count = 10", "count = 100000000000000"), "last instance"),
+            (EXAMPLE2.replace("count = 10", &format!("count = 10\nlead = {max}")), "lead"),
+            (EXAMPLE2.replace("count = 10", "count = 10\nlead = -5"), "lead"),
+            (format!("{EXAMPLE2}\n[run]\nstart = {max}"), "run.start"),
+            (format!("{EXAMPLE2}\n[run]\nstart = -1"), "run.start"),
+            (format!("{EXAMPLE2}\n[run]\npoll_period = {max}"), "run.poll_period"),
+            (format!("{EXAMPLE2}\n[sim]\npoll_period = \"1000s\""), "sim.poll_period"),
+            (format!("{EXAMPLE2}\n[sim]\nt0 = {}", i64::MIN), "sim.t0"),
+            (format!("{EXAMPLE2}\n[sim]\nt0 = {max}"), "sim.t0"),
+            (format!("{EXAMPLE2}\n[sim]\nt0 = -1"), "sim.t0"),
+            (format!("{EXAMPLE2}\n[sim]\njitter = {max}"), "sim.jitter"),
+            (format!("{EXAMPLE2}\n[run]\nmax_pending = 0"), "run.max_pending"),
+            (format!("{EXAMPLE2}\n[run]\nmax_advance = 0"), "run.max_advance"),
+            (format!("{EXAMPLE2}\n[run]\nmax_advance = -3"), "run.max_advance"),
+            (format!("{EXAMPLE2}\n[run]\nmax_duration = {max}"), "run.max_duration"),
+            (EXAMPLE2.replace("\"320us\"", "320.5"), "whole number of nanoseconds"),
+            (EXAMPLE2.replace("rate = \"1Gbps\"", "rate = 1.5e9"), "whole number of b/s"),
+            (
+                EXAMPLE2
+                    .replace("slot_masks = \"0x01,0x20002,0\"", "")
+                    .replace("[[flow]]", "[[class]]\nname = \"tc-0\"\nslots = [0, 3, 0]\n[[flow]]"),
+                "lists ring slot 0 twice",
+            ),
+        ];
+        for (text, key) in cases {
+            match Config::parse(&text) {
+                Ok(_) => panic!("accepted; expected an error naming {key}:\n{text}"),
+                Err(e) => assert!(e.0.contains(key), "error does not name {key}: {e}"),
+            }
+        }
     }
 }
