@@ -91,7 +91,10 @@ impl Segment {
         let dk = i128::from(k) - i128::from(self.start);
         let x = self.frac + dk * self.a;
         let q = floor_div(x, self.d);
-        (self.ns + q as i64, x - q * self.d)
+        // Beyond ±2^63 ns (about 292 years from 1970) the time saturates; nothing keepon schedules gets there (the
+        // configuration bounds every span), but slot numbers derived from untrusted times must not wrap.
+        let ns = i64::try_from(i128::from(self.ns) + q).unwrap_or(if q < 0 { i64::MIN } else { i64::MAX });
+        (ns, x - q * self.d)
     }
 
     fn time_of(&self, k: u64) -> Tai {

@@ -27,6 +27,10 @@ use crate::prebuffer::{BeQueues, RtQueue};
 use crate::ring::{Placed, Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai};
 
+/// A txtime further than this in the past is `late` without looking for its slot (a day: any slot that old is long
+/// gone, and the slot arithmetic never sees times the clock cannot represent).
+pub const MAX_PAST: Nanos = Nanos(86_400_000_000_000);
+
 /// Smallest frame data accepted: an Ethernet header.
 pub const MIN_FRAME_DATA: usize = 14;
 
@@ -337,8 +341,13 @@ impl<B: AsRef<[u8]>> Station<B> {
             }
         } else {
             let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
-            if t - now > self.cfg.max_advance {
+            // Untrusted times: compared in i128, so no txtime (i64::MIN included) can wrap.
+            let ahead = i128::from(t.0) - i128::from(now.0);
+            if ahead > i128::from(self.cfg.max_advance.0) {
                 return Err(Reason::TooFarAhead);
+            }
+            if ahead < -i128::from(MAX_PAST.0) {
+                return Err(Reason::Late);
             }
         }
         if self.queued[usize::from(frame.class.0)] >= self.cfg.max_pending {
@@ -747,6 +756,35 @@ mod tests {
         assert_eq!(s.queued(ClassId(0)), 16);
         let f = Frame { id: FrameId(20_000), class: ClassId(0), txtime: Some(Tai(9_000_000)), data: &DATA[..] };
         assert_eq!(s.submit(f, Tai(999_000)), Err(Reason::QueueFull), "its own budget still binds");
+    }
+
+    /// Untrusted txtimes anywhere in the i64 range get a typed outcome, never an overflow (this runs in debug
+    /// builds, where an overflow panics).
+    #[test]
+    fn extreme_txtimes_are_late_or_too_far_ahead() {
+        let mut s = station();
+        let _ = poll(&mut s, 0, 999_000);
+        let now = Tai(999_000);
+        let cases = [
+            (i64::MIN, Reason::Late),
+            (i64::MIN + 1, Reason::Late),
+            (-1, Reason::Late),
+            (0, Reason::Late),
+            (500_000, Reason::Late),
+            (i64::MAX, Reason::TooFarAhead),
+            (i64::MAX - 1, Reason::TooFarAhead),
+            (999_000 + 100_000_001, Reason::TooFarAhead),
+        ];
+        for (i, (t, want)) in cases.into_iter().enumerate() {
+            let f = Frame { id: FrameId(i as u64), class: ClassId(0), txtime: Some(Tai(t)), data: &DATA[..] };
+            assert_eq!(s.submit(f, now), Err(want), "txtime {t}");
+        }
+        // The same at the far ends of the host clock.
+        for now in [i64::MIN, i64::MAX] {
+            let f = Frame { id: FrameId(99), class: ClassId(0), txtime: Some(Tai(0)), data: &DATA[..] };
+            assert!(s.submit(f, Tai(now)).is_err());
+        }
+        assert_eq!(s.drain_outcomes().count(), cases.len() + 2);
     }
 
     #[test]
