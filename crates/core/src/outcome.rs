@@ -34,6 +34,18 @@ pub struct Sent {
     pub time: Tai,
     /// Ring slot of the ownership map the frame occupied (`slot mod N` until an underrun shifts the grid).
     pub ring_slot: u32,
+    /// Real-time frames: the start of the schedule slot that holds the frame's txtime — where the schedule put
+    /// it. `time − scheduled` is the frame's deviation from its schedule: 0 on an undisturbed link; up to a few
+    /// slots for a frame the relaxed policy moved; the gap's length for a frame that was already posted when the
+    /// link went idle (see [`crate::station`], underruns). `None` for best effort.
+    pub scheduled: Option<Tai>,
+}
+
+impl Sent {
+    /// `time − scheduled` (real-time frames).
+    pub fn deviation(&self) -> Option<crate::time::Nanos> {
+        self.scheduled.map(|s| self.time - s)
+    }
 }
 
 /// Why a frame was not sent.

@@ -402,15 +402,16 @@ impl<B: AsRef<[u8]>> Station<B> {
         let mut reals = 0;
         let mut sent = Vec::new();
         self.ring.reclaim(done, |k, kind| {
-            if let SlotKind::Real { id, class, ring_slot, .. } = kind {
+            if let SlotKind::Real { id, class, ring_slot, txtime, .. } = kind {
                 reals += 1;
-                sent.push((k, id, class, ring_slot));
+                sent.push((k, id, class, ring_slot, txtime));
             }
         });
-        for (k, id, class, ring_slot) in sent {
+        for (k, id, class, ring_slot, txtime) in sent {
             let time = self.slot_time(k);
+            let scheduled = txtime.and_then(|t| self.schedule.slot_of(t)).map(|j| self.schedule.time_of(j));
             self.counters.sent += 1;
-            self.outcomes.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot }) });
+            self.outcomes.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot, scheduled }) });
         }
         reals
     }

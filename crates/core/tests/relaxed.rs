@@ -87,10 +87,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
         let now = t0 + delta(consumed) - Nanos(1); // the slot just consumed is still on the wire
         while next < frames.len() && frames[next].0 <= consumed {
             let f = frames[next].2.clone();
-            prop_assert!(
-                u64::from(st.ring().posted()) <= frames[next].1,
-                "test setup: submitted after its slot was posted"
-            );
+            prop_assert!(st.ring().posted() <= frames[next].1, "test setup: submitted after its slot was posted");
             let _ = st.submit(f, now);
             next += 1;
         }

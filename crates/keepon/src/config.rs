@@ -274,6 +274,9 @@ pub struct RunSection {
     /// Bound on the run (host time).
     #[serde(default)]
     pub max_duration: Option<Dur>,
+    /// A frame further than this from its schedule slot is flagged `off_schedule` (default: half a slot).
+    #[serde(default)]
+    pub tolerance: Option<Dur>,
     /// Destination MAC of test frames.
     #[serde(default)]
     pub dst: Option<String>,
@@ -399,6 +402,8 @@ pub struct Config {
     pub max_pending: usize,
     /// Run bound.
     pub max_duration: Nanos,
+    /// Deviation from the schedule slot beyond which a sent frame is flagged `off_schedule`.
+    pub tolerance: Nanos,
     /// Simulator settings.
     pub sim: SimConfig,
     /// The raw file, for sections other commands read.
@@ -631,6 +636,8 @@ impl Config {
             return err("run.max_advance must be positive: with 0 no scheduled frame could ever be accepted");
         }
         let max_duration = in_range("run.max_duration", d(raw.run.max_duration, Nanos::from_ms(600_000)), MAX_SPAN)?;
+        let half_slot = Nanos((geometry.period().floor_mul(1) / 2) as i64);
+        let tolerance = in_range("run.tolerance", d(raw.run.tolerance, half_slot), MAX_SPAN)?;
         let max_pending = raw.run.max_pending.unwrap_or(65_536);
         if !(1..=MAX_PENDING).contains(&max_pending) {
             return err(format!("run.max_pending = {max_pending} must be within 1..={MAX_PENDING} (frames per class)"));
@@ -651,6 +658,7 @@ impl Config {
             max_advance,
             max_pending,
             max_duration,
+            tolerance,
             sim,
             raw,
         })

@@ -14,6 +14,7 @@ pub mod pcap;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod summary;
 pub mod table3;
 pub mod talk;
 

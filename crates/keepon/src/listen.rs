@@ -31,6 +31,21 @@ fn is_filler(b: &[u8]) -> bool {
         || (b.len() >= 18 && b[12..14] == [0x88, 0xB5] && b[14..18] != keepon_core::testframe::MAGIC)
 }
 
+/// Largest jump in a flow's sequence numbers counted as lost frames (a million: far more than any run loses
+/// between two frames it delivers).
+pub const MAX_SEQ_GAP: u64 = 1 << 20;
+
+/// Count a received sequence number against the flow's previous one: `(received, missing, out of order)`.
+/// Sequence numbers come from the wire: a jump beyond [`MAX_SEQ_GAP`] is not counted as that many lost frames but
+/// as out of order (a corrupt or foreign sequence), and nothing here can overflow.
+pub fn track_sequence(prev: Option<u64>, seq: u64, e: &mut (u64, u64, u64)) {
+    match prev {
+        Some(p) if seq > p && seq - p - 1 <= MAX_SEQ_GAP => e.1 += seq - p - 1,
+        Some(_) => e.2 += 1,
+        None => {}
+    }
+}
+
 /// Receive on `iface` until `duration` passes or `count` test frames arrived.
 pub fn listen(
     iface: &str,
@@ -63,15 +78,29 @@ pub fn listen(
         };
         let e = out.per_flow.entry(flow.clone()).or_default();
         e.0 += 1;
-        match last_seq.insert(h.flow, h.seq) {
-            Some(prev) if h.seq > prev + 1 => e.1 += h.seq - prev - 1,
-            Some(prev) if h.seq <= prev => e.2 += 1,
-            _ => {}
-        }
+        track_sequence(last_seq.insert(h.flow, h.seq), h.seq, e);
         let mut r = Record::new(h.seq, &flow, &class, (h.txtime != 0).then_some(h.txtime));
         r.outcome = "sent".into();
         r.rx_ns = Some(ts.0);
         out.records.push(r);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hostile sequence numbers neither overflow nor count as billions of lost frames.
+    #[test]
+    fn sequence_numbers_from_the_wire_are_bounded() {
+        let mut e = (0, 0, 0);
+        track_sequence(Some(u64::MAX), 3, &mut e);
+        track_sequence(Some(3), u64::MAX, &mut e);
+        track_sequence(Some(u64::MAX), u64::MAX, &mut e);
+        assert_eq!(e, (0, 0, 3));
+        track_sequence(Some(10), 14, &mut e);
+        track_sequence(None, 0, &mut e);
+        assert_eq!(e, (0, 3, 3));
+    }
 }

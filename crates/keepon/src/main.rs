@@ -162,7 +162,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Run { config, records, pcap, pcap_fillers, backend } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            let opts = RunOptions { pcap: pcap.clone(), pcap_fillers };
+            let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers };
             let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
             let out = if name == "sim" {
                 run_sim(&cfg, &opts)?
@@ -172,11 +172,13 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             print_summary(&cfg, &out);
             if let Some(p) = &records {
-                record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-                println!("records: {} ({} frames)", p.display(), out.records.len());
+                println!("records: {} ({} frames)", p.display(), out.records_written);
             }
             if let Some(p) = &pcap {
                 println!("pcap: {}", p.display());
+            }
+            if let Some(e) = &out.output_error {
+                return Err(e.clone());
             }
             if out.timed_out {
                 return Err("the run hit run.max_duration; frames still pending were rejected (shutdown)".into());
@@ -254,6 +256,12 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Table3 { span_ms } => {
             let model = table3::default_model();
+            if !(1..=table3::MAX_SPAN_MS).contains(&span_ms) {
+                return Err(format!(
+                    "--span-ms {span_ms}: must be within 1..={} (ms of simulated time per cell)",
+                    table3::MAX_SPAN_MS
+                ));
+            }
             let span = Nanos::from_ms(span_ms);
             let cells = table3::table(model, span)?;
             print!("{}", table3::render(model, span, &cells));
@@ -286,31 +294,23 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
     if let Some(w) = out.wire {
         println!("wire: {} slots, busy {:.4} %, {} gaps", w.slots, w.busy_ppm() as f64 / 1e4, w.gaps);
     }
-    let sent: Vec<_> = out.records.iter().filter(|r| r.sent()).collect();
-    let exact = sent.iter().filter(|r| r.tx_ns == r.ephc_ns).count();
-    let on_schedule = sent.iter().filter(|r| r.txtime_ns.is_some() && r.tx_ns == r.txtime_ns).count();
-    let rt = sent.iter().filter(|r| r.txtime_ns.is_some()).count();
-    println!(
-        "timing: {exact}/{} sent frames left at exactly their EPHC slot time; {on_schedule}/{rt} real-time frames exactly at their txtime",
-        sent.len()
-    );
+    let sm = &out.summary;
+    println!("timing: {}/{} sent frames left at exactly their EPHC slot time ({})", sm.exact_ephc, sm.sent, out.timing);
+    print!("{}", sm.render_schedule(cfg.tolerance.0));
     for f in &cfg.flows {
-        let mine: Vec<_> = out.records.iter().filter(|r| r.flow == f.name).collect();
-        let ok = mine.iter().filter(|r| r.sent()).count();
-        let mut gaps: Vec<i64> = mine
-            .iter()
-            .filter(|r| r.sent())
-            .filter_map(|r| r.rx_ns)
-            .collect::<Vec<_>>()
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .collect();
-        gaps.sort_unstable();
-        let range = match (gaps.first(), gaps.last()) {
-            (Some(a), Some(b)) if a == b => format!("all {a} ns apart"),
-            (Some(a), Some(b)) => format!("{a}..{b} ns apart"),
-            _ => "—".into(),
+        let Some(fs) = sm.flows.get(&f.name) else { continue };
+        let ia = &fs.inter_arrival;
+        let range = match ia.n {
+            0 => "—".to_string(),
+            _ if ia.min == ia.max => format!("all {} ns apart", ia.min),
+            _ => format!("{}..{} ns apart", ia.min, ia.max),
         };
-        println!("  flow {:<12} class {:<8} {ok}/{} sent, received {range}", f.name, f.class_name, mine.len());
+        let rejected: Vec<String> = fs.rejected.iter().map(|(why, n)| format!("{n} {why}")).collect();
+        let rejected =
+            if rejected.is_empty() { String::new() } else { format!(" (rejected: {})", rejected.join(", ")) };
+        println!(
+            "  flow {:<12} class {:<8} {}/{} sent{rejected}, received {range}",
+            f.name, f.class_name, fs.sent, fs.frames
+        );
     }
 }

@@ -37,4 +37,10 @@ impl PcapOut {
         let pkt = PcapPacket::new(ts, bytes.len() as u32, bytes);
         self.w.write_packet(&pkt).map(|_| ()).map_err(std::io::Error::other)
     }
+
+    /// Flush everything to the file.
+    pub fn finish(self) -> std::io::Result<()> {
+        use std::io::Write;
+        self.w.into_writer().flush()
+    }
 }

@@ -1,6 +1,7 @@
 //! Per-frame records: one CSV row per frame handed to keepon, written raw and analysed later.
 //!
-//! Format v1 (first line `# keepon-records v1`, then a header):
+//! Format v2 (first line `# keepon-records v2`, then a header; v1 files, without the last two columns, are read
+//! too):
 //!
 //! | column | meaning |
 //! |---|---|
@@ -14,6 +15,11 @@
 //! | `ephc_ns` | the slot's start time on keepon's clock (what the application was told) |
 //! | `tx_ns` | wire start time (simulator: the simulated wire; real NICs: the EPHC time) |
 //! | `rx_ns` | receiver timestamp (simulator: quantised like an i210; listener: kernel/NIC RX timestamp) |
+//! | `sched_ns` | real-time frames: start of the schedule slot that holds `txtime_ns`; `tx_ns − sched_ns` is the deviation |
+//! | `off_schedule` | `true` if the frame left further than the tolerance (`run.tolerance`) from `sched_ns` |
+//!
+//! Records are written as outcomes arrive ([`RecordWriter`]), in outcome order, so a run's memory does not grow
+//! with its length.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -21,7 +27,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// First line of a records file.
-pub const MAGIC_LINE: &str = "# keepon-records v1";
+pub const MAGIC_LINE: &str = "# keepon-records v2";
+
+/// First line of a version 1 records file (still read).
+pub const MAGIC_LINE_V1: &str = "# keepon-records v1";
+
+/// Longest line accepted when reading records (a row is < 300 bytes; this bounds memory on garbage input).
+const MAX_LINE: u64 = 64 * 1024;
 
 /// One frame's record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +60,12 @@ pub struct Record {
     pub tx_ns: Option<i64>,
     /// Receiver timestamp.
     pub rx_ns: Option<i64>,
+    /// Start of the schedule slot holding the txtime.
+    #[serde(default)]
+    pub sched_ns: Option<i64>,
+    /// Left further than the tolerance from `sched_ns`.
+    #[serde(default)]
+    pub off_schedule: Option<bool>,
 }
 
 impl Record {
@@ -66,7 +84,14 @@ impl Record {
             ephc_ns: None,
             tx_ns: None,
             rx_ns: None,
+            sched_ns: None,
+            off_schedule: None,
         }
+    }
+
+    /// `tx_ns − sched_ns`, if both are known (no overflow: `None` if it does not fit).
+    pub fn deviation(&self) -> Option<i64> {
+        self.tx_ns?.checked_sub(self.sched_ns?)
     }
 
     /// The frame left in `slot` (ownership ring slot `ring_slot`) at EPHC time `time`.
@@ -91,33 +116,86 @@ impl Record {
     }
 }
 
-/// Write records as CSV.
-pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(f, "{MAGIC_LINE}")?;
-    let mut w = csv::Writer::from_writer(f);
-    for r in records {
-        w.serialize(r).map_err(std::io::Error::other)?;
-    }
-    w.flush()
+/// Records written one by one as outcomes arrive.
+pub struct RecordWriter {
+    w: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    rows: u64,
 }
 
-/// Read records written by [`write`] (or by `keepon listen`).
+impl RecordWriter {
+    /// Create (truncate) a records file.
+    pub fn create(path: &Path) -> std::io::Result<RecordWriter> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(f, "{MAGIC_LINE}")?;
+        Ok(RecordWriter { w: csv::Writer::from_writer(f), rows: 0 })
+    }
+
+    /// Append one record.
+    pub fn write(&mut self, r: &Record) -> std::io::Result<()> {
+        self.w.serialize(r).map_err(std::io::Error::other)?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Rows written.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Flush to the file.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Write records as CSV.
+pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
+    let mut w = RecordWriter::create(path)?;
+    for r in records {
+        w.write(r)?;
+    }
+    w.finish()
+}
+
+/// Read records written by [`write`] (or by `keepon listen`). Bounded: a line longer than 64 KiB (no records
+/// file has one) is an error, so a non-records file (`/dev/zero`) cannot make it read without end.
 pub fn read(path: &Path) -> Result<Vec<Record>, String> {
+    use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut reader = std::io::BufReader::new(file);
-    let mut first = String::new();
-    reader.read_line(&mut first).map_err(|e| format!("{}: {e}", path.display()))?;
-    if first.trim_end() != MAGIC_LINE {
+    let mut first = Vec::new();
+    reader.by_ref().take(MAX_LINE).read_until(b'\n', &mut first).map_err(|e| format!("{}: {e}", path.display()))?;
+    let first = String::from_utf8_lossy(&first);
+    let first = first.trim_end();
+    if first != MAGIC_LINE && first != MAGIC_LINE_V1 {
         return Err(format!("{}: not a keepon records file (first line is not `{MAGIC_LINE}`)", path.display()));
     }
-    let mut rdr = csv::Reader::from_reader(reader);
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(LineBounded { inner: reader, line: 0 });
     let mut out = Vec::new();
     for (i, row) in rdr.deserialize().enumerate() {
         let r: Record = row.map_err(|e| format!("{}: row {}: {e}", path.display(), i + 1))?;
         out.push(r);
     }
     Ok(out)
+}
+
+/// A reader that fails on a line longer than [`MAX_LINE`].
+struct LineBounded<R> {
+    inner: R,
+    line: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for LineBounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            self.line = if b == b'\n' { 0 } else { self.line + 1 };
+            if self.line > MAX_LINE {
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a line longer than 64 KiB"));
+            }
+        }
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -141,6 +219,8 @@ mod tests {
                 ephc_ns: Some(10),
                 tx_ns: Some(10),
                 rx_ns: Some(8),
+                sched_ns: Some(10),
+                off_schedule: Some(false),
             },
             Record {
                 seq: 1,
@@ -154,11 +234,31 @@ mod tests {
                 ephc_ns: None,
                 tx_ns: None,
                 rx_ns: None,
+                sched_ns: None,
+                off_schedule: None,
             },
         ];
         write(&p, &recs).unwrap();
         assert_eq!(read(&p).unwrap(), recs);
         std::fs::write(&p, "seq,flow\n1,a\n").unwrap();
         assert!(read(&p).unwrap_err().contains("not a keepon records file"));
+        // Version 1 files (without the last two columns) still read.
+        let v1 = "# keepon-records v1\nseq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns\n\
+                  3,a,tc-0,10,sent,,3,3,10,10,8\n";
+        std::fs::write(&p, v1).unwrap();
+        assert_eq!(read(&p).unwrap()[0].rx_ns, Some(8));
+    }
+
+    /// Reading is bounded: an endless file without line breaks is refused, not read into memory.
+    #[test]
+    fn endless_input_is_refused() {
+        let e = read(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a keepon records file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("long.csv");
+        let mut text = format!("{MAGIC_LINE}\nseq,flow\n");
+        text.push_str(&"x".repeat(200_000));
+        std::fs::write(&p, text).unwrap();
+        assert!(read(&p).is_err());
     }
 }

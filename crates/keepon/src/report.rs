@@ -2,7 +2,10 @@
 //!
 //! Inter-arrival times are taken between consecutive *received* frames of a flow in arrival order (receiver timestamps,
 //! `rx_ns`; the wire start `tx_ns` where there is no receiver timestamp). Deviation from schedule is
-//! `tx_ns − txtime_ns`. Times stay integer nanoseconds; only the mean and standard deviation are fractional.
+//! `tx_ns − sched_ns` (the start of the schedule slot that holds the txtime; `tx_ns − txtime_ns` for records
+//! without it), and frames flagged `off_schedule` (beyond `run.tolerance`) are counted. Times stay integer
+//! nanoseconds; only the mean and standard deviation are fractional. Differences of times near the i64 limits
+//! saturate instead of wrapping.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -75,6 +78,8 @@ pub struct FlowReport {
     pub inter_arrival: Vec<i64>,
     /// Deviation from schedule (ns) of sent real-time frames.
     pub deviation: Vec<i64>,
+    /// Sent frames flagged beyond the tolerance from their schedule slot.
+    pub off_schedule: usize,
 }
 
 /// Group records by flow and compute the series.
@@ -94,15 +99,17 @@ pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
             // In arrival order (a listener may see a flow out of sequence order).
             let mut arrivals: Vec<i64> = rs.iter().filter(|r| r.sent()).filter_map(|r| r.rx_ns.or(r.tx_ns)).collect();
             arrivals.sort_unstable();
-            let deviation = rs.iter().filter_map(|r| Some(r.tx_ns? - r.txtime_ns?)).collect();
+            let deviation =
+                rs.iter().filter_map(|r| r.deviation().or_else(|| r.tx_ns?.checked_sub(r.txtime_ns?))).collect();
             FlowReport {
                 flow: flow.to_string(),
                 class: rs[0].class.clone(),
                 count: rs.len(),
                 sent: rs.iter().filter(|r| r.sent()).count(),
                 rejected,
-                inter_arrival: arrivals.windows(2).map(|w| w[1] - w[0]).collect(),
+                inter_arrival: arrivals.windows(2).map(|w| w[1].saturating_sub(w[0])).collect(),
                 deviation,
+                off_schedule: rs.iter().filter(|r| r.off_schedule == Some(true)).count(),
             }
         })
         .collect()
@@ -121,18 +128,19 @@ fn stats_line(name: &str, v: &[i64]) -> String {
 /// A text histogram of `v` with up to `buckets` equal-width buckets.
 pub fn histogram(v: &[i64], buckets: usize) -> String {
     let Some(s) = Stats::of(v) else { return String::new() };
-    let width = ((s.max - s.min) / buckets as i64 + 1).max(1);
+    let span = i128::from(s.max) - i128::from(s.min);
+    let width = (span / buckets as i128 + 1).max(1);
     let mut counts = vec![0usize; buckets];
     for &x in v {
-        counts[(((x - s.min) / width) as usize).min(buckets - 1)] += 1;
+        counts[(((i128::from(x) - i128::from(s.min)) / width) as usize).min(buckets - 1)] += 1;
     }
     let top = *counts.iter().max().unwrap_or(&1);
     let mut out = String::new();
     for (i, c) in counts.iter().enumerate() {
-        if *c == 0 && (s.max - s.min) / width < i as i64 {
+        if *c == 0 && span / width < i as i128 {
             break;
         }
-        let lo = s.min + i as i64 * width;
+        let lo = i128::from(s.min) + i as i128 * width;
         let bar = "#".repeat((c * 50).div_ceil(top.max(1)));
         let _ = writeln!(out, "    [{lo:>12}, {:>12}) {c:>8} {bar}", lo + width);
     }
@@ -157,6 +165,13 @@ pub fn render(records: &[Record]) -> String {
         }
         out.push_str(&stats_line("inter-arrival", &f.inter_arrival));
         out.push_str(&stats_line("deviation", &f.deviation));
+        if f.off_schedule > 0 {
+            let _ = writeln!(
+                out,
+                "  off schedule   {} sent frames beyond the tolerance from their schedule slot",
+                f.off_schedule
+            );
+        }
         if !f.inter_arrival.is_empty() {
             out.push_str("  inter-arrival histogram (ns):\n");
             out.push_str(&histogram(&f.inter_arrival, 10));
@@ -179,6 +194,22 @@ mod tests {
         let s = Stats::of(&v).unwrap();
         assert_eq!((s.p99, s.p999), (990, 999));
         assert!(Stats::of(&[]).is_none());
+    }
+
+    /// Times at the ends of the i64 range give saturated, not wrapped, statistics.
+    #[test]
+    fn extreme_times_do_not_wrap() {
+        let mk = |seq: u64, t: i64| {
+            let mut r = Record::new(seq, "f", "c", Some(t));
+            r.sent_at(seq, 0, t);
+            r
+        };
+        let recs = vec![mk(0, i64::MIN), mk(1, i64::MAX), mk(2, 0)];
+        let f = &analyse(&recs)[0];
+        assert!(f.inter_arrival.iter().all(|&d| d >= 0), "{:?}", f.inter_arrival);
+        assert!(f.inter_arrival.contains(&i64::MAX));
+        let text = render(&recs);
+        assert!(!text.contains("-9223372036854775"), "{text}");
     }
 
     #[test]

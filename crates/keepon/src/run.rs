@@ -7,32 +7,41 @@ use keepon_core::outcome::{Counters, FrameId};
 use keepon_core::station::{Station, StationConfig, Underrun};
 use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
 use keepon_core::time::{Nanos, Tai};
-use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig};
+use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig, DRAIN_GRACE};
 use keepon_nic::sim::{SimNic, WireStats};
 use keepon_nic::source::{split_id, FlowSource};
-use keepon_nic::{Nic, Timing, WireEvent};
+use keepon_nic::{Nic, Timing};
 
 use crate::config::Config;
 use crate::pcap::PcapOut;
-use crate::record::Record;
+use crate::record::{Record, RecordWriter};
+use crate::summary::Summary;
 
 /// Options of a run beyond the configuration.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
+    /// Write per-frame records here, as outcomes arrive.
+    pub records: Option<PathBuf>,
     /// Write the wire as a nanosecond pcap here.
     pub pcap: Option<PathBuf>,
     /// Include fillers in the pcap.
     pub pcap_fillers: bool,
 }
 
-/// What a run produced.
+/// Underruns kept in [`RunOutput::underruns`] (the count is in the counters).
+pub const MAX_UNDERRUNS_KEPT: usize = 1000;
+
+/// What a run produced. Records went to their file as they arrived; this holds only what the summary needs, so
+/// a run's memory is bounded by the frames in flight, not by its length.
 #[derive(Debug)]
 pub struct RunOutput {
-    /// One record per frame, in flow then sequence order.
-    pub records: Vec<Record>,
+    /// Per-flow and schedule statistics, accumulated as records were written.
+    pub summary: Summary,
+    /// Records written.
+    pub records_written: u64,
     /// Station counters.
     pub counters: Counters,
-    /// Underruns detected.
+    /// The first [`MAX_UNDERRUNS_KEPT`] underruns detected.
     pub underruns: Vec<Underrun>,
     /// Wire statistics (simulator only).
     pub wire: Option<WireStats>,
@@ -44,6 +53,8 @@ pub struct RunOutput {
     pub epoch: Tai,
     /// The run stopped at its time bound.
     pub timed_out: bool,
+    /// A secondary output (pcap) failed during the run: the records are complete, this output is not.
+    pub output_error: Option<String>,
 }
 
 /// The station configuration of a runtime configuration.
@@ -83,6 +94,9 @@ pub fn drive<N: Nic>(cfg: &Config, nic: N, opts: &RunOptions) -> Result<RunOutpu
     drive_with(cfg, nic, opts, |_| None)
 }
 
+/// Classic pcap stores whole seconds in 32 bits: the last time it can hold.
+const PCAP_MAX_SECONDS: i64 = u32::MAX as i64;
+
 /// [`drive`], reading wire statistics off the backend at the end.
 fn drive_with<N: Nic>(
     cfg: &Config,
@@ -92,16 +106,41 @@ fn drive_with<N: Nic>(
 ) -> Result<RunOutput, String> {
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: cfg.max_duration };
     let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
-    let epoch_cell = std::cell::Cell::new(Tai(0));
     let data_len = cfg.geometry.slot_bytes() as usize - 4;
+    // Every output is opened (and checked) before the run, so none can fail after it and lose it.
     let mut pcap = match &opts.pcap {
-        Some(p) => Some(PcapOut::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
+        Some(p) => {
+            let last = driver.nic.now().0.saturating_add(cfg.max_duration.0).saturating_add(2 * DRAIN_GRACE.0);
+            if driver.nic.now().0 < 0 || last / 1_000_000_000 > PCAP_MAX_SECONDS {
+                return Err(format!(
+                    "--pcap: this run's times (from {} ns to up to {last} ns TAI with run.max_duration) fall outside \
+                     what a classic pcap can hold (seconds 0..=2^32−1, until 2106); lower sim.t0 or run.max_duration, \
+                     or run without --pcap",
+                    driver.nic.now().0
+                ));
+            }
+            Some(PcapOut::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?)
+        }
         None => None,
     };
-    let mut recs: HashMap<FrameId, Record> = HashMap::new();
-    let mut wire: HashMap<FrameId, WireEvent> = HashMap::new();
+    let mut writer = match &opts.records {
+        Some(p) => Some(RecordWriter::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
+        None => None,
+    };
+    let epoch_cell = std::cell::Cell::new(Tai(0));
+    let mut join = Join::default();
+    let mut summary = Summary::new(cfg);
     let mut underruns = Vec::new();
-    let mut pcap_err = None;
+    let mut pcap_err: Option<String> = None;
+    let mut rec_err: Option<std::io::Error> = None;
+    let mut emit = |r: Record, summary: &mut Summary| {
+        summary.add(&r);
+        if let (Some(w), None) = (writer.as_mut(), rec_err.as_ref()) {
+            if let Err(e) = w.write(&r) {
+                rec_err = Some(e);
+            }
+        }
+    };
     let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
             let (flow, seq) = split_id(o.id);
@@ -109,10 +148,18 @@ fn drive_with<N: Nic>(
             let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch_cell.get(), seq).0);
             let mut r = Record::new(seq, &f.name, &f.class_name, txtime);
             match o.result {
-                Ok(s) => r.sent_at(s.slot, s.ring_slot, s.time.0),
-                Err(why) => r.rejected(why.as_str()),
+                Ok(s) => {
+                    r.sent_at(s.slot, s.ring_slot, s.time.0);
+                    r.sched_ns = s.scheduled.map(|t| t.0);
+                    if let Some(r) = join.sent(o.id, r) {
+                        emit(finish(r, cfg.tolerance), &mut summary);
+                    }
+                }
+                Err(why) => {
+                    r.rejected(why.as_str());
+                    emit(r, &mut summary);
+                }
             }
-            recs.insert(o.id, r);
         }
         Event::Wire(w) => {
             if let (Some(p), Some(start)) = (pcap.as_mut(), w.start) {
@@ -124,15 +171,24 @@ fn drive_with<N: Nic>(
                     }
                     _ => filler_bytes(data_len),
                 };
-                if let Err(e) = p.write(start, &bytes) {
-                    pcap_err.get_or_insert(e);
+                if pcap_err.is_none() {
+                    if let Err(e) = p.write(start, &bytes) {
+                        pcap_err =
+                            Some(format!("writing the pcap failed during the run (the records are complete): {e}"));
+                    }
                 }
             }
             if let Some(id) = w.frame {
-                wire.insert(id, w);
+                if let Some(r) = join.wire(id, w.start, w.rx) {
+                    emit(finish(r, cfg.tolerance), &mut summary);
+                }
             }
         }
-        Event::Underrun(u) => underruns.push(u),
+        Event::Underrun(u) => {
+            if underruns.len() < MAX_UNDERRUNS_KEPT {
+                underruns.push(u);
+            }
+        }
     };
     let result = match driver.bring_up(&mut sink) {
         Ok(()) => {
@@ -143,26 +199,30 @@ fn drive_with<N: Nic>(
         }
         Err(e) => Err(e),
     };
-    if let Some(e) = pcap_err {
-        return Err(format!("writing pcap: {e}"));
+    // Sent frames whose wire event never came (a backend that stopped reporting) keep their EPHC time.
+    for r in join.rest() {
+        emit(finish(r, cfg.tolerance), &mut summary);
     }
     let timed_out = match result {
         Ok(()) => false,
         Err(DriverError::Timeout(_)) => true,
         Err(e) => return Err(e.to_string()),
     };
-    for (id, w) in wire {
-        if let Some(r) = recs.get_mut(&id) {
-            if let Some(t) = w.start {
-                r.tx_ns = Some(t.0);
-            }
-            r.rx_ns = w.rx.map(|t| t.0);
+    let records_written = writer.as_ref().map_or(0, RecordWriter::rows);
+    if let Some(e) = rec_err {
+        return Err(format!("writing the records failed: {e}"));
+    }
+    if let Some(w) = writer {
+        w.finish().map_err(|e| format!("writing the records failed: {e}"))?;
+    }
+    if let Some(p) = pcap {
+        if let Err(e) = p.finish() {
+            pcap_err.get_or_insert(format!("writing the pcap failed (the records are complete): {e}"));
         }
     }
-    let mut records: Vec<(FrameId, Record)> = recs.into_iter().collect();
-    records.sort_by_key(|(id, _)| split_id(*id));
     Ok(RunOutput {
-        records: records.into_iter().map(|(_, r)| r).collect(),
+        summary,
+        records_written,
         counters: *driver.station.counters(),
         underruns,
         wire: wire_stats(&driver.nic),
@@ -170,7 +230,67 @@ fn drive_with<N: Nic>(
         timing: driver.nic.timing(),
         epoch: epoch_cell.get(),
         timed_out,
+        output_error: pcap_err,
     })
+}
+
+/// Flag a sent real-time record that left further than `tolerance` from its schedule slot.
+fn finish(mut r: Record, tolerance: Nanos) -> Record {
+    if let Some(d) = r.deviation() {
+        r.off_schedule = Some(d.unsigned_abs() > tolerance.0.unsigned_abs());
+    }
+    r
+}
+
+/// Joins a sent frame's outcome with its wire event (either may come first; both come within a ring of slots,
+/// so this holds at most about a ring of frames).
+#[derive(Default)]
+struct Join {
+    outcome_first: HashMap<FrameId, Record>,
+    wire_first: HashMap<FrameId, (Option<Tai>, Option<Tai>)>,
+}
+
+impl Join {
+    /// The outcome arrived: the record, if its wire event is already here.
+    fn sent(&mut self, id: FrameId, mut r: Record) -> Option<Record> {
+        match self.wire_first.remove(&id) {
+            Some((start, rx)) => {
+                Self::fill(&mut r, start, rx);
+                Some(r)
+            }
+            None => {
+                self.outcome_first.insert(id, r);
+                None
+            }
+        }
+    }
+
+    /// The wire event arrived: the record, if its outcome is already here.
+    fn wire(&mut self, id: FrameId, start: Option<Tai>, rx: Option<Tai>) -> Option<Record> {
+        match self.outcome_first.remove(&id) {
+            Some(mut r) => {
+                Self::fill(&mut r, start, rx);
+                Some(r)
+            }
+            None => {
+                self.wire_first.insert(id, (start, rx));
+                None
+            }
+        }
+    }
+
+    fn fill(r: &mut Record, start: Option<Tai>, rx: Option<Tai>) {
+        if let Some(t) = start {
+            r.tx_ns = Some(t.0);
+        }
+        r.rx_ns = rx.map(|t| t.0);
+    }
+
+    /// Outcomes still waiting for a wire event.
+    fn rest(&mut self) -> Vec<Record> {
+        self.wire_first.clear();
+        self.outcome_first.drain().map(|(_, r)| r).collect()
+    }
 }
 
 /// Run the configuration on the simulated NIC, with its wire statistics.

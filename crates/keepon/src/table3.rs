@@ -11,6 +11,9 @@
 //! — were fitted by hand to two cells of the paper's table (batch 1 at 10 µs, batch 64 at 1000 µs); the other
 //! fourteen cells are predictions of the model. The ring has 1024 slots so batch 512 fits.
 
+/// Longest simulated span per cell (`--span-ms`): an hour of simulated time, far beyond what the table needs.
+pub const MAX_SPAN_MS: i64 = 3_600_000;
+
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassSpec, Ownership};
 use keepon_core::station::StationConfig;

@@ -213,3 +213,45 @@ fn table3_shape_matches_the_paper() {
     assert!((14.0..23.0).contains(&b8_100), "{b8_100}");
     assert!(pct(1, 1000) < 1.0);
 }
+
+/// Run `keepon ARGS`, returning (success, stdout + stderr).
+fn keepon_out(args: &[&str]) -> (bool, String) {
+    let out = keepon().args(args).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Inputs that used to wrap, hang or lose a run now fail fast with a message naming what is wrong.
+#[test]
+fn hostile_inputs_fail_fast_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(example("example2.toml")).unwrap();
+    let cfg = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    // A flow offset near i64::MAX: refused, naming the key (it used to wrap txtimes negative and exit 0).
+    let p = cfg("offset.toml", base.replace("offset = \"0us\"", &format!("offset = {}", i64::MAX - 5)));
+    let (ok, text) = keepon_out(&["run", "--config", &p]);
+    assert!(!ok && text.contains("tc0-cyclic`).offset"), "{text}");
+    // A poll period of 2^63−1 ns: refused (it used to hang).
+    let p = cfg("poll.toml", base.replace("poll_period = \"20us\"", &format!("poll_period = {}", i64::MAX)));
+    let (ok, text) = keepon_out(&["run", "--config", &p]);
+    assert!(!ok && text.contains("sim.poll_period"), "{text}");
+    // A pcap that cannot hold the run's times is refused before the run, not after it.
+    let p = cfg("late.toml", base.replace("seed = 1", &format!("seed = 1\nt0 = {}", 1i64 << 62)));
+    let csv = dir.path().join("late.csv");
+    let pcap = dir.path().join("late.pcap");
+    let (ok, text) =
+        keepon_out(&["run", "--config", &p, "--records", csv.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()]);
+    assert!(!ok && text.contains("pcap") && !text.contains("frames:"), "{text}");
+    // Without the pcap the same run works.
+    let (ok, text) = keepon_out(&["run", "--config", &p, "--records", csv.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert_eq!(record::read(&csv).unwrap().len(), 12_000);
+    // `report` on an endless file and `table3` with an absurd span.
+    let (ok, text) = keepon_out(&["report", "/dev/zero"]);
+    assert!(!ok && text.contains("not a keepon records file"), "{text}");
+    let (ok, text) = keepon_out(&["table3", "--span-ms", &i64::MAX.to_string()]);
+    assert!(!ok && text.contains("--span-ms"), "{text}");
+}

@@ -170,6 +170,9 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     // No silent loss: every frame handed in has exactly one outcome.
     prop_assert_eq!(outcomes.len(), submitted.len());
     let stats = d.nic.stats();
+    let half = (period.ceil_mul(1) / 2) as i64;
+    let mut off_schedule = 0u64;
+    let mut max_dev = 0i64;
     for (id, o) in &outcomes {
         let f = &submitted[id];
         match o.result {
@@ -207,6 +210,13 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
                     if !c.relaxed && underruns == 0 {
                         prop_assert!(sent.time <= tx, "strict frame {:?} late: {:?} > {:?}", id, sent.time, tx);
                     }
+                    // The outcome carries the frame's deviation from its schedule slot, exactly.
+                    prop_assert_eq!(sent.scheduled, Some(start));
+                    let dev = sent.time.0 - start.0;
+                    if !c.relaxed && dev > half {
+                        off_schedule += 1;
+                        max_dev = max_dev.max(dev);
+                    }
                 }
             }
             Err(Reason::Oversize) => prop_assert!(f.data.len() > c.slot_bytes as usize - 4),
@@ -215,6 +225,17 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
             Err(_) => prop_assert!(!wire.contains_key(id), "rejected frame {id:?} reached the wire"),
         }
     }
+    // Strict frames leave more than half a slot after their schedule slot only because of an underrun, and only
+    // those in flight around it: at most `batch` per underrun.
+    prop_assert!(
+        off_schedule <= underruns * u64::from(c.batch),
+        "{} strict frames beyond δ/2 (max {} ns, δ/2 = {} ns) with {} underruns, batch {}",
+        off_schedule,
+        max_dev,
+        half,
+        underruns,
+        c.batch
+    );
     // Underruns are detected whenever the wire saw a gap.
     if stats.gaps > 0 {
         prop_assert!(underruns > 0, "{} gaps on the wire, no underrun reported", stats.gaps);

@@ -1,0 +1,178 @@
+//! What `keepon run` prints at the end, accumulated record by record as the run writes them (constant memory per
+//! flow, whatever the run's length).
+//!
+//! For real-time frames it reports what a user of a schedule needs: how many left **in the slot that holds their
+//! txtime** (deviation 0: the slot's start, at or before the txtime, less than a slot earlier), and the
+//! distribution of the deviation `tx − scheduled slot start` — with the frames beyond the tolerance
+//! (`run.tolerance`, default half a slot) counted apart: they are the frames an underrun or the relaxed policy
+//! moved off their schedule slot.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::config::Config;
+use crate::record::Record;
+
+/// Running statistics of integer nanosecond values: count, min, max, sum (exact, i128).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Running {
+    /// Samples.
+    pub n: u64,
+    /// Minimum.
+    pub min: i64,
+    /// Maximum.
+    pub max: i64,
+    /// Sum.
+    pub sum: i128,
+}
+
+impl Running {
+    /// Add a sample.
+    pub fn add(&mut self, v: i64) {
+        if self.n == 0 {
+            self.min = v;
+            self.max = v;
+        }
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.sum += i128::from(v);
+        self.n += 1;
+    }
+
+    /// The mean, if any samples.
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum as f64 / self.n as f64)
+    }
+}
+
+/// Per-flow counters.
+#[derive(Clone, Debug, Default)]
+pub struct FlowSummary {
+    /// Class name.
+    pub class: String,
+    /// Frames recorded.
+    pub frames: u64,
+    /// Frames sent.
+    pub sent: u64,
+    /// Rejections by reason.
+    pub rejected: BTreeMap<String, u64>,
+    /// Gaps between consecutive received (or, without a receiver, sent) frames, in the order they were recorded.
+    pub inter_arrival: Running,
+    last_rx: Option<i64>,
+}
+
+/// Deviation bins of sent real-time frames, relative to the slot period δ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviationBins {
+    /// Left before their schedule slot's start (never expected; counted to show it).
+    pub early: u64,
+    /// Exactly at the schedule slot's start: in the slot that holds their txtime.
+    pub in_slot: u64,
+    /// Later, within half a slot.
+    pub within_half: u64,
+    /// Later than half a slot, within one slot.
+    pub within_slot: u64,
+    /// More than a slot late.
+    pub beyond_slot: u64,
+}
+
+/// The whole run's summary.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Per flow, by name.
+    pub flows: BTreeMap<String, FlowSummary>,
+    /// Sent frames whose reported wire time is exactly their EPHC slot time.
+    pub exact_ephc: u64,
+    /// Sent frames.
+    pub sent: u64,
+    /// Sent real-time frames.
+    pub sent_rt: u64,
+    /// Deviation `tx − scheduled` of sent real-time frames.
+    pub deviation: Running,
+    /// Deviation bins.
+    pub bins: DeviationBins,
+    /// Sent real-time frames beyond the tolerance.
+    pub off_schedule: u64,
+    /// Slot period δ in whole ns (floored), for the bins.
+    delta: i64,
+}
+
+impl Summary {
+    /// An empty summary for this configuration's flows.
+    pub fn new(cfg: &Config) -> Summary {
+        let flows = cfg
+            .flows
+            .iter()
+            .map(|f| (f.name.clone(), FlowSummary { class: f.class_name.clone(), ..FlowSummary::default() }))
+            .collect();
+        Summary {
+            flows,
+            exact_ephc: 0,
+            sent: 0,
+            sent_rt: 0,
+            deviation: Running::default(),
+            bins: DeviationBins::default(),
+            off_schedule: 0,
+            delta: i64::try_from(cfg.geometry.period().floor_mul(1)).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Count one final record.
+    pub fn add(&mut self, r: &Record) {
+        let f = self.flows.entry(r.flow.clone()).or_default();
+        f.frames += 1;
+        if !r.sent() {
+            *f.rejected.entry(r.reason.clone()).or_default() += 1;
+            return;
+        }
+        f.sent += 1;
+        if let Some(t) = r.rx_ns.or(r.tx_ns) {
+            if let Some(prev) = f.last_rx {
+                f.inter_arrival.add(t.saturating_sub(prev));
+            }
+            f.last_rx = Some(t);
+        }
+        self.sent += 1;
+        self.exact_ephc += u64::from(r.tx_ns.is_some() && r.tx_ns == r.ephc_ns);
+        if let Some(d) = r.deviation() {
+            self.sent_rt += 1;
+            self.deviation.add(d);
+            let b = &mut self.bins;
+            match d {
+                d if d < 0 => b.early += 1,
+                0 => b.in_slot += 1,
+                d if d <= self.delta / 2 => b.within_half += 1,
+                d if d <= self.delta => b.within_slot += 1,
+                _ => b.beyond_slot += 1,
+            }
+            self.off_schedule += u64::from(r.off_schedule == Some(true));
+        }
+    }
+
+    /// The real-time part of the summary, as printed.
+    pub fn render_schedule(&self, tolerance_ns: i64) -> String {
+        let mut s = String::new();
+        let b = &self.bins;
+        let _ = writeln!(
+            s,
+            "schedule: {}/{} real-time frames in the slot that holds their txtime; {} beyond the tolerance (±{} ns)",
+            b.in_slot, self.sent_rt, self.off_schedule, tolerance_ns
+        );
+        if let Some(mean) = self.deviation.mean() {
+            let _ = writeln!(
+                s,
+                "  deviation tx − scheduled slot start: min {} ns, max {} ns, mean {:.1} ns · early {} · 0: {} · \
+                 ≤ δ/2: {} · ≤ δ: {} · > δ: {}",
+                self.deviation.min,
+                self.deviation.max,
+                mean,
+                b.early,
+                b.in_slot,
+                b.within_half,
+                b.within_slot,
+                b.beyond_slot
+            );
+        }
+        s
+    }
+}
