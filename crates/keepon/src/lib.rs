@@ -9,6 +9,7 @@ pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod fuzzing;
 pub mod listen;
 pub mod pcap;
 pub mod record;

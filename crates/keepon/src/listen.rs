@@ -26,7 +26,7 @@ pub struct ListenOutput {
 }
 
 /// True for keepon's reserved-address fillers and other frames to the 802.1 reserved block.
-fn is_filler(b: &[u8]) -> bool {
+pub fn is_filler(b: &[u8]) -> bool {
     b.len() >= 14 && b[..5] == [0x01, 0x80, 0xC2, 0x00, 0x00] && b[5] <= 0x0F
         || (b.len() >= 18 && b[12..14] == [0x88, 0xB5] && b[14..18] != keepon_core::testframe::MAGIC)
 }

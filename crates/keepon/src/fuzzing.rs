@@ -1,0 +1,111 @@
+//! The checks behind the fuzz targets in `fuzz/` (`cargo fuzz run NAME`), one per untrusted input: the daemon
+//! protocol, the configuration, received frames, and a station driven by arbitrary submits and polls. They live
+//! here, in the library, so that `cargo test` replays every saved corpus input through the very same code
+//! (`tests/fuzz_corpus.rs`) on the stable toolchain — with overflow checks on, as in every debug build.
+//!
+//! Each check panics only if an invariant is broken: a parser must not panic on any input and must round-trip
+//! what it accepts; the station must give every frame exactly one outcome.
+
+use keepon_core::insert::Policy;
+use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
+use keepon_core::outcome::{Frame, FrameId};
+use keepon_core::station::{Observation, Station, StationConfig};
+use keepon_core::testframe::TestHeader;
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+
+use crate::api::{split_messages, Request, Response};
+use crate::config::Config;
+use crate::daemon::DaemonConfig;
+
+/// The daemon's byte protocol: framing, requests and responses.
+pub fn protocol(data: &[u8]) {
+    let mut buf = data.to_vec();
+    let msgs = match split_messages(&mut buf) {
+        Ok(m) => m,
+        Err(_) => vec![data.to_vec()],
+    };
+    for m in msgs {
+        if let Ok(req) = Request::parse(&m) {
+            assert_eq!(Request::parse(&req.emit()).as_ref(), Ok(&req), "request round trip");
+        }
+        if let Ok(resp) = Response::parse(&m) {
+            assert_eq!(Response::parse(&resp.emit()).as_ref(), Ok(&resp), "response round trip");
+        }
+    }
+}
+
+/// The runtime configuration: any text parses to a configuration or an error; an accepted one yields a station
+/// and flow times without overflow.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(cfg) = Config::parse(text) else { return };
+    let _ = DaemonConfig::from_config(&cfg);
+    let st = crate::run::station_config(&cfg);
+    let t0 = cfg.sim.t0;
+    if let Ok(s) = Station::<Vec<u8>>::new(st, t0) {
+        let start = s.cycle_start_at_or_after(t0 + cfg.start).expect("a configured start is representable");
+        for f in &cfg.flows {
+            let _ = f.spec.time_of(start, f.spec.count.saturating_sub(1));
+        }
+    }
+}
+
+/// A received frame: the test-frame header (round trip) and the filler check.
+pub fn frame(data: &[u8]) {
+    if let Ok(h) = TestHeader::parse(data) {
+        let mut out = vec![0u8; TestHeader::buffer_len()];
+        h.emit(&mut out);
+        assert_eq!(TestHeader::parse(&out), Ok(h), "test header round trip");
+    }
+    let _ = crate::listen::is_filler(data);
+}
+
+/// A station (ring 16, batch 4, two real-time classes and best effort, relaxed or strict by the first byte) driven
+/// by arbitrary operations, 11 bytes each: submit (class, txtime relative to now as any i64, length) or poll
+/// (consume up to batch slots, advance time by any amount). Every submitted frame must get exactly one outcome.
+pub fn station(data: &[u8]) {
+    let Some((&mode, ops)) = data.split_first() else { return };
+    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap_or_else(|_| unreachable!()), 125)
+        .unwrap_or_else(|_| unreachable!()); // δ = 1.16 µs
+    let classes = [
+        ClassSpec { name: "a".into(), slots: vec![0, 8] },
+        ClassSpec { name: "b".into(), slots: vec![3] },
+        ClassSpec { name: "be".into(), slots: vec![] },
+    ];
+    let Ok(ownership) = Ownership::new(16, &classes) else { return };
+    let cfg = StationConfig {
+        geometry,
+        ownership,
+        batch: 4,
+        policy: if mode & 1 == 0 { Policy::Strict } else { Policy::Relaxed },
+        max_pending: 8,
+        max_advance: Nanos::from_ms(1),
+        post_latency: Nanos(500),
+    };
+    let mut now = Tai(1_000_000_000);
+    let Ok(mut s) = Station::<Vec<u8>>::new(cfg, now) else { return };
+    let (mut consumed, mut submitted, mut outcomes) = (0u64, 0u64, 0u64);
+    for op in ops.chunks_exact(11) {
+        let v = i64::from_le_bytes([op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]]);
+        match op[0] % 3 {
+            0 | 1 => {
+                let class = ClassId(op[9] % 4);
+                let txtime = (class.0 < 2 || op[0] == 1).then(|| Tai(now.0.saturating_add(v)));
+                let len = usize::from(op[10]) * 2;
+                let f = Frame { id: FrameId(submitted), class, txtime, data: vec![0u8; len] };
+                submitted += 1;
+                let _ = s.submit(f, now);
+            }
+            _ => {
+                let posted = s.ring().posted();
+                consumed = (consumed + u64::from(op[9] % 5)).min(posted);
+                now = Tai(now.0.saturating_add(v.rem_euclid(200_000)));
+                let _ = s.poll(Observation { consumed, now, gaps: &[] });
+            }
+        }
+        outcomes += s.drain_outcomes().count() as u64;
+    }
+    s.shutdown();
+    outcomes += s.drain_outcomes().count() as u64;
+    assert_eq!(outcomes + s.ring().real_frames() as u64, submitted, "every frame has one outcome or is still posted");
+}
