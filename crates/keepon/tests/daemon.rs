@@ -273,7 +273,7 @@ fn every_submit_gets_one_outcome_when_the_daemon_stops_under_load() {
             let mut sent = 0u64;
             loop {
                 // Real-time frames on ring slot 0 of the next cycles (many collide: slot-taken), and best effort.
-                let req = if sent % 2 == 0 {
+                let req = if sent & 1 == 0 {
                     let t = first + ((sent / 2) % 200) as i64 * CYCLE;
                     Request::Submit { tag: sent, class: "tc-0".into(), txtime: Some(t), frame: frame(100, sent, t) }
                 } else {
@@ -283,7 +283,7 @@ fn every_submit_gets_one_outcome_when_the_daemon_stops_under_load() {
                     return sent; // the daemon stopped reading: this submit was not taken
                 }
                 sent += 1;
-                if sent % 64 == 0 {
+                if sent & 63 == 0 {
                     std::thread::sleep(Duration::from_micros(200 + 100 * n));
                 }
             }
@@ -395,6 +395,7 @@ fn zero_limits_are_config_errors_naming_the_key() {
         "read_buffer",
         "reply_backlog",
         "max_queued",
+        "requests_per_poll",
     ] {
         let cfg = Config::parse(&config_text(sock, &format!("{key} = 0"))).unwrap();
         let e = DaemonConfig::from_config(&cfg).unwrap_err().to_string();

@@ -30,6 +30,8 @@ struct DaemonSection {
     #[serde(default)]
     max_queued: Option<i64>,
     #[serde(default)]
+    requests_per_poll: Option<i64>,
+    #[serde(default)]
     allow: Vec<AllowRule>,
 }
 
@@ -66,6 +68,10 @@ pub struct Limits {
     pub reply_backlog: usize,
     /// Frames per class waiting in the daemon for room in the station (`max_queued`, default 4096).
     pub max_queued: usize,
+    /// Requests parsed per poll, all together, from connections whose peer may use only best-effort
+    /// classes (`requests_per_poll`, default 64); connections that may use a real-time class are served
+    /// first and are not counted.
+    pub requests_per_poll: usize,
 }
 
 impl Default for Limits {
@@ -78,12 +84,13 @@ impl Default for Limits {
             read_buffer: 64 << 10,
             reply_backlog: 64 << 10,
             max_queued: 4096,
+            requests_per_poll: 64,
         }
     }
 }
 
 /// The keys of [`Limits`].
-const LIMIT_KEYS: [&str; 7] = [
+const LIMIT_KEYS: [&str; 8] = [
     "max_in_flight",
     "max_in_flight_per_uid",
     "max_connections",
@@ -91,6 +98,7 @@ const LIMIT_KEYS: [&str; 7] = [
     "read_buffer",
     "reply_backlog",
     "max_queued",
+    "requests_per_poll",
 ];
 
 /// Largest value any limit may take (a guard against typos such as an extra digit group).
@@ -165,6 +173,7 @@ impl DaemonConfig {
             read_buffer: limit("read_buffer", d.read_buffer, def.read_buffer, MAX_MESSAGE + 4)?,
             reply_backlog: limit("reply_backlog", d.reply_backlog, def.reply_backlog, 1)?,
             max_queued: limit("max_queued", d.max_queued, def.max_queued, 1)?,
+            requests_per_poll: limit("requests_per_poll", d.requests_per_poll, def.requests_per_poll, 1)?,
         };
         if d.socket.as_os_str().is_empty() {
             return Err(ConfigError("daemon.socket is empty".into()));

@@ -1,7 +1,7 @@
 //! Client connections: accepting them within the per-uid and total budgets, reading with backpressure,
 //! writing without waiting, and closing them once nothing is owed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -17,6 +17,8 @@ pub struct Conn {
     pub uid: u32,
     /// Classes the peer may use, by class index.
     pub allowed: Vec<bool>,
+    /// The peer may use a real-time class: its requests are served first each poll.
+    pub real_time: bool,
     /// Bytes read and not yet parsed (at most `read_buffer`).
     pub rbuf: Vec<u8>,
     /// Replies not yet written.
@@ -89,7 +91,7 @@ pub struct Usage {
 /// Every open connection and what each uid holds.
 #[derive(Default)]
 pub struct Conns {
-    pub map: HashMap<u64, Conn>,
+    pub map: BTreeMap<u64, Conn>,
     pub usage: HashMap<u32, Usage>,
     next: u64,
 }
@@ -126,12 +128,13 @@ pub struct Accepted {
 
 impl Conns {
     /// Accept every pending connection within the limits; `allowed` gives a peer's classes from its
-    /// credentials. A connection over a limit gets an error reply naming the limit and is closed.
+    /// credentials, and whether one of them is a real-time class. A connection over a limit gets an error
+    /// reply naming the limit and is closed.
     pub fn accept_all(
         &mut self,
         listener: &UnixListener,
         limits: &Limits,
-        allowed: impl Fn(u32, u32) -> Vec<bool>,
+        allowed: impl Fn(u32, u32) -> (Vec<bool>, bool),
     ) -> Accepted {
         let mut a = Accepted::default();
         loop {
@@ -160,10 +163,12 @@ impl Conns {
                 continue;
             }
             self.usage.entry(uid).or_default().connections += 1;
+            let (allowed, real_time) = allowed(uid, gid);
             let conn = Conn {
                 stream: s,
                 uid,
-                allowed: allowed(uid, gid),
+                allowed,
+                real_time,
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 in_flight: 0,

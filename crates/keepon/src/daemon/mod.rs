@@ -160,20 +160,21 @@ struct Ctx<'a> {
 }
 
 /// Parse and answer the complete requests buffered on one connection, while its replies are below the
-/// backlog limit.
+/// backlog limit and `budget` lasts (one per request).
 #[allow(clippy::too_many_arguments)]
 fn serve_requests(
     cid: u64,
     c: &mut Conn,
     usage: &mut HashMap<u32, Usage>,
     ctx: &Ctx,
+    budget: &mut usize,
     feed: &mut Feed,
     owner: &mut Owners,
     next_frame: &mut u64,
     stats: &mut DaemonStats,
 ) {
     let mut at = 0;
-    while c.takes_requests(ctx.limits) {
+    while *budget > 0 && c.takes_requests(ctx.limits) {
         let n = match message_len(&c.rbuf[at..]) {
             Ok(Some(n)) => n,
             Ok(None) => break,
@@ -188,6 +189,7 @@ fn serve_requests(
         };
         let req = Request::parse(&c.rbuf[at + 4..at + n]);
         at += n;
+        *budget -= 1;
         match req {
             Err(e) => {
                 stats.malformed += 1;
@@ -290,7 +292,13 @@ fn serve_bound<N: Nic>(
         driver.nic.wait(cfg.poll_period);
     }
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
-    let allowed = |uid, gid| dcfg.allowed(cfg, uid, gid);
+    let allowed = |uid, gid| {
+        let a = dcfg.allowed(cfg, uid, gid);
+        let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
+        (a, rt)
+    };
+    // Where the next poll starts serving best-effort-only connections (round robin under the budget).
+    let mut cursor = 0u64;
 
     loop {
         let now = driver.nic.now();
@@ -327,11 +335,24 @@ fn serve_bound<N: Nic>(
             }
         };
         let ctx = Ctx { cfg, limits, names: &names, info, now, stopping };
-        for (&cid, c) in conns.map.iter_mut() {
-            if c.takes_requests(limits) {
-                c.read_some(limits);
+        // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
+        // robin, within the per-poll budget.
+        let mut budget = limits.requests_per_poll;
+        let order: Vec<u64> = conns.map.range(cursor..).chain(conns.map.range(..cursor)).map(|(&k, _)| k).collect();
+        for real_time in [true, false] {
+            for &cid in &order {
+                let Some(c) = conns.map.get_mut(&cid).filter(|c| c.real_time == real_time) else { continue };
+                if !real_time && budget == 0 {
+                    cursor = cid;
+                    break;
+                }
+                if c.takes_requests(limits) {
+                    c.read_some(limits);
+                }
+                let mut unlimited = usize::MAX;
+                let b = if real_time { &mut unlimited } else { &mut budget };
+                serve_requests(cid, c, &mut conns.usage, &ctx, b, &mut feed, &mut owner, &mut next_frame, &mut stats);
             }
-            serve_requests(cid, c, &mut conns.usage, &ctx, &mut feed, &mut owner, &mut next_frame, &mut stats);
         }
         stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
 
