@@ -1,10 +1,10 @@
 //! The daemon's own queues, one per class, between the clients and the station.
 //!
 //! Each class may have at most `share` frames in the station (handed in, no outcome yet: pre-buffered,
-//! queued or posted), `share` being the station's `max_pending` divided evenly among the classes; frames
-//! beyond wait here, at most `max_queued` per class (more are rejected `queue-full` when submitted). So one
-//! class — best effort flooded by many clients, say — can never take the station's admission capacity from
-//! another, whatever its clients do.
+//! queued or posted), `share` being the station's budget per class, `max_pending`; frames beyond wait here,
+//! at most `max_queued` per class (more are rejected `queue-full` when submitted). The station is thus never
+//! handed a frame it would reject for want of room, and one class — best effort flooded by many clients,
+//! say — can never take the daemon's queue space from another, whatever its clients do.
 
 use std::collections::VecDeque;
 

@@ -36,16 +36,20 @@
 //! | `reply_backlog` | 65536 | bytes of unsent replies per connection beyond which its requests are not read |
 //! | `max_queued` | 4096 | frames per class waiting in the daemon for room in the station (more: `queue-full`) |
 //!
-//! A class may have at most `run.max_pending / classes` frames in the station (pre-buffered, queued or
-//! posted; at least 1); its further frames wait in the daemon's queue of that class. Best effort, however
-//! many clients flood it, thus never takes the station's admission capacity from a real-time class.
+//! A class may have at most `run.max_pending` frames in the station (pre-buffered, queued or posted: the
+//! station's budget per class); its further frames wait in the daemon's own queue of that class. Best
+//! effort, however many clients flood it, thus never takes a real-time class's admission capacity, in the
+//! station or in the daemon. Each poll serves the connections whose peer may use a real-time class first
+//! and in full; the connections limited to best effort share `requests_per_poll` requests, round robin, so
+//! a flood of them costs the poll loop a bounded amount of work and cannot delay the slot grid.
 //!
 //! **Memory.** A connection holds at most `read_buffer + reply_backlog` bytes plus one reply, plus the
 //! outcomes of its frames in flight (36 B each, at most `max_in_flight`): with the defaults at most
 //! 256 × (64 + 64 + 144) KiB ≈ 68 MiB of connection buffers in all, and per uid at most 32 connections. A
 //! connection whose replies pile up (its client does not read) is no longer read: its requests wait in the
-//! kernel's socket buffer and its client's writes block; it costs nobody else anything. Frames held are at
-//! most `max_queued` per class in the daemon plus the station's `max_pending` and one ring.
+//! kernel's socket buffer and its client's writes block; it costs nobody else anything. (These are the bytes
+//! in use; a buffer's allocation may be up to twice that.) Frames held are at most `max_queued +
+//! max_pending` per class plus one ring.
 //!
 //! **Half-close.** A client that shuts its writing side (`Client::close_write`) still gets every outcome of
 //! the frames it submitted; the daemon closes the connection once they are delivered.
@@ -278,7 +282,7 @@ fn serve_bound<N: Nic>(
     let mut conns = Conns::default();
     let mut owner: Owners = HashMap::new();
     let mut next_frame = 0u64;
-    let mut feed = Feed::new(classes, cfg.max_pending / classes.max(1), limits.max_queued);
+    let mut feed = Feed::new(classes, cfg.max_pending, limits.max_queued);
     let mut events: Vec<Event> = Vec::new();
     let mut phase = Stop::No;
     // Bring the link up before answering anyone: the first polls anchor the clock and the schedule's grid,
