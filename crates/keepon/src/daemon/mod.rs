@@ -41,7 +41,8 @@
 //! effort, however many clients flood it, thus never takes a real-time class's admission capacity, in the
 //! station or in the daemon. Each poll serves the connections whose peer may use a real-time class first
 //! and in full; the connections limited to best effort share `requests_per_poll` requests, round robin, so
-//! a flood of them costs the poll loop a bounded amount of work and cannot delay the slot grid.
+//! a flood of them costs each poll a bounded amount of work. (The flooding processes still compete for the
+//! host's CPUs: run the daemon under `SCHED_FIFO` to keep its polls on time.)
 //!
 //! **Memory.** A connection holds at most `read_buffer + reply_backlog` bytes plus one reply, plus the
 //! outcomes of its frames in flight (36 B each, at most `max_in_flight`): with the defaults at most
@@ -56,7 +57,7 @@
 //!
 //! **Shutdown** (SIGINT/SIGTERM, or `--duration` over): the daemon stops accepting connections and removes
 //! its socket file, shuts the reading side of every connection (a client's further writes fail with
-//! `EPIPE`; what it wrote before is still read), answers every submit read from then on `shutdown`, lets the
+//! `EPIPE`, or raise `SIGPIPE` where it is not ignored; what it wrote before is still read), answers every submit read from then on `shutdown`, lets the
 //! frames already accepted leave in their slots (those whose slot is more than `run.max_advance` plus one
 //! ring away are rejected `shutdown`), waits for the NIC to complete what is posted (at most one ring plus
 //! 1 s; frames still posted then get `link-fault`), and writes every outcome to its client for at most 1 s
