@@ -289,20 +289,26 @@ pub fn frame_message(msg: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(msg);
 }
 
+/// Length, prefix included, of the complete message at the front of `buf`: `Ok(None)` while it is
+/// incomplete, `Err` if its length prefix is beyond [`MAX_MESSAGE`].
+pub fn message_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32_at(buf, 0) as usize;
+    if len > MAX_MESSAGE {
+        return perr(format!("message length {len} exceeds {MAX_MESSAGE}"));
+    }
+    Ok((buf.len() - 4 >= len).then_some(4 + len))
+}
+
 /// Split complete messages off the front of `buf`. `Err` if a length prefix is beyond [`MAX_MESSAGE`].
 pub fn split_messages(buf: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, ProtocolError> {
     let mut out = Vec::new();
     let mut at = 0;
-    while buf.len() - at >= 4 {
-        let len = u32_at(buf, at) as usize;
-        if len > MAX_MESSAGE {
-            return perr(format!("message length {len} exceeds {MAX_MESSAGE}"));
-        }
-        if buf.len() - at - 4 < len {
-            break;
-        }
-        out.push(buf[at + 4..at + 4 + len].to_vec());
-        at += 4 + len;
+    while let Some(n) = message_len(&buf[at..])? {
+        out.push(buf[at + 4..at + n].to_vec());
+        at += n;
     }
     buf.drain(..at);
     Ok(out)
@@ -376,7 +382,8 @@ impl Client {
         Ok(Client { stream: self.stream.try_clone()?, rbuf: Vec::new(), pending: Default::default() })
     }
 
-    /// Shut the connection down for writing (the daemon sees end of stream).
+    /// Shut the connection down for writing: the daemon sees end of stream, still sends the outcome of
+    /// every frame submitted before, then closes the connection ([`Client::recv`] returns `None`).
     pub fn close_write(&self) -> io::Result<()> {
         self.stream.shutdown(std::net::Shutdown::Write)
     }

@@ -198,8 +198,9 @@ fn run(cli: Cli) -> Result<(), String> {
             let d = duration.map(|d| Nanos(d.as_nanos() as i64));
             let stats = serve(&cfg, &dcfg, nic, &STOP, d)?;
             println!(
-                "keepon daemon: {} connections, {} frames, {} malformed requests, {} connections dropped, {} underruns",
-                stats.connections, stats.frames, stats.malformed, stats.dropped, stats.underruns
+                "keepon daemon: {} connections, {} refused, {} frames, {} malformed requests, {} connections dropped, \
+                 {} underruns",
+                stats.connections, stats.refused, stats.frames, stats.malformed, stats.dropped, stats.underruns
             );
             Ok(())
         }

@@ -160,3 +160,245 @@ fn daemon_reports_every_outcome_and_survives_bad_clients() {
     assert!(stats.dropped >= 1, "{stats:?}");
     assert!(!sock.exists(), "socket removed on exit");
 }
+
+/// A daemon on the simulated NIC in a thread of this process, with `extra` appended to `[daemon]`.
+struct Running {
+    _dir: Option<tempfile::TempDir>,
+    sock: std::path::PathBuf,
+    stop: Arc<AtomicBool>,
+    server: Option<std::thread::JoinHandle<Result<keepon::daemon::DaemonStats, String>>>,
+}
+
+const CYCLE: i64 = 3_200_000;
+
+fn config_text(sock: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"
+        [link]
+        rate = "100Mbps"
+        [ring]
+        slot_bytes = 1230      # δ = 100 µs
+        slots = 32             # cycle 3.2 ms
+        batch = 8
+        slot_masks = "0x01,0x20002,0"
+        [run]
+        poll_period = "20us"
+        [daemon]
+        socket = "{}"
+        {extra}
+        "#,
+        sock.display()
+    )
+}
+
+impl Running {
+    fn start(extra: &str) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("keepon.sock");
+        Running::launch(&sock, extra, Some(dir))
+    }
+
+    /// Start on `sock` (which may already exist) and wait until it answers.
+    fn start_at(sock: &std::path::Path, extra: &str) -> Running {
+        Running::launch(sock, extra, None)
+    }
+
+    fn launch(sock: &std::path::Path, extra: &str, dir: Option<tempfile::TempDir>) -> Running {
+        let cfg = Config::parse(&config_text(sock, extra)).unwrap();
+        let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+        let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
+        let mut up = false;
+        for _ in 0..500 {
+            if server.is_finished() {
+                break;
+            }
+            if Client::connect(sock).and_then(|mut c| c.info()).is_ok() {
+                up = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut r = Running { _dir: dir, sock: sock.into(), stop, server: Some(server) };
+        if !up {
+            panic!("daemon did not come up: {:?}", r.finish());
+        }
+        r
+    }
+
+    fn client(&self) -> Client {
+        let c = Client::connect(&self.sock).unwrap();
+        c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+        c
+    }
+
+    /// Raise the stop flag and wait (at most 30 s) for the daemon to return.
+    fn finish(&mut self) -> Result<keepon::daemon::DaemonStats, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let server = self.server.take().expect("finished once");
+        for _ in 0..3000 {
+            if server.is_finished() {
+                return server.join().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the daemon did not return within 30 s of its stop flag");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.server.is_some() && !std::thread::panicking() {
+            let _ = self.finish();
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Point 8 of issue 12: clients that keep submitting while the daemon stops. Every submit the socket took
+/// gets exactly one outcome (later writes fail: the daemon has shut its reading side); submits that arrive
+/// after the stop are rejected `shutdown`; the daemon returns.
+#[test]
+fn every_submit_gets_one_outcome_when_the_daemon_stops_under_load() {
+    let mut d = Running::start("max_in_flight = 256");
+    let info = d.client().info().unwrap();
+    let mut clients = Vec::new();
+    for n in 0..4u64 {
+        let mut c = d.client();
+        let mut w = c.try_clone().unwrap();
+        let first = info.cycle_start + 20 * CYCLE;
+        let writer = std::thread::spawn(move || {
+            let mut sent = 0u64;
+            loop {
+                // Real-time frames on ring slot 0 of the next cycles (many collide: slot-taken), and best effort.
+                let req = if sent & 1 == 0 {
+                    let t = first + ((sent / 2) % 200) as i64 * CYCLE;
+                    Request::Submit { tag: sent, class: "tc-0".into(), txtime: Some(t), frame: frame(100, sent, t) }
+                } else {
+                    Request::Submit { tag: sent, class: "tc-2".into(), txtime: None, frame: frame(100, sent, 0) }
+                };
+                if w.send(&req).is_err() {
+                    return sent; // the daemon stopped reading: this submit was not taken
+                }
+                sent += 1;
+                if sent & 63 == 0 {
+                    std::thread::sleep(Duration::from_micros(200 + 100 * n));
+                }
+            }
+        });
+        let reader = std::thread::spawn(move || {
+            let mut got: Vec<(u64, Delivery)> = Vec::new();
+            loop {
+                match c.recv() {
+                    Ok(Some(Response::Outcome { tag, delivery })) => got.push((tag, delivery)),
+                    Ok(Some(other)) => panic!("unexpected {other:?}"),
+                    Ok(None) => return Ok(got),
+                    Err(e) => return Err(format!("{e} after {} outcomes", got.len())),
+                }
+            }
+        });
+        clients.push((writer, reader));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let stats = d.finish().unwrap();
+    let mut shutdown = 0;
+    for (i, (writer, reader)) in clients.into_iter().enumerate() {
+        let sent = writer.join().unwrap();
+        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("client {i}: {e}"));
+        let mut seen = vec![0u32; sent as usize];
+        for (tag, dl) in &got {
+            assert!(*tag < sent, "client {i}: outcome for tag {tag} never submitted");
+            seen[*tag as usize] += 1;
+            shutdown += u32::from(*dl == Delivery::Rejected(Reason::Shutdown));
+        }
+        let missing = seen.iter().filter(|&&n| n == 0).count();
+        let doubled = seen.iter().filter(|&&n| n > 1).count();
+        assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
+        assert!(sent > 100, "client {i} submitted only {sent}");
+    }
+    assert!(shutdown > 0, "no submit met the stopping daemon ({stats:?})");
+}
+
+/// Point 9 of issue 12: a client that submits, then shuts its writing side (`Client::close_write`) still
+/// gets every outcome; the daemon closes the connection once they are delivered.
+#[test]
+fn half_closed_client_gets_every_outcome() {
+    let d = Running::start("");
+    let mut c = d.client();
+    let info = c.info().unwrap();
+    let first = info.cycle_start + 15 * CYCLE;
+    for i in 0..20u64 {
+        let t = first + i as i64 * CYCLE;
+        c.send(&Request::Submit { tag: i, class: "tc-0".into(), txtime: Some(t), frame: frame(100, i, t) }).unwrap();
+    }
+    c.send(&Request::Submit { tag: 20, class: "tc-2".into(), txtime: None, frame: frame(100, 20, 0) }).unwrap();
+    c.close_write().unwrap();
+    let mut tags: Vec<u64> = (0..21).map(|_| recv_outcome(&mut c).0).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, (0..21).collect::<Vec<_>>());
+    assert_eq!(c.recv().unwrap(), None, "closed once everything is delivered");
+}
+
+/// Point 12 of issue 12: a second daemon on a live daemon's socket refuses to start (the first keeps
+/// serving).
+#[test]
+fn refuses_to_take_over_a_live_daemons_socket() {
+    let d = Running::start("");
+    let cfg = Config::parse(&config_text(&d.sock, "")).unwrap();
+    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+    let stop = AtomicBool::new(false);
+    let err = serve(&cfg, &dcfg, nic, &stop, Some(keepon_core::time::Nanos::from_ms(100))).unwrap_err();
+    assert!(err.contains("already serving"), "{err}");
+    assert_eq!(d.client().info().unwrap().ring, 32, "the first daemon still answers");
+}
+
+/// Point 12: a path that exists and is not a socket is left alone, and the daemon says why it stops.
+#[test]
+fn refuses_a_socket_path_that_is_not_a_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("precious.txt");
+    std::fs::write(&path, "keep me").unwrap();
+    let cfg = Config::parse(&config_text(&path, "")).unwrap();
+    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+    let stop = AtomicBool::new(false);
+    let err = serve(&cfg, &dcfg, nic, &stop, Some(keepon_core::time::Nanos::from_ms(100))).unwrap_err();
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+}
+
+/// Point 12: a stale socket (nobody listening: connect is refused) is replaced.
+#[test]
+fn replaces_a_stale_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("keepon.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let mut d = Running::start_at(&sock, "");
+    assert_eq!(d.client().info().unwrap().ring, 32);
+    d.finish().unwrap();
+    assert!(!sock.exists(), "socket removed on exit");
+}
+
+/// `daemon.max_in_flight = 0` (and every other limit at 0) is a configuration error naming the key.
+#[test]
+fn zero_limits_are_config_errors_naming_the_key() {
+    let sock = std::path::Path::new("/nonexistent/k.sock");
+    for key in [
+        "max_in_flight",
+        "max_in_flight_per_uid",
+        "max_connections",
+        "max_connections_per_uid",
+        "read_buffer",
+        "reply_backlog",
+        "max_queued",
+        "requests_per_poll",
+    ] {
+        let cfg = Config::parse(&config_text(sock, &format!("{key} = 0"))).unwrap();
+        let e = DaemonConfig::from_config(&cfg).unwrap_err().to_string();
+        assert!(e.contains(&format!("daemon.{key}")), "{key}: {e}");
+    }
+}

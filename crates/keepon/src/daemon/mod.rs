@@ -1,0 +1,399 @@
+//! `keepon daemon`: one station on one link, serving applications over a local UNIX socket.
+//!
+//! The poll loop owns everything and never blocks: it accepts connections, reads whatever requests have
+//! arrived, queues frames per class, hands the station what each class's share allows, runs one station
+//! poll, writes outcomes back, and sleeps until the next poll. A client that sends garbage gets an error
+//! message (its connection stays usable unless the length framing itself is broken); a client that stops
+//! reading only stalls itself; a client that disconnects leaves its frames to leave in their slots. None of
+//! this can disturb the slot grid: the station only ever sees well-formed frames, and socket I/O never waits.
+//!
+//! Which classes a client may use is decided by its **peer credentials** (`SO_PEERCRED`: uid, gid), matched
+//! against `[[daemon.allow]]` rules; a frame of a class the client may not use is rejected `forbidden` and
+//! never reaches the station.
+//!
+//! ```toml
+//! [daemon]
+//! socket = "/run/keepon.sock"
+//! mode = "0666"                 # socket permissions; access to classes is decided by the rules below
+//! [[daemon.allow]]
+//! uid = 1000                    # and/or gid = …; a rule with neither matches everyone
+//! classes = ["ctrl", "be"]
+//! ```
+//! Without rules, root and the daemon's own user may use every class, nobody else any.
+//!
+//! # Limits
+//!
+//! Every resource a client can make the daemon hold is bounded (all keys in `[daemon]`, each a whole
+//! number ≥ 1; 0 or nonsense is a configuration error naming the key):
+//!
+//! | key | default | bounds |
+//! |---|---|---|
+//! | `max_in_flight` | 4096 | frames without an outcome per connection (more: `queue-full`) |
+//! | `max_in_flight_per_uid` | 16384 | frames without an outcome per uid, all its connections together (more: `queue-full`) |
+//! | `max_connections` | 256 | open connections in all (more: an error reply, then closed) |
+//! | `max_connections_per_uid` | 32 | open connections per uid (more: an error reply, then closed) |
+//! | `read_buffer` | 65536 | bytes of unparsed requests held per connection (≥ 16388, one largest message) |
+//! | `reply_backlog` | 65536 | bytes of unsent replies per connection beyond which its requests are not read |
+//! | `max_queued` | 4096 | frames per class waiting in the daemon for room in the station (more: `queue-full`) |
+//!
+//! A class may have at most `run.max_pending` frames in the station (pre-buffered, queued or posted: the
+//! station's budget per class); its further frames wait in the daemon's own queue of that class. Best
+//! effort, however many clients flood it, thus never takes a real-time class's admission capacity, in the
+//! station or in the daemon. Each poll serves the connections whose peer may use a real-time class first
+//! and in full; the connections limited to best effort share `requests_per_poll` requests, round robin, so
+//! a flood of them costs each poll a bounded amount of work. (The flooding processes still compete for the
+//! host's CPUs: run the daemon under `SCHED_FIFO` to keep its polls on time.)
+//!
+//! **Memory.** A connection holds at most `read_buffer + reply_backlog` bytes plus one reply, plus the
+//! outcomes of its frames in flight (36 B each, at most `max_in_flight`): with the defaults at most
+//! 256 × (64 + 64 + 144) KiB ≈ 68 MiB of connection buffers in all, and per uid at most 32 connections. A
+//! connection whose replies pile up (its client does not read) is no longer read: its requests wait in the
+//! kernel's socket buffer and its client's writes block; it costs nobody else anything. (These are the bytes
+//! in use; a buffer's allocation may be up to twice that.) Frames held are at most `max_queued +
+//! max_pending` per class plus one ring.
+//!
+//! **Half-close.** A client that shuts its writing side (`Client::close_write`) still gets every outcome of
+//! the frames it submitted; the daemon closes the connection once they are delivered.
+//!
+//! **Shutdown** (SIGINT/SIGTERM, or `--duration` over): the daemon stops accepting connections and removes
+//! its socket file, shuts the reading side of every connection (a client's further writes fail with
+//! `EPIPE`, or raise `SIGPIPE` where it is not ignored; what it wrote before is still read), answers every submit read from then on `shutdown`, lets the
+//! frames already accepted leave in their slots (those whose slot is more than `run.max_advance` plus one
+//! ring away are rejected `shutdown`), waits for the NIC to complete what is posted (at most one ring plus
+//! 1 s; frames still posted then get `link-fault`), and writes every outcome to its client for at most 1 s
+//! more before it exits. So every submit the socket took gets exactly one outcome, unless its client stops
+//! reading.
+//!
+//! **Socket path.** The daemon refuses to start when a daemon answers on `daemon.socket` or the path exists
+//! and is not a socket; it removes only a stale socket (connect refused), and on exit only the socket file it
+//! bound itself.
+
+mod config;
+mod conn;
+mod feed;
+mod socket;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use keepon_core::isolation::ClassId;
+use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
+use keepon_core::time::{Nanos, Tai};
+use keepon_nic::driver::{Driver, Event, LoopConfig, DRAIN_GRACE};
+use keepon_nic::Nic;
+
+use crate::api::{message_len, Delivery, Info, Request, Response};
+use crate::config::Config;
+use crate::run::station_config;
+
+pub use config::{AllowRule, DaemonConfig, Limits};
+use conn::{Conn, Conns, Usage};
+use feed::Feed;
+
+/// How long a stopping daemon keeps writing outcomes to clients after the link has drained.
+pub const FLUSH_GRACE: Nanos = Nanos::from_ms(1_000);
+
+/// What the daemon did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DaemonStats {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections refused over `max_connections` or `max_connections_per_uid`.
+    pub refused: u64,
+    /// Malformed requests answered with an error.
+    pub malformed: u64,
+    /// Connections closed for broken framing or a failed write.
+    pub dropped: u64,
+    /// Frames submitted by clients.
+    pub frames: u64,
+    /// Outcomes whose client had gone.
+    pub orphaned: u64,
+    /// Underruns.
+    pub underruns: u64,
+    /// Most bytes held in connection buffers (unparsed requests and unsent replies) at any poll.
+    pub peak_buffered: usize,
+}
+
+/// Who submitted a frame: connection, the client's tag, uid.
+type Owners = HashMap<FrameId, (u64, u64, u32)>;
+
+/// Hand a frame's result to its client and release its budgets.
+fn deliver(
+    id: FrameId,
+    result: Result<Delivery, Reason>,
+    owner: &mut Owners,
+    conns: &mut Conns,
+    stats: &mut DaemonStats,
+) {
+    let Some((cid, tag, uid)) = owner.remove(&id) else { return };
+    if let Some(u) = conns.usage.get_mut(&uid) {
+        u.in_flight = u.in_flight.saturating_sub(1);
+    }
+    match conns.map.get_mut(&cid) {
+        Some(c) => {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            let delivery = result.unwrap_or_else(Delivery::Rejected);
+            c.respond(&Response::Outcome { tag, delivery });
+        }
+        None => stats.orphaned += 1,
+    }
+}
+
+/// Route the station's events: outcomes to their clients (and out of their class's share).
+fn route(events: &mut Vec<Event>, feed: &mut Feed, owner: &mut Owners, conns: &mut Conns, stats: &mut DaemonStats) {
+    for e in events.drain(..) {
+        match e {
+            Event::Outcome(Outcome { id, class, result }) => {
+                feed.settled(class);
+                let result = result.map(|s| Delivery::Sent { slot: s.slot, time: s.time.0, ring_slot: s.ring_slot });
+                deliver(id, result, owner, conns, stats);
+            }
+            Event::Underrun(_) => stats.underruns += 1,
+            Event::Wire(_) => {}
+        }
+    }
+}
+
+/// What a request needs from the daemon's state besides its connection.
+struct Ctx<'a> {
+    cfg: &'a Config,
+    limits: &'a Limits,
+    names: &'a [String],
+    info: Info,
+    now: Tai,
+    stopping: bool,
+}
+
+/// Parse and answer the complete requests buffered on one connection, while its replies are below the
+/// backlog limit and `budget` lasts (one per request).
+#[allow(clippy::too_many_arguments)]
+fn serve_requests(
+    cid: u64,
+    c: &mut Conn,
+    usage: &mut HashMap<u32, Usage>,
+    ctx: &Ctx,
+    budget: &mut usize,
+    feed: &mut Feed,
+    owner: &mut Owners,
+    next_frame: &mut u64,
+    stats: &mut DaemonStats,
+) {
+    let mut at = 0;
+    while *budget > 0 && c.takes_requests(ctx.limits) {
+        let n = match message_len(&c.rbuf[at..]) {
+            Ok(Some(n)) => n,
+            Ok(None) => break,
+            Err(e) => {
+                stats.malformed += 1;
+                stats.dropped += 1;
+                c.respond(&Response::Error(format!("{e}; closing the connection")));
+                c.reading = false;
+                c.rbuf.clear();
+                return;
+            }
+        };
+        let req = Request::parse(&c.rbuf[at + 4..at + n]);
+        at += n;
+        *budget -= 1;
+        match req {
+            Err(e) => {
+                stats.malformed += 1;
+                c.respond(&Response::Error(e.0));
+            }
+            Ok(Request::Info) => c.respond(&Response::Info(Info { classes: ctx.names.to_vec(), ..ctx.info.clone() })),
+            Ok(Request::Submit { tag, class, txtime, frame }) => {
+                stats.frames += 1;
+                let used = usage.entry(c.uid).or_default();
+                let why = match ctx.cfg.ownership.class_named(&class) {
+                    None => Err(Reason::UnknownClass),
+                    Some(id) if !c.allowed[usize::from(id.0)] => Err(Reason::Forbidden),
+                    Some(_) if ctx.stopping => Err(Reason::Shutdown),
+                    Some(_) if c.in_flight >= ctx.limits.max_in_flight => Err(Reason::QueueFull),
+                    Some(_) if used.in_flight >= ctx.limits.max_in_flight_per_uid => Err(Reason::QueueFull),
+                    Some(id) => {
+                        let fid = FrameId(*next_frame);
+                        let f = Frame { id: fid, class: id, txtime: txtime.map(Tai), data: frame };
+                        match feed.push(ctx.now, f) {
+                            Ok(()) => {
+                                *next_frame += 1;
+                                owner.insert(fid, (cid, tag, c.uid));
+                                c.in_flight += 1;
+                                used.in_flight += 1;
+                                Ok(())
+                            }
+                            Err(_) => Err(Reason::QueueFull),
+                        }
+                    }
+                };
+                if let Err(why) = why {
+                    c.respond(&Response::Outcome { tag, delivery: Delivery::Rejected(why) });
+                }
+            }
+        }
+    }
+    c.rbuf.drain(..at);
+}
+
+/// Where a stopping daemon is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Serving.
+    No,
+    /// Frames accepted before the stop may still leave; the station shuts down when they have, or at the
+    /// given time.
+    Draining(Tai),
+    /// The station is shut down; the NIC completes what is posted until the given time.
+    LinkDrain(Tai),
+    /// The link is done; outcomes are written until the given time.
+    Flushing(Tai),
+}
+
+/// Serve until `stop` is set (or `duration` of host time has passed), then stop as the module docs say:
+/// every submit the socket took gets exactly one outcome, and the socket file is removed.
+pub fn serve<N: Nic>(
+    cfg: &Config,
+    dcfg: &DaemonConfig,
+    nic: N,
+    stop: &AtomicBool,
+    duration: Option<Nanos>,
+) -> Result<DaemonStats, String> {
+    let limits = &dcfg.limits;
+    let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
+    let result = serve_bound(cfg, dcfg, nic, stop, duration, &mut bound, limits);
+    if let Some(b) = bound.take() {
+        b.close();
+    }
+    result
+}
+
+fn serve_bound<N: Nic>(
+    cfg: &Config,
+    dcfg: &DaemonConfig,
+    nic: N,
+    stop: &AtomicBool,
+    duration: Option<Nanos>,
+    bound: &mut Option<socket::BoundSocket>,
+    limits: &Limits,
+) -> Result<DaemonStats, String> {
+    let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: Nanos(i64::MAX) };
+    let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
+    let start = driver.nic.now();
+    let classes = cfg.ownership.classes();
+    let mut stats = DaemonStats::default();
+    let mut conns = Conns::default();
+    let mut owner: Owners = HashMap::new();
+    let mut next_frame = 0u64;
+    let mut feed = Feed::new(classes, cfg.max_pending, limits.max_queued);
+    let mut events: Vec<Event> = Vec::new();
+    let mut phase = Stop::No;
+    // Bring the link up before answering anyone: the first polls anchor the clock and the schedule's grid,
+    // which `Info` reports.
+    for _ in 0..100_000 {
+        driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
+        events.clear();
+        if driver.station.schedule_settled() {
+            break;
+        }
+        driver.nic.wait(cfg.poll_period);
+    }
+    let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
+    let allowed = |uid, gid| {
+        let a = dcfg.allowed(cfg, uid, gid);
+        let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
+        (a, rt)
+    };
+    // Where the next poll starts serving best-effort-only connections (round robin under the budget).
+    let mut cursor = 0u64;
+
+    loop {
+        let now = driver.nic.now();
+        let stopping = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| now - start > d);
+        if let Some(b) = bound.as_ref() {
+            let a = conns.accept_all(&b.listener, limits, allowed);
+            stats.connections += a.taken;
+            stats.refused += a.refused;
+        }
+        if stopping && phase == Stop::No {
+            // Nobody new; every peer's further writes fail, what they wrote is still read and answered.
+            if let Some(b) = bound.take() {
+                b.close();
+            }
+            conns.shut_reading();
+            phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
+        }
+
+        // Read and answer requests.
+        let info = {
+            // A schedule slot of ring slot 0, at least a ring ahead of the NIC.
+            let n = u64::from(cfg.ownership.ring());
+            let st = &driver.station;
+            let j = st.schedule().slot_of(st.ephc().time_of(st.ring().consumed())).unwrap_or(0);
+            let j = (j + n).div_ceil(n) * n;
+            Info {
+                rate_bps: cfg.geometry.rate().bps(),
+                slot_bytes: cfg.geometry.slot_bytes(),
+                ring: cfg.ownership.ring(),
+                batch: cfg.batch,
+                now: now.0,
+                cycle_start: st.schedule().time_of(j).0,
+                classes: Vec::new(),
+            }
+        };
+        let ctx = Ctx { cfg, limits, names: &names, info, now, stopping };
+        // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
+        // robin, within the per-poll budget.
+        let mut budget = limits.requests_per_poll;
+        let order: Vec<u64> = conns.map.range(cursor..).chain(conns.map.range(..cursor)).map(|(&k, _)| k).collect();
+        for real_time in [true, false] {
+            for &cid in &order {
+                let Some(c) = conns.map.get_mut(&cid).filter(|c| c.real_time == real_time) else { continue };
+                if !real_time && budget == 0 {
+                    cursor = cid;
+                    break;
+                }
+                if c.takes_requests(limits) {
+                    c.read_some(limits);
+                }
+                let mut unlimited = usize::MAX;
+                let b = if real_time { &mut unlimited } else { &mut budget };
+                serve_requests(cid, c, &mut conns.usage, &ctx, b, &mut feed, &mut owner, &mut next_frame, &mut stats);
+            }
+        }
+        stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
+
+        // The station: one poll while the link runs; outcomes go back to their clients.
+        if let Stop::No | Stop::Draining(_) | Stop::LinkDrain(_) = phase {
+            if let Stop::Draining(until) = phase {
+                if (driver.station.in_flight() == 0 && feed.queued() == 0) || now > until {
+                    for (id, _) in feed.take_all() {
+                        deliver(id, Err(Reason::Shutdown), &mut owner, &mut conns, &mut stats);
+                    }
+                    driver.station.shutdown();
+                    phase = Stop::LinkDrain(now + DRAIN_GRACE + driver.ring_span());
+                }
+            }
+            driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
+            route(&mut events, &mut feed, &mut owner, &mut conns, &mut stats);
+            if let Stop::LinkDrain(give_up) = phase {
+                // A link that stops completing must not hold the daemon: after the grace period, the frames
+                // still posted get `link-fault`.
+                let done = driver.station.drained() && driver.nic.unfinished() == 0;
+                if !done && driver.nic.now() > give_up {
+                    driver.abandon_posted(&mut |e| events.push(e));
+                    route(&mut events, &mut feed, &mut owner, &mut conns, &mut stats);
+                }
+                if done || driver.nic.now() > give_up {
+                    phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
+                }
+            }
+        }
+        stats.dropped += conns.flush();
+        if let Stop::Flushing(until) = phase {
+            if conns.map.is_empty() || driver.nic.now() > until {
+                break;
+            }
+        }
+        driver.nic.wait(cfg.poll_period);
+    }
+    Ok(stats)
+}

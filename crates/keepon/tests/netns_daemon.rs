@@ -1,0 +1,148 @@
+//! The daemon on a real AF_PACKET link (needs root; skips otherwise): clients keep submitting while the
+//! daemon gets SIGTERM, and every submit the socket took gets exactly one outcome (issue 12, point 8).
+//!
+//! ```text
+//!   kqt-PID: keepon daemon (afpacket, host-paced) ── kp0 ── veth ── bridge ── veth ── kp1 (nobody listens)
+//!        ▲ UNIX socket: 4 clients of this test, submitting without pause
+//! ```
+//! Bounded in time (about 5 s); the namespaces are deleted and the daemon killed by guards on failure.
+#![cfg(target_os = "linux")]
+
+#[allow(dead_code)] // shared with netns_cli.rs; this test uses part of it
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use keepon::api::{Client, Delivery, Request, Response};
+use keepon_core::outcome::Reason;
+use keepon_core::testframe::TestHeader;
+
+use support::{bridged, chmod, is_root, Proc};
+
+const BIN: &str = env!("CARGO_BIN_EXE_keepon");
+const CYCLE: i64 = 3_200_000;
+
+fn frame(seq: u64, txtime: i64) -> Vec<u8> {
+    let mut b = vec![0u8; 100];
+    let h = TestHeader { dst: [2, 0x6b, 0x70, 0, 0, 2], src: [2, 0x6b, 0x70, 0, 0, 1], flow: 0, seq, txtime };
+    h.emit(&mut b[..TestHeader::buffer_len()]);
+    b
+}
+
+#[test]
+fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
+    if !is_root() {
+        println!("skipping: needs root (network namespaces)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    chmod(d, 0o755);
+    let sock = d.join("keepon.sock");
+    let cfg = d.join("D.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[link]
+rate = "100Mbps"
+[ring]
+slot_bytes = 1230      # δ = 100 µs
+slots = 32             # cycle 3.2 ms
+batch = 8
+slot_masks = "0x01,0x20002,0"
+[run]
+poll_period = "100us"
+[daemon]
+socket = "{}"
+max_in_flight = 256
+"#,
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let topo = bridged("kq");
+    let mut daemon = Proc::spawn(
+        "daemon",
+        d,
+        Command::new("ip").args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"]).arg(&cfg).args([
+            "--backend",
+            "afpacket",
+            "--iface",
+            "kp0",
+            "--pacing",
+            "host",
+            "--filler",
+            "reserved-address",
+        ]),
+    );
+    let up = Instant::now();
+    let info = loop {
+        if let Ok(i) = Client::connect(&sock).and_then(|mut c| c.info()) {
+            break i;
+        }
+        assert!(daemon.running() && up.elapsed() < Duration::from_secs(5), "daemon not up\n{}", daemon.output());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut clients = Vec::new();
+    for n in 0..4u64 {
+        let mut c = Client::connect(&sock).unwrap();
+        c.set_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut w = c.try_clone().unwrap();
+        let first = info.cycle_start + 60 * CYCLE;
+        let writer = std::thread::spawn(move || {
+            let mut sent = 0u64;
+            loop {
+                let req = if sent & 1 == 0 {
+                    let t = first + ((sent / 2) % 200) as i64 * CYCLE;
+                    Request::Submit { tag: sent, class: "tc-0".into(), txtime: Some(t), frame: frame(sent, t) }
+                } else {
+                    Request::Submit { tag: sent, class: "tc-2".into(), txtime: None, frame: frame(sent, 0) }
+                };
+                if w.send(&req).is_err() {
+                    return sent;
+                }
+                sent += 1;
+                if sent & 63 == 0 {
+                    std::thread::sleep(Duration::from_micros(300 + 100 * n));
+                }
+            }
+        });
+        let reader = std::thread::spawn(move || {
+            let mut got: Vec<(u64, Delivery)> = Vec::new();
+            loop {
+                match c.recv() {
+                    Ok(Some(Response::Outcome { tag, delivery })) => got.push((tag, delivery)),
+                    Ok(Some(other)) => return Err(format!("unexpected {other:?}")),
+                    Ok(None) => return Ok(got),
+                    Err(e) => return Err(format!("{e} after {} outcomes", got.len())),
+                }
+            }
+        });
+        clients.push((writer, reader));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill with a pid this test started (`ip netns exec` execs keepon in the same process).
+    assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
+    let out = daemon.success(Duration::from_secs(10));
+    println!("{out}");
+    let mut shutdown = 0;
+    for (i, (writer, reader)) in clients.into_iter().enumerate() {
+        let sent = writer.join().unwrap();
+        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("client {i}: {e}"));
+        let mut seen = vec![0u32; sent as usize];
+        for (tag, dl) in &got {
+            assert!(*tag < sent, "client {i}: outcome for tag {tag} never submitted");
+            seen[*tag as usize] += 1;
+            shutdown += u32::from(*dl == Delivery::Rejected(Reason::Shutdown));
+        }
+        let missing = seen.iter().filter(|&&n| n == 0).count();
+        let doubled = seen.iter().filter(|&&n| n > 1).count();
+        println!("client {i}: {sent} submitted, {} outcomes", got.len());
+        assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
+        assert!(sent > 100, "client {i} submitted only {sent}");
+    }
+    assert!(shutdown > 0, "no submit met the stopping daemon");
+    assert!(!sock.exists(), "the daemon removed its socket");
+}
