@@ -10,7 +10,7 @@
 //!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
 //! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
 //!                     now i64 | cycle_start i64 | class names (u8 len + UTF-8 each, to the end)
-//! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected) | reason u8 | tag u64 | slot u64 |
+//! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected, 2 sent off schedule) | reason u8 | tag u64 | slot u64 |
 //!                     time i64 | ring_slot u32
 //! response Error    : ver=1 | kind=0x83 | UTF-8 text        (malformed request; the connection stays open)
 //! ```
@@ -85,6 +85,9 @@ pub enum Delivery {
         time: i64,
         /// Ownership ring slot.
         ring_slot: u32,
+        /// The frame left further than the daemon's tolerance (`run.tolerance`, default half a slot) from the
+        /// start of the schedule slot that holds its txtime (an underrun, or the relaxed policy, moved it).
+        off_schedule: bool,
     },
     /// Rejected.
     Rejected(Reason),
@@ -224,7 +227,12 @@ impl Response {
                 }
                 let tag = u64_at(b, 4);
                 let delivery = match b[2] {
-                    0 => Delivery::Sent { slot: u64_at(b, 12), time: u64_at(b, 20) as i64, ring_slot: u32_at(b, 28) },
+                    0 | 2 => Delivery::Sent {
+                        slot: u64_at(b, 12),
+                        time: u64_at(b, 20) as i64,
+                        ring_slot: u32_at(b, 28),
+                        off_schedule: b[2] == 2,
+                    },
                     1 => Delivery::Rejected(
                         *Reason::ALL
                             .get(usize::from(b[3]))
@@ -261,7 +269,8 @@ impl Response {
                 let mut b = vec![VERSION, K_OUTCOME, 0, 0];
                 b.extend_from_slice(&tag.to_le_bytes());
                 match delivery {
-                    Delivery::Sent { slot, time, ring_slot } => {
+                    Delivery::Sent { slot, time, ring_slot, off_schedule } => {
+                        b[2] = if *off_schedule { 2 } else { 0 };
                         b.extend_from_slice(&slot.to_le_bytes());
                         b.extend_from_slice(&time.to_le_bytes());
                         b.extend_from_slice(&ring_slot.to_le_bytes());
@@ -412,7 +421,14 @@ mod tests {
     #[test]
     fn responses_round_trip() {
         for r in [
-            Response::Outcome { tag: 9, delivery: Delivery::Sent { slot: 5, time: -3, ring_slot: 1 } },
+            Response::Outcome {
+                tag: 9,
+                delivery: Delivery::Sent { slot: 5, time: -3, ring_slot: 1, off_schedule: false },
+            },
+            Response::Outcome {
+                tag: 9,
+                delivery: Delivery::Sent { slot: 5, time: 7, ring_slot: 1, off_schedule: true },
+            },
             Response::Outcome { tag: 9, delivery: Delivery::Rejected(Reason::Forbidden) },
             Response::Error("bad".into()),
             Response::Info(Info {

@@ -119,7 +119,10 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
         let f = &cfg.flows[usize::from(flow)];
         let mut r = Record::new(seq, &f.name, &f.class_name, sent[id]);
         match outcomes.get(id) {
-            Some(Delivery::Sent { slot, time, ring_slot }) => r.sent_at(*slot, *ring_slot, *time),
+            Some(Delivery::Sent { slot, time, ring_slot, off_schedule }) => {
+                r.sent_at(*slot, *ring_slot, *time);
+                r.off_schedule = Some(*off_schedule);
+            }
             Some(Delivery::Rejected(why)) => r.rejected(why.as_str()),
             None => {
                 missing += 1;

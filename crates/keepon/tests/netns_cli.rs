@@ -319,7 +319,7 @@ fn daemon_talk_listen_through_a_bridge() {
         let (tag, dl) = outcome(&mut a, "final client frames");
         let (seq, txtime) = client_tags[&tag];
         match dl {
-            Delivery::Sent { slot, time, ring_slot } => {
+            Delivery::Sent { slot, time, ring_slot, .. } => {
                 let class = if txtime.is_some() { "tc-0" } else { "tc-2" };
                 let mut r = Record::new(seq, "client", class, txtime);
                 r.sent_at(slot, ring_slot, time);

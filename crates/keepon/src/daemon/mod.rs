@@ -140,12 +140,24 @@ fn deliver(
 }
 
 /// Route the station's events: outcomes to their clients (and out of their class's share).
-fn route(events: &mut Vec<Event>, feed: &mut Feed, owner: &mut Owners, conns: &mut Conns, stats: &mut DaemonStats) {
+fn route(
+    events: &mut Vec<Event>,
+    tolerance: Nanos,
+    feed: &mut Feed,
+    owner: &mut Owners,
+    conns: &mut Conns,
+    stats: &mut DaemonStats,
+) {
     for e in events.drain(..) {
         match e {
             Event::Outcome(Outcome { id, class, result }) => {
                 feed.settled(class);
-                let result = result.map(|s| Delivery::Sent { slot: s.slot, time: s.time.0, ring_slot: s.ring_slot });
+                let result = result.map(|s| Delivery::Sent {
+                    slot: s.slot,
+                    time: s.time.0,
+                    ring_slot: s.ring_slot,
+                    off_schedule: s.deviation().is_some_and(|d| d.0.unsigned_abs() > tolerance.0.unsigned_abs()),
+                });
                 deliver(id, result, owner, conns, stats);
             }
             Event::Underrun(_) => stats.underruns += 1,
@@ -373,14 +385,14 @@ fn serve_bound<N: Nic>(
                 }
             }
             driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
-            route(&mut events, &mut feed, &mut owner, &mut conns, &mut stats);
+            route(&mut events, cfg.tolerance, &mut feed, &mut owner, &mut conns, &mut stats);
             if let Stop::LinkDrain(give_up) = phase {
                 // A link that stops completing must not hold the daemon: after the grace period, the frames
                 // still posted get `link-fault`.
                 let done = driver.station.drained() && driver.nic.unfinished() == 0;
                 if !done && driver.nic.now() > give_up {
                     driver.abandon_posted(&mut |e| events.push(e));
-                    route(&mut events, &mut feed, &mut owner, &mut conns, &mut stats);
+                    route(&mut events, cfg.tolerance, &mut feed, &mut owner, &mut conns, &mut stats);
                 }
                 if done || driver.nic.now() > give_up {
                     phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
