@@ -41,7 +41,7 @@ fn underruns(stdout: &str) -> u64 {
 
 /// What every run must show, whatever the backend: each real-time frame is sent in a ring slot its class owns,
 /// or (only if the link underran) rejected `late` or `underrun`; best effort is sent in unowned slots.
-fn check_run(name: &str, cfg: &Config, recs: &[Record], underruns: u64) -> usize {
+fn check_run(name: &str, cfg: &Config, recs: &[Record], underruns: u64, min_share: f64) -> usize {
     let own = &cfg.ownership;
     let mut rt = (0usize, 0usize);
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
@@ -65,7 +65,12 @@ fn check_run(name: &str, cfg: &Config, recs: &[Record], underruns: u64) -> usize
         assert!(reasons.is_empty(), "{name}: rejections without an underrun: {reasons:?}");
     }
     assert!(rt.0 > 0, "{name}: the example schedules real-time frames");
-    assert!(2 * rt.1 >= rt.0, "{name}: only {}/{} real-time frames sent ({reasons:?})", rt.1, rt.0);
+    assert!(
+        rt.1 > 0 && rt.1 as f64 >= min_share * rt.0 as f64,
+        "{name}: only {}/{} real-time frames sent ({reasons:?})",
+        rt.1,
+        rt.0
+    );
     rt.1
 }
 
@@ -86,7 +91,8 @@ fn every_example_on_the_simulated_nic_sends_its_scheduled_frames() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{name}: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
         let recs = record::read(&csv).unwrap();
-        check_run(&name, &cfg, &recs, underruns(&stdout));
+        // On the simulated NIC only an example that underruns by design loses frames, and few.
+        check_run(&name, &cfg, &recs, underruns(&stdout), 0.9);
     }
 }
 
@@ -141,7 +147,11 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
             }
             assert!(status.success(), "{tag}: {}", run.output());
             let recs = record::read(&csv).unwrap();
-            let sent_rt = check_run(&tag, &cfg, &recs, underruns(&run.stdout()));
+            // A host-paced link underruns whenever the (debug-built, possibly loaded) host oversleeps its lead
+            // batch·δ; examples with a comfortable lead (≥ 60 µs) must send most real-time frames, tighter ones
+            // (underrun.toml: 41 µs, by design) some — every frame is accounted for in either case.
+            let min_share = if lead_ns(&cfg) >= 60_000 { 0.5 } else { 0.0 };
+            let sent_rt = check_run(&tag, &cfg, &recs, underruns(&run.stdout()), min_share);
             listen.success(Duration::from_secs(30));
             // What crossed the bridge was reported sent: no frame leaves without its `sent` outcome, and no filler
             // crosses. The veth pair, the bridge and the listener's socket may drop frames on a loaded host (they
