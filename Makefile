@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build bench table3 clean
+.PHONY: run test lint rust-test py-test py-env build bench table3 clean soak
 
 build:
 	$(CARGO) build --release -p keepon
@@ -49,3 +49,13 @@ table3: build
 clean:
 	$(CARGO) clean
 	rm -rf $(OUT) $(VENV)
+
+# Soak: peak RSS of `keepon run` over a 10^6-slot and a 10^8-slot simulated run (records streamed to disk).
+soak: build
+	@mkdir -p $(OUT)/soak
+	@for n in 1 100; do \
+	  sed -e "s/COUNT_RT/$$((n * 15625))/" -e "s/COUNT_BE/$$((n * 336000))/" crates/keepon/benches/soak/soak.toml > $(OUT)/soak/soak-$$n.toml; \
+	  echo "== $$n x 10^6 slots"; \
+	  ./target/release/keepon run --config $(OUT)/soak/soak-$$n.toml --records $(OUT)/soak/soak-$$n.csv | grep -E '^(frames|wire|memory|records):'; \
+	  rm -f $(OUT)/soak/soak-$$n.csv; \
+	done

@@ -208,7 +208,8 @@ impl Response {
                 while at < b.len() {
                     let n = usize::from(b[at]);
                     let name = b.get(at + 1..at + 1 + n).ok_or_else(|| ProtocolError("class name cut short".into()))?;
-                    classes.push(String::from_utf8_lossy(name).into_owned());
+                    let name = std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
+                    classes.push(name.to_owned());
                     at += 1 + n;
                 }
                 Ok(Response::Info(Info {
@@ -259,7 +260,9 @@ impl Response {
                 b.extend_from_slice(&i.now.to_le_bytes());
                 b.extend_from_slice(&i.cycle_start.to_le_bytes());
                 for c in &i.classes {
-                    let n = &c.as_bytes()[..c.len().min(255)];
+                    // At most 255 bytes, cut at a character boundary.
+                    let cut = (0..=c.len().min(255)).rev().find(|&i| c.is_char_boundary(i)).unwrap_or(0);
+                    let n = &c.as_bytes()[..cut];
                     b.push(n.len() as u8);
                     b.extend_from_slice(n);
                 }

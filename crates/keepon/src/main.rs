@@ -295,6 +295,12 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
     if let Some(w) = out.wire {
         println!("wire: {} slots, busy {:.4} %, {} gaps", w.slots, w.busy_ppm() as f64 / 1e4, w.gaps);
     }
+    if let Some(kib) = peak_rss_kib() {
+        println!(
+            "memory: peak RSS {:.1} MiB (records are streamed: memory does not grow with the run's length)",
+            kib as f64 / 1024.0
+        );
+    }
     let sm = &out.summary;
     println!("timing: {}/{} sent frames left at exactly their EPHC slot time ({})", sm.exact_ephc, sm.sent, out.timing);
     print!("{}", sm.render_schedule(cfg.tolerance.0));
@@ -314,4 +320,11 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
             f.name, f.class_name, fs.sent, fs.frames
         );
     }
+}
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), in KiB, where the OS reports it.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
