@@ -13,6 +13,14 @@
 //! the schedule slot whose start is nearest (within half a slot). Frames waiting in the insertion window
 //! are re-placed against the new clock or rejected with [`Reason::Underrun`]; none is ever sent at a time
 //! other than the one its outcome reports.
+//!
+//! The contract after an underrun, honestly: frames already handed to the NIC cannot be recalled. The (at most
+//! `batch`) frames posted when the link went idle leave late by the gap, and so may frames posted before the
+//! station learned when the wire really restarted. Every `Sent` outcome therefore carries the start of the
+//! schedule slot that holds the frame's txtime ([`Sent::scheduled`]) — its deviation is `time − scheduled` —
+//! so the application sees exactly how far each frame was off; frames placed after the re-alignment leave
+//! within half a slot of their schedule slot. The property tests bound the frames beyond half a slot by
+//! `batch` per underrun.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;

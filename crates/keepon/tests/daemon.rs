@@ -122,6 +122,11 @@ fn daemon_reports_every_outcome_and_survives_bad_clients() {
         (105, "tc-0", None, 100, Reason::MissingTxtime),
         (106, "tc-2", Some(first), 100, Reason::UnexpectedTxtime),
         (107, "tc-0", Some(host_tai().0 + 5_000_000_000), 100, Reason::TooFarAhead),
+        // The ends of the i64 range (this test runs in a debug build: an overflow would kill the daemon).
+        (108, "tc-0", Some(i64::MIN), 100, Reason::Late),
+        (109, "tc-0", Some(i64::MIN + 1), 100, Reason::Late),
+        (110, "tc-0", Some(i64::MAX), 100, Reason::TooFarAhead),
+        (111, "tc-0", Some(-1), 100, Reason::Late),
     ];
     for (tag, class, txtime, len, _) in bad {
         a.send(&Request::Submit { tag, class: class.into(), txtime, frame: frame(len, tag, 0) }).unwrap();
