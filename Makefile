@@ -37,7 +37,7 @@ $(VENV)/.installed: python/pyproject.toml
 
 py-env: $(VENV)/.installed
 
-py-test: py-env
+py-test: py-env build
 	$(VENV)/bin/pytest -q python/tests
 
 bench:
