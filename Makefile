@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build c-client bench table3 clean
+.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 clean
 
 build:
 	$(CARGO) build --release -p keepon
@@ -34,6 +34,18 @@ $(C_OUT)/libkeepon.so: $(C_OUT)/keepon.o
 
 $(C_OUT)/keepon-example: clients/c/example.c $(C_OUT)/libkeepon.a
 	$(CC) $(CWARN) -o $@ clients/c/example.c $(C_OUT)/libkeepon.a
+
+# The SO_TXTIME preload library (clients/txtime) and the ETF-style test program; crates/keepon/tests/txtime_preload.rs
+# builds them with this target.
+txtime-preload: $(C_OUT)/libkeepon_txtime.so $(C_OUT)/etf-sender
+
+$(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/c/keepon.c clients/c/keepon.h
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -fPIC -shared -fvisibility=hidden -o $@ clients/txtime/keepon_txtime.c clients/c/keepon.c -ldl -lpthread
+
+$(C_OUT)/etf-sender: clients/txtime/etf_sender.c
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -o $@ clients/txtime/etf_sender.c
 
 $(C_OUT)/keepon-test: clients/c/test_keepon.c clients/c/keepon.c clients/c/keepon.h
 	@mkdir -p $(C_OUT)
