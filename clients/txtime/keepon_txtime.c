@@ -39,7 +39,8 @@
  *       message per frame (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with
  *       OPT_TSONLY). A frame sent off its scheduled slot after an underrun is reported sent, like any other.
  *     KEEPON_TXTIME_LOG=1 logs every frame's keepon outcome (with keepon's own reason) to stderr.
- *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN.
+ *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN (no reconnection); if it goes
+ *     away, every frame still waiting for its outcome is reported MISSED.
  *
  * Reentrancy: the wrappers call libc through pointers from dlsym(RTLD_NEXT); the client code (keepon.c, compiled
  * in) reaches the wrappers only for the daemon's own descriptor, which is never a keepon socket, so it passes
@@ -106,8 +107,13 @@ struct ksock {
     uint32_t tsflags;     /* SOF_TIMESTAMPING_* */
     int ts_new;           /* the program set SO_TIMESTAMPING_NEW */
     uint32_t tskey;
+    size_t queued;
     struct errmsg *head, *tail;
 };
+
+/* Most error-queue messages kept per socket (the kernel bounds the queue by the receive buffer); beyond it new
+ * ones are dropped and logged. */
+#define MAX_QUEUED 65536
 
 /* A frame handed to the daemon, waiting for its outcome. */
 struct pending {
@@ -223,6 +229,12 @@ static int64_t now_ns(clockid_t c) {
 /* ---- error queue ------------------------------------------------------------------------------------------- */
 
 static void push_err(struct ksock *k, struct errmsg *m) {
+    if (k->queued >= MAX_QUEUED) {
+        logf_("keepon_txtime: error queue full (%d messages): one dropped\n", MAX_QUEUED);
+        free(m);
+        return;
+    }
+    k->queued++;
     m->next = NULL;
     if (k->tail)
         k->tail->next = m;
@@ -316,6 +328,21 @@ static void deliver(const struct keepon_outcome *o) {
     memset(p, 0, sizeof *p);
 }
 
+/* The daemon is gone: every frame still waiting ends as missed (it may or may not have left; its slot time is
+ * unknown), so none is silently lost. Lock held. */
+static void fail_pending(void) {
+    for (size_t i = 0; i < MAX_PENDING; i++) {
+        struct pending *p = &g.pending[i];
+        if (!p->used) continue;
+        struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
+        logf_("keepon_txtime: fd %d txtime %lld: no outcome, the daemon went away\n", p->fd, (long long)p->txtime);
+        if (k && k->gen == p->gen)
+            txtime_error(k, ECANCELED, SO_EE_CODE_TXTIME_MISSED, p->txtime, p->frame, p->len);
+        free(p->frame);
+        memset(p, 0, sizeof *p);
+    }
+}
+
 /* Read every outcome that has arrived, without waiting. Lock held. */
 static void pump(void) {
     if (!g.daemon) return;
@@ -332,6 +359,7 @@ static void pump(void) {
                 keepon_close(g.daemon);
                 g.daemon = NULL;
                 g.daemon_failed = 1;
+                fail_pending();
             }
         }
         return;
@@ -624,6 +652,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
     }
     k->head = e->next;
     if (!k->head) k->tail = NULL;
+    k->queued--;
     uint32_t tsflags = k->tsflags;
     int ts_type = k->ts_new ? SO_TIMESTAMPING_NEW : SO_TIMESTAMPING_OLD;
     unlock();
