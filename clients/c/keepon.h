@@ -14,7 +14,8 @@
  *     int  keepon_submit(keepon_client *c, const char *cls, int64_t txtime, const void *frame, size_t len,
  *                        uint64_t tag);
  *     int  keepon_outcome(keepon_client *c, struct keepon_outcome *out);
- *     int  keepon_recv(keepon_client *c, struct keepon_msg *msg);
+ *     int  keepon_recv(keepon_client *c, struct keepon_msg *msg, struct keepon_info *info_out);
+ *     int  keepon_send_raw(keepon_client *c, const void *bytes, size_t len);
  *     int  keepon_close_write(keepon_client *c);
  *     void keepon_close(keepon_client *c);
  *     int  keepon_fd(const keepon_client *c);
@@ -52,7 +53,8 @@
  *     request instead, it returns KEEPON_EREQUEST and keepon_strerror() gives the daemon's text.
  *
  *     keepon_recv() waits for the next message of any kind (outcome, info, error text, or a kind this client does
- *     not know) without interpreting it.
+ *     not know: msg->kind says which) without interpreting it; an Info reply is stored in *info_out when that is
+ *     not NULL. keepon_send_raw() sends bytes as they are (for testing a daemon's handling of bad requests).
  *
  *     keepon_close_write() tells the daemon the client is done. The daemon then closes the connection: outcomes
  *     not yet read are lost to this client (the frames still leave in their slots), so read them first.
