@@ -37,7 +37,7 @@ $(C_OUT)/keepon-example: clients/c/example.c $(C_OUT)/libkeepon.a
 
 # The SO_TXTIME preload library (clients/txtime) and the ETF-style test program; crates/keepon/tests/txtime_preload.rs
 # builds them with this target.
-txtime-preload: $(C_OUT)/libkeepon_txtime.so $(C_OUT)/etf-sender
+txtime-preload: $(C_OUT)/libkeepon_txtime.so $(C_OUT)/etf-sender $(C_OUT)/preload-check
 
 $(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/c/keepon.c clients/c/keepon.h
 	@mkdir -p $(C_OUT)
@@ -46,6 +46,10 @@ $(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/c/keepon.c 
 $(C_OUT)/etf-sender: clients/txtime/etf_sender.c
 	@mkdir -p $(C_OUT)
 	$(CC) $(CWARN) -o $@ clients/txtime/etf_sender.c
+
+$(C_OUT)/preload-check: clients/txtime/preload_check.c
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -o $@ clients/txtime/preload_check.c
 
 $(C_OUT)/keepon-test: clients/c/test_keepon.c clients/c/keepon.c clients/c/keepon.h
 	@mkdir -p $(C_OUT)

@@ -20,6 +20,11 @@
 //!   order, and nothing else; timestamps within half a slot of the txtime (function, not timing: veth has no
 //!   line clock).
 //!
+//! - `preload_edge_cases`: `clients/txtime/preload_check.c` (self-checking) exercises `sendmmsg`, `sendto`, `write`
+//!   and `send`, a clockid other than `CLOCK_TAI`, deadline mode, sockets without error reporting or timestamps,
+//!   truncated error-queue reads, `poll` for `POLLERR`, and what must pass through to the kernel (another
+//!   interface, UDP, a reused descriptor); the daemon must have counted exactly the frames meant for keepon.
+//!
 //! Needs root (skips otherwise) and a C compiler (`make txtime-preload` builds the library and the program).
 //! Bounded in time (≈ 5 s each); namespaces deleted and processes killed by guards.
 #![cfg(target_os = "linux")]
@@ -83,6 +88,10 @@ fn build() -> Option<(PathBuf, PathBuf)> {
     }
     let c = repo().join("target/c");
     Some((c.join("libkeepon_txtime.so"), c.join("etf-sender")))
+}
+
+fn c_program(name: &str) -> PathBuf {
+    repo().join("target/c").join(name)
 }
 
 fn config(socket: &Path) -> String {
@@ -347,4 +356,59 @@ fn preload_through_a_bridge() {
     assert!(heard.iter().all(|r| r.flow == "flow-0"), "only flow 0 crosses: {heard:?}");
     sent.sort_unstable();
     assert_eq!(heard_times, sent, "the listener receives every frame keepon sent, in order, and no other");
+}
+
+#[test]
+fn preload_edge_cases() {
+    if !is_root() {
+        println!("skipping: needs root (AF_PACKET sockets in a network namespace)");
+        return;
+    }
+    let Some((lib, _)) = build() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let ns = format!("kpe-{}", std::process::id());
+    ip(&["netns", "add", &ns]);
+    let _guard = Netns(ns.clone());
+    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+    // A second interface for traffic keepon must leave alone (this kernel has no `dummy`).
+    ip(&["-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
+    for dev in ["d0", "d1"] {
+        ip(&["-n", &ns, "link", "set", "dev", dev, "addrgenmode", "none"]);
+        ip(&["-n", &ns, "link", "set", "dev", dev, "up"]);
+    }
+
+    let mut daemon =
+        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    let base = info.cycle_start + 50 * CYCLE;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]).arg(c_program("preload-check")).arg(base.to_string());
+    preload_env(&mut cmd, &lib, &sock, "lo");
+    let mut prog = Proc::spawn("preload-check", d, &mut cmd);
+    let out = prog.success(Duration::from_secs(10));
+    let daemon_out = daemon.success(Duration::from_secs(10));
+    println!("{}\n{daemon_out}", prog.output());
+    let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
+    // 3 frames of A and 2 of D; everything else went to the kernel or was refused before reaching keepon.
+    assert_eq!(number_before(&daemon_out, "frames"), Some(5), "frames the daemon received");
+    let stamps: Vec<(i64, i64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("tstamp "))
+        .map(|l| {
+            let (t, hw) = l.split_once(' ').expect("two numbers");
+            (t.parse().unwrap(), hw.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(stamps.len(), 3, "{out}");
+    for (txtime, hw) in stamps {
+        if underruns == 0 {
+            assert_eq!(hw, txtime, "hardware timestamp = slot time = txtime on the simulated wire");
+        } else {
+            assert!(hw - txtime >= -SLOT / 2, "{hw} vs {txtime} ({underruns} underruns)");
+        }
+    }
 }
