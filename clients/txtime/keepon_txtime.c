@@ -14,7 +14,8 @@
  *     the socket. Everything else — other sockets, other interfaces, UDP sockets with SO_TXTIME (keepon sends L2
  *     frames; it would have to build IP/UDP headers and resolve neighbours, which it does not), AF_PACKET
  *     SOCK_DGRAM, select/epoll/ppoll, recvmmsg — passes through to libc untouched. Descriptors >= 4096 are
- *     never intercepted. No fork() handling: a child must not use the parent's keepon sockets.
+ *     never intercepted, nor copies made with dup/dup2/fcntl(F_DUPFD) (they reach the kernel). No fork()
+ *     handling: a child must not use the parent's keepon sockets.
  *
  * CLASS
  *     KEEPON_PRIO_CLASS maps the socket's SO_PRIORITY to a keepon class, like mqprio/taprio's priority → traffic
