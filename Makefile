@@ -8,10 +8,52 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build bench table3 clean soak
+.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 clean soak
 
 build:
 	$(CARGO) build --release -p keepon
+
+# The C client (clients/c): static and shared library, example, and the test program (with AddressSanitizer and
+# UBSan when the compiler has them); python/tests/test_c_client.py runs them against a daemon.
+CC ?= cc
+CWARN := -std=c11 -Wall -Wextra -Werror -O2
+C_OUT := target/c
+C_SAN := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -fsanitize=address,undefined -o /dev/null - 2>/dev/null && echo -fsanitize=address,undefined)
+
+c-client: $(C_OUT)/libkeepon.a $(C_OUT)/libkeepon.so $(C_OUT)/keepon-example $(C_OUT)/keepon-test
+
+$(C_OUT)/keepon.o: clients/c/keepon.c clients/c/keepon.h
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -fPIC -c -o $@ clients/c/keepon.c
+
+$(C_OUT)/libkeepon.a: $(C_OUT)/keepon.o
+	ar rcs $@ $<
+
+$(C_OUT)/libkeepon.so: $(C_OUT)/keepon.o
+	$(CC) -shared -o $@ $<
+
+$(C_OUT)/keepon-example: clients/c/example.c $(C_OUT)/libkeepon.a
+	$(CC) $(CWARN) -o $@ clients/c/example.c $(C_OUT)/libkeepon.a
+
+# The SO_TXTIME preload library (clients/txtime) and the ETF-style test program; crates/keepon/tests/txtime_preload.rs
+# builds them with this target.
+txtime-preload: $(C_OUT)/libkeepon_txtime.so $(C_OUT)/etf-sender $(C_OUT)/preload-check
+
+$(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/c/keepon.c clients/c/keepon.h
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -fPIC -shared -fvisibility=hidden -o $@ clients/txtime/keepon_txtime.c clients/c/keepon.c -ldl -lpthread
+
+$(C_OUT)/etf-sender: clients/txtime/etf_sender.c
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -o $@ clients/txtime/etf_sender.c
+
+$(C_OUT)/preload-check: clients/txtime/preload_check.c
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -o $@ clients/txtime/preload_check.c
+
+$(C_OUT)/keepon-test: clients/c/test_keepon.c clients/c/keepon.c clients/c/keepon.h
+	@mkdir -p $(C_OUT)
+	$(CC) $(CWARN) -g $(C_SAN) -o $@ clients/c/test_keepon.c clients/c/keepon.c
 
 run: build
 	@mkdir -p $(OUT)
@@ -37,7 +79,7 @@ $(VENV)/.installed: python/pyproject.toml
 
 py-env: $(VENV)/.installed
 
-py-test: py-env
+py-test: py-env build c-client
 	$(VENV)/bin/pytest -q python/tests
 
 bench:

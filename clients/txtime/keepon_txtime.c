@@ -1,0 +1,746 @@
+/*
+ * libkeepon_txtime.so — run an unmodified SO_TXTIME (ETF) program on keepon with LD_PRELOAD.
+ *
+ *     KEEPON_IFACE=eth1 KEEPON_SOCKET=/run/keepon.sock KEEPON_PRIO_CLASS="3=tc-0,2=tc-1" \
+ *         LD_PRELOAD=libkeepon_txtime.so ./my-etf-program
+ *
+ * WHAT IS INTERCEPTED
+ *     An AF_PACKET SOCK_RAW socket becomes a keepon socket when it sets SO_TXTIME (the option also reaches the
+ *     kernel, so it fails exactly where it would fail without keepon). Its frames are taken over when they are
+ *     addressed to the interface KEEPON_IFACE (the socket's bound interface, or sll_ifindex of the sendto/sendmsg
+ *     address): sendmsg, sendto, send, write and sendmmsg hand each frame to `keepon daemon` with its SCM_TXTIME
+ *     and a class, and return the frame's length as the kernel would. recvmsg(MSG_ERRQUEUE) and poll() on such a
+ *     socket see the error-queue messages ETF would have queued, built from keepon's outcomes. close() forgets
+ *     the socket. Everything else — other sockets, other interfaces, UDP sockets with SO_TXTIME (keepon sends L2
+ *     frames; it would have to build IP/UDP headers and resolve neighbours, which it does not), AF_PACKET
+ *     SOCK_DGRAM, select/epoll/ppoll, recvmmsg — passes through to libc untouched. Descriptors >= 4096 are
+ *     never intercepted, nor copies made with dup/dup2/fcntl(F_DUPFD) (they reach the kernel). No fork()
+ *     handling: a child must not use the parent's keepon sockets.
+ *
+ * CLASS
+ *     KEEPON_PRIO_CLASS maps the socket's SO_PRIORITY to a keepon class, like mqprio/taprio's priority → traffic
+ *     class map: "3=tc-0,2=tc-1,*=tc-2". Without an entry (and without "*"), priority p uses the daemon's class
+ *     number p; no such class → the daemon rejects the frame (unknown-class).
+ *
+ * WHAT ETF WOULD DO, AND WHAT THIS DOES (ETF configured with clockid CLOCK_TAI, deadline_mode off)
+ *     - SO_TXTIME with a clockid other than CLOCK_TAI, or with SOF_TXTIME_DEADLINE_MODE: every frame is refused
+ *       at enqueue — send returns -1/ENOBUFS and, with SOF_TXTIME_REPORT_ERRORS, the error queue gets EINVAL
+ *       SO_EE_CODE_TXTIME_INVALID_PARAM. Not sent to keepon.
+ *     - txtime before now (CLOCK_TAI) when sent, or no SCM_TXTIME (txtime 0): the same. Not sent to keepon.
+ *     - keepon rejects the frame `late` (its slot was already posted to the NIC) or `underrun`, `link-fault`,
+ *       `shutdown` (it missed its time): ECANCELED SO_EE_CODE_TXTIME_MISSED, as ETF reports a frame dequeued
+ *       after its time.
+ *     - any other rejection (not-owned, slot-taken, forbidden, unknown-class, oversize, too-far-ahead,
+ *       queue-full, ...): EINVAL SO_EE_CODE_TXTIME_INVALID_PARAM.
+ *     Both error kinds carry the txtime (ee_info low 32 bits, ee_data high 32 bits) and the frame as payload,
+ *     under SOL_PACKET/PACKET_TX_TIMESTAMP, and are queued only with SOF_TXTIME_REPORT_ERRORS, like ETF.
+ *     - keepon sends the frame: with SO_TIMESTAMPING TX_HARDWARE|RAW_HARDWARE the error queue gets a TX
+ *       timestamp with ts[2] = the frame's slot time on keepon's clock (TAI, exact); with TX_SOFTWARE|SOFTWARE,
+ *       ts[0] = the same instant on CLOCK_REALTIME (minus the kernel's TAI offset when the message is read). One
+ *       message per frame (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with
+ *       OPT_TSONLY). A frame sent off its scheduled slot after an underrun is reported sent, like any other.
+ *     KEEPON_TXTIME_LOG=1 logs every frame's keepon outcome (with keepon's own reason) to stderr.
+ *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN (no reconnection); if it goes
+ *     away, every frame still waiting for its outcome is reported MISSED.
+ *
+ * Reentrancy: the wrappers call libc through pointers from dlsym(RTLD_NEXT); the client code (keepon.c, compiled
+ * in) reaches the wrappers only for the daemon's own descriptor, which is never a keepon socket, so it passes
+ * through without taking the lock.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <time.h> /* before linux/errqueue.h, which uses struct timespec */
+#include <linux/errqueue.h>
+#include <linux/if_packet.h>
+#include <linux/net_tstamp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../c/keepon.h"
+
+#ifndef SO_TXTIME
+#define SO_TXTIME 61
+#define SCM_TXTIME SO_TXTIME
+#endif
+#ifndef SO_TIMESTAMPING_OLD
+#define SO_TIMESTAMPING_OLD 37
+#endif
+#ifndef SO_TIMESTAMPING_NEW
+#define SO_TIMESTAMPING_NEW 65
+#endif
+#ifndef SO_EE_ORIGIN_TXTIME
+#define SO_EE_ORIGIN_TXTIME 6
+#define SO_EE_CODE_TXTIME_INVALID_PARAM 1
+#define SO_EE_CODE_TXTIME_MISSED 2
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_FD 4096
+#define MAX_PENDING 65536
+
+/* One error-queue message. */
+struct errmsg {
+    struct errmsg *next;
+    int tstamp;                /* 1: TX timestamp, 0: txtime error */
+    struct sock_extended_err ee;
+    int64_t tai;               /* TX timestamp: slot time, TAI ns */
+    size_t len;
+    uint8_t data[];            /* the frame (empty with OPT_TSONLY) */
+};
+
+/* A keepon socket. */
+struct ksock {
+    uint64_t gen;         /* distinguishes a reused descriptor */
+    clockid_t clockid;
+    uint32_t txflags;     /* SOF_TXTIME_* */
+    uint32_t tsflags;     /* SOF_TIMESTAMPING_* */
+    int ts_new;           /* the program set SO_TIMESTAMPING_NEW */
+    uint32_t tskey;
+    size_t queued;
+    struct errmsg *head, *tail;
+};
+
+/* Most error-queue messages kept per socket (the kernel bounds the queue by the receive buffer); beyond it new
+ * ones are dropped and logged. */
+#define MAX_QUEUED 65536
+
+/* A frame handed to the daemon, waiting for its outcome. */
+struct pending {
+    int used;
+    uint64_t tag;
+    int fd;
+    uint64_t gen;
+    int64_t txtime;
+    uint32_t tskey;
+    size_t len;
+    uint8_t *frame;
+};
+
+static struct {
+    pthread_mutex_t lk;
+    pthread_once_t once;
+    int ifindex; /* 0: intercept nothing */
+    int log;
+    const char *socket_path;
+    char prio_class[64][64];
+    char prio_default[64];
+    keepon_client *daemon;
+    struct keepon_info info;
+    int daemon_failed;
+    uint64_t next_gen;
+    uint64_t next_tag;
+    struct ksock *socks[MAX_FD];
+    struct pending pending[MAX_PENDING];
+    /* libc */
+    int (*setsockopt)(int, int, int, const void *, socklen_t);
+    ssize_t (*sendmsg)(int, const struct msghdr *, int);
+    ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    ssize_t (*send)(int, const void *, size_t, int);
+    ssize_t (*write)(int, const void *, size_t);
+    int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+    ssize_t (*recvmsg)(int, struct msghdr *, int);
+    int (*close)(int);
+    int (*poll)(struct pollfd *, nfds_t, int);
+} g = {.lk = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+
+/* Set while this thread holds the lock: libc calls made then (by the client code) pass straight through. */
+static __thread int inside;
+
+static void lock(void) {
+    pthread_mutex_lock(&g.lk);
+    inside = 1;
+}
+
+static void unlock(void) {
+    inside = 0;
+    pthread_mutex_unlock(&g.lk);
+}
+
+/* Fast, lock-free membership test; the lock protects the contents. */
+static _Atomic(uint8_t) tracked[MAX_FD];
+
+static void logf_(const char *fmt, ...) {
+    if (!g.log) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) (void)!g.write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void init(void) {
+    g.setsockopt = dlsym(RTLD_NEXT, "setsockopt");
+    g.sendmsg = dlsym(RTLD_NEXT, "sendmsg");
+    g.sendto = dlsym(RTLD_NEXT, "sendto");
+    g.send = dlsym(RTLD_NEXT, "send");
+    g.write = dlsym(RTLD_NEXT, "write");
+    g.sendmmsg = dlsym(RTLD_NEXT, "sendmmsg");
+    g.recvmsg = dlsym(RTLD_NEXT, "recvmsg");
+    g.close = dlsym(RTLD_NEXT, "close");
+    g.poll = dlsym(RTLD_NEXT, "poll");
+    const char *l = getenv("KEEPON_TXTIME_LOG");
+    g.log = l && *l && strcmp(l, "0") != 0;
+    const char *s = getenv("KEEPON_SOCKET");
+    g.socket_path = s && *s ? s : "/run/keepon.sock";
+    const char *ifname = getenv("KEEPON_IFACE");
+    g.ifindex = ifname && *ifname ? (int)if_nametoindex(ifname) : 0;
+    if (ifname && *ifname && g.ifindex == 0) logf_("keepon_txtime: no interface %s: nothing intercepted\n", ifname);
+    const char *map = getenv("KEEPON_PRIO_CLASS");
+    if (map) {
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s", map);
+        for (char *save = NULL, *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(e, '=');
+            if (!eq) continue;
+            *eq = 0;
+            if (strcmp(e, "*") == 0) {
+                snprintf(g.prio_default, sizeof g.prio_default, "%s", eq + 1);
+            } else {
+                char *end;
+                long p = strtol(e, &end, 10);
+                if (*end == 0 && p >= 0 && p < 64) snprintf(g.prio_class[p], sizeof g.prio_class[p], "%s", eq + 1);
+            }
+        }
+    }
+}
+
+static void ensure_init(void) { pthread_once(&g.once, init); }
+
+static int is_tracked(int fd) { return !inside && fd >= 0 && fd < MAX_FD && atomic_load(&tracked[fd]); }
+
+static int64_t now_ns(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- error queue ------------------------------------------------------------------------------------------- */
+
+static void push_err(struct ksock *k, struct errmsg *m) {
+    if (k->queued >= MAX_QUEUED) {
+        logf_("keepon_txtime: error queue full (%d messages): one dropped\n", MAX_QUEUED);
+        free(m);
+        return;
+    }
+    k->queued++;
+    m->next = NULL;
+    if (k->tail)
+        k->tail->next = m;
+    else
+        k->head = m;
+    k->tail = m;
+}
+
+static struct errmsg *new_err(const void *frame, size_t len) {
+    struct errmsg *m = calloc(1, sizeof *m + len);
+    if (m && len) memcpy(m->data, frame, len);
+    if (m) m->len = len;
+    return m;
+}
+
+/* A txtime error, queued only with SOF_TXTIME_REPORT_ERRORS (like ETF). */
+static void txtime_error(struct ksock *k, int err, int code, int64_t txtime, const void *frame, size_t len) {
+    if (!(k->txflags & SOF_TXTIME_REPORT_ERRORS)) return;
+    struct errmsg *m = new_err(frame, len);
+    if (!m) return;
+    m->ee.ee_errno = (uint32_t)err;
+    m->ee.ee_origin = SO_EE_ORIGIN_TXTIME;
+    m->ee.ee_code = (uint8_t)code;
+    m->ee.ee_info = (uint32_t)(uint64_t)txtime;
+    m->ee.ee_data = (uint32_t)((uint64_t)txtime >> 32);
+    push_err(k, m);
+}
+
+static void tx_timestamp(struct ksock *k, int64_t tai, uint32_t key, const void *frame, size_t len) {
+    if (!(k->tsflags & (SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_TX_HARDWARE))) return;
+    int tsonly = k->tsflags & SOF_TIMESTAMPING_OPT_TSONLY;
+    struct errmsg *m = new_err(frame, tsonly ? 0 : len);
+    if (!m) return;
+    m->tstamp = 1;
+    m->tai = tai;
+    m->ee.ee_errno = ENOMSG;
+    m->ee.ee_origin = SO_EE_ORIGIN_TIMESTAMPING;
+    m->ee.ee_info = SCM_TSTAMP_SND;
+    m->ee.ee_data = (k->tsflags & SOF_TIMESTAMPING_OPT_ID) ? key : 0;
+    push_err(k, m);
+}
+
+/* ---- the daemon -------------------------------------------------------------------------------------------- */
+
+static int daemon_up(void) {
+    if (g.daemon) return 1;
+    if (g.daemon_failed) return 0;
+    g.daemon = keepon_connect(g.socket_path);
+    if (!g.daemon) {
+        g.daemon_failed = 1;
+        logf_("keepon_txtime: cannot connect to %s: %s\n", g.socket_path, strerror(errno));
+        return 0;
+    }
+    keepon_set_timeout(g.daemon, 10000);
+    int rc = keepon_info(g.daemon, &g.info);
+    if (rc != KEEPON_OK) {
+        logf_("keepon_txtime: %s: %s\n", g.socket_path, keepon_strerror(g.daemon, rc));
+        keepon_close(g.daemon);
+        g.daemon = NULL;
+        g.daemon_failed = 1;
+        return 0;
+    }
+    keepon_set_timeout(g.daemon, 0);
+    return 1;
+}
+
+static void deliver(const struct keepon_outcome *o) {
+    struct pending *p = &g.pending[o->tag % MAX_PENDING];
+    if (!p->used || p->tag != o->tag) return;
+    struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
+    char why[32];
+    if (o->sent)
+        logf_("keepon_txtime: fd %d txtime %lld: sent at %lld (slot %llu, ring slot %u)%s\n", p->fd,
+              (long long)p->txtime, (long long)o->time, (unsigned long long)o->slot, o->ring_slot,
+              o->off_schedule ? " off schedule" : "");
+    else
+        logf_("keepon_txtime: fd %d txtime %lld: rejected %s\n", p->fd, (long long)p->txtime,
+              keepon_reason_str(o->reason, why, sizeof why));
+    if (k && k->gen == p->gen) {
+        if (o->sent) {
+            tx_timestamp(k, o->time, p->tskey, p->frame, p->len);
+        } else {
+            int missed = o->reason == KEEPON_R_LATE || o->reason == KEEPON_R_UNDERRUN ||
+                         o->reason == KEEPON_R_LINK_FAULT || o->reason == KEEPON_R_SHUTDOWN;
+            txtime_error(k, missed ? ECANCELED : EINVAL,
+                         missed ? SO_EE_CODE_TXTIME_MISSED : SO_EE_CODE_TXTIME_INVALID_PARAM, p->txtime, p->frame,
+                         p->len);
+        }
+    }
+    free(p->frame);
+    memset(p, 0, sizeof *p);
+}
+
+/* The daemon is gone: every frame still waiting ends as missed (it may or may not have left; its slot time is
+ * unknown), so none is silently lost. Lock held. */
+static void fail_pending(void) {
+    for (size_t i = 0; i < MAX_PENDING; i++) {
+        struct pending *p = &g.pending[i];
+        if (!p->used) continue;
+        struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
+        logf_("keepon_txtime: fd %d txtime %lld: no outcome, the daemon went away\n", p->fd, (long long)p->txtime);
+        if (k && k->gen == p->gen)
+            txtime_error(k, ECANCELED, SO_EE_CODE_TXTIME_MISSED, p->txtime, p->frame, p->len);
+        free(p->frame);
+        memset(p, 0, sizeof *p);
+    }
+}
+
+/* Read every outcome that has arrived, without waiting. Lock held. */
+static void pump(void) {
+    if (!g.daemon) return;
+    for (;;) {
+        struct keepon_outcome o;
+        int rc = keepon_outcome(g.daemon, &o);
+        if (rc == KEEPON_OK) {
+            deliver(&o);
+            continue;
+        }
+        if (rc != KEEPON_ETIMEDOUT) {
+            logf_("keepon_txtime: daemon: %s\n", keepon_strerror(g.daemon, rc));
+            if (rc == KEEPON_ECLOSED || rc == KEEPON_EPROTO || rc == KEEPON_ESYS) {
+                keepon_close(g.daemon);
+                g.daemon = NULL;
+                g.daemon_failed = 1;
+                fail_pending();
+            }
+        }
+        return;
+    }
+}
+
+static const char *class_of(int prio) {
+    if (prio >= 0 && prio < 64 && g.prio_class[prio][0]) return g.prio_class[prio];
+    if (g.prio_default[0]) return g.prio_default;
+    const char *c = prio >= 0 ? keepon_info_class(&g.info, (unsigned)prio) : NULL;
+    return c ? c : "";
+}
+
+/* ---- sending ----------------------------------------------------------------------------------------------- */
+
+/* The interface a frame goes to: the address's, else the socket's bound one. */
+static int target_ifindex(int fd, const void *addr, socklen_t alen) {
+    if (addr && alen >= sizeof(struct sockaddr_ll)) {
+        const struct sockaddr_ll *a = addr;
+        if (a->sll_ifindex) return a->sll_ifindex;
+    }
+    struct sockaddr_ll b;
+    socklen_t bl = sizeof b;
+    memset(&b, 0, sizeof b);
+    if (getsockname(fd, (struct sockaddr *)&b, &bl) != 0 || b.sll_family != AF_PACKET) return 0;
+    return b.sll_ifindex;
+}
+
+/* 1 and the txtime if the message carries SCM_TXTIME. */
+static int txtime_of(const struct msghdr *m, int64_t *t) {
+    if (!m || !m->msg_control) return 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TXTIME && c->cmsg_len >= CMSG_LEN(sizeof(uint64_t))) {
+            uint64_t v;
+            memcpy(&v, CMSG_DATA(c), sizeof v);
+            *t = (int64_t)v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Returns 1 (handled; *ret is the result, errno set on -1) or 0 (not ours: pass through). */
+static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t buflen, int use_msg, ssize_t *ret) {
+    ensure_init();
+    if (!is_tracked(fd) || g.ifindex == 0) return 0;
+    const void *addr = use_msg ? m->msg_name : NULL;
+    socklen_t alen = use_msg ? m->msg_namelen : 0;
+    if (!use_msg && m) { /* sendto: the address rides in m->msg_name */
+        addr = m->msg_name;
+        alen = m->msg_namelen;
+    }
+    if (target_ifindex(fd, addr, alen) != g.ifindex) return 0;
+
+    /* The frame as one buffer. */
+    uint8_t frame[KEEPON_MAX_MESSAGE];
+    size_t len = 0;
+    if (use_msg) {
+        for (size_t i = 0; i < (size_t)m->msg_iovlen; i++) {
+            size_t n = m->msg_iov[i].iov_len;
+            if (len + n > sizeof frame) {
+                errno = EMSGSIZE;
+                *ret = -1;
+                return 1;
+            }
+            memcpy(frame + len, m->msg_iov[i].iov_base, n);
+            len += n;
+        }
+    } else {
+        if (buflen > sizeof frame) {
+            errno = EMSGSIZE;
+            *ret = -1;
+            return 1;
+        }
+        memcpy(frame, buf, buflen);
+        len = buflen;
+    }
+    int64_t txtime = 0;
+    if (use_msg) txtime_of(m, &txtime);
+    int prio = 0;
+    socklen_t pl = sizeof prio;
+    getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, &pl);
+
+    lock();
+    struct ksock *k = g.socks[fd];
+    if (!k) { /* closed meanwhile */
+        unlock();
+        return 0;
+    }
+    pump();
+    uint32_t key = k->tskey++; /* the kernel assigns the OPT_ID key at send, before the qdisc sees the frame */
+    /* ETF's enqueue checks: its clock, its mode, a txtime not yet passed. */
+    if (k->clockid != CLOCK_TAI || (k->txflags & SOF_TXTIME_DEADLINE_MODE) || txtime < now_ns(CLOCK_TAI)) {
+        logf_("keepon_txtime: fd %d txtime %lld: refused (%s)\n", fd, (long long)txtime,
+              k->clockid != CLOCK_TAI ? "clockid is not CLOCK_TAI"
+              : (k->txflags & SOF_TXTIME_DEADLINE_MODE) ? "deadline mode"
+                                                        : "txtime has passed");
+        txtime_error(k, EINVAL, SO_EE_CODE_TXTIME_INVALID_PARAM, txtime, frame, len);
+        unlock();
+        errno = ENOBUFS;
+        *ret = -1;
+        return 1;
+    }
+    if (!daemon_up()) {
+        unlock();
+        errno = ENETDOWN;
+        *ret = -1;
+        return 1;
+    }
+    uint64_t tag = g.next_tag;
+    struct pending *p = &g.pending[tag % MAX_PENDING];
+    if (p->used) { /* as many frames in flight as slots here: the kernel would say the same */
+        unlock();
+        errno = ENOBUFS;
+        *ret = -1;
+        return 1;
+    }
+    int rc = keepon_submit(g.daemon, class_of(prio), txtime, frame, len, tag);
+    if (rc != KEEPON_OK) {
+        logf_("keepon_txtime: submit: %s\n", keepon_strerror(g.daemon, rc));
+        unlock();
+        errno = rc == KEEPON_EINVAL ? EMSGSIZE : ENETDOWN;
+        *ret = -1;
+        return 1;
+    }
+    g.next_tag++;
+    p->used = 1;
+    p->tag = tag;
+    p->fd = fd;
+    p->gen = k->gen;
+    p->txtime = txtime;
+    p->tskey = key;
+    p->len = len;
+    p->frame = malloc(len ? len : 1);
+    if (p->frame) memcpy(p->frame, frame, len);
+    else p->len = 0;
+    unlock();
+    *ret = (ssize_t)len;
+    return 1;
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+    ensure_init();
+    ssize_t r;
+    if (is_tracked(fd) && keepon_send(fd, m, NULL, 0, 1, &r)) return r;
+    return g.sendmsg(fd, m, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t alen) {
+    ensure_init();
+    ssize_t r;
+    struct msghdr m = {.msg_name = (void *)a, .msg_namelen = alen};
+    if (is_tracked(fd) && keepon_send(fd, &m, buf, len, 0, &r)) return r;
+    return g.sendto(fd, buf, len, flags, a, alen);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags) {
+    ensure_init();
+    ssize_t r;
+    if (is_tracked(fd) && keepon_send(fd, NULL, buf, len, 0, &r)) return r;
+    return g.send(fd, buf, len, flags);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len) {
+    ensure_init();
+    ssize_t r;
+    if (is_tracked(fd) && keepon_send(fd, NULL, buf, len, 0, &r)) return r;
+    return g.write(fd, buf, len);
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags) {
+    ensure_init();
+    if (!is_tracked(fd)) return g.sendmmsg(fd, v, n, flags);
+    unsigned int i;
+    for (i = 0; i < n; i++) {
+        ssize_t r;
+        if (!keepon_send(fd, &v[i].msg_hdr, NULL, 0, 1, &r)) r = g.sendmsg(fd, &v[i].msg_hdr, flags);
+        if (r < 0) return i > 0 ? (int)i : -1;
+        v[i].msg_len = (unsigned int)r;
+    }
+    return (int)i;
+}
+
+/* ---- socket options and lifetime ------------------------------------------------------------------------- */
+
+static struct ksock *sock_of(int fd) { return fd >= 0 && fd < MAX_FD ? g.socks[fd] : NULL; }
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
+    ensure_init();
+    int r = g.setsockopt(fd, level, name, val, len);
+    if (r != 0 || inside || level != SOL_SOCKET || fd < 0 || fd >= MAX_FD || g.ifindex == 0) return r;
+    if (name == SO_TXTIME && val && len >= sizeof(struct sock_txtime)) {
+        int dom = 0, type = 0;
+        socklen_t l1 = sizeof dom, l2 = sizeof type;
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l1) != 0 || dom != AF_PACKET ||
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) != 0 || type != SOCK_RAW)
+            return r;
+        const struct sock_txtime *t = val;
+        lock();
+        struct ksock *k = g.socks[fd];
+        if (!k) {
+            k = calloc(1, sizeof *k);
+            if (!k) {
+                unlock();
+                return r;
+            }
+            k->gen = ++g.next_gen;
+            g.socks[fd] = k;
+        }
+        k->clockid = t->clockid;
+        k->txflags = t->flags;
+        atomic_store(&tracked[fd], 1);
+        unlock();
+        logf_("keepon_txtime: fd %d: SO_TXTIME clockid %d flags %#x\n", fd, (int)t->clockid, t->flags);
+    } else if ((name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW) && val && len >= sizeof(int)) {
+        /* Remembered for every socket: SO_TXTIME may come later. */
+        int flags;
+        memcpy(&flags, val, sizeof flags);
+        lock();
+        struct ksock *k = g.socks[fd];
+        if (!k) {
+            k = calloc(1, sizeof *k);
+            if (k) {
+                k->gen = ++g.next_gen;
+                k->clockid = -1;
+                g.socks[fd] = k; /* not tracked until SO_TXTIME */
+            }
+        }
+        if (k) {
+            k->tsflags = (uint32_t)flags;
+            k->ts_new = name == SO_TIMESTAMPING_NEW;
+        }
+        unlock();
+    }
+    return r;
+}
+
+static void forget(int fd) {
+    if (fd < 0 || fd >= MAX_FD) return;
+    lock();
+    struct ksock *k = g.socks[fd];
+    if (k) {
+        atomic_store(&tracked[fd], 0);
+        g.socks[fd] = NULL;
+        while (k->head) {
+            struct errmsg *m = k->head;
+            k->head = m->next;
+            free(m);
+        }
+        free(k);
+    }
+    unlock();
+}
+
+EXPORT int close(int fd) {
+    ensure_init();
+    if (!inside && fd >= 0 && fd < MAX_FD && g.socks[fd]) forget(fd);
+    return g.close(fd);
+}
+
+/* ---- the error queue ----------------------------------------------------------------------------------------- */
+
+static int put_cmsg(struct msghdr *m, size_t *used, int level, int type, const void *data, size_t len) {
+    size_t space = CMSG_SPACE(len);
+    if (!m->msg_control || *used + space > m->msg_controllen) {
+        m->msg_flags |= MSG_CTRUNC;
+        return 0;
+    }
+    struct cmsghdr *c = (struct cmsghdr *)((uint8_t *)m->msg_control + *used);
+    memset(c, 0, space);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(len);
+    memcpy(CMSG_DATA(c), data, len);
+    *used += space;
+    return 1;
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
+    ensure_init();
+    if (!(flags & MSG_ERRQUEUE) || !is_tracked(fd)) return g.recvmsg(fd, m, flags);
+    lock();
+    struct ksock *k = sock_of(fd);
+    pump();
+    struct errmsg *e = k ? k->head : NULL;
+    if (!e) {
+        unlock();
+        errno = EAGAIN; /* the kernel's error queue never blocks */
+        return -1;
+    }
+    k->head = e->next;
+    if (!k->head) k->tail = NULL;
+    k->queued--;
+    uint32_t tsflags = k->tsflags;
+    int ts_type = k->ts_new ? SO_TIMESTAMPING_NEW : SO_TIMESTAMPING_OLD;
+    unlock();
+
+    m->msg_flags = MSG_ERRQUEUE;
+    size_t copied = 0;
+    for (size_t i = 0; i < (size_t)m->msg_iovlen && copied < e->len; i++) {
+        size_t n = e->len - copied < m->msg_iov[i].iov_len ? e->len - copied : m->msg_iov[i].iov_len;
+        memcpy(m->msg_iov[i].iov_base, e->data + copied, n);
+        copied += n;
+    }
+    if (copied < e->len) m->msg_flags |= MSG_TRUNC;
+    size_t used = 0;
+    if (e->tstamp) {
+        struct timespec ts[3];
+        memset(ts, 0, sizeof ts);
+        if ((tsflags & SOF_TIMESTAMPING_TX_SOFTWARE) && (tsflags & SOF_TIMESTAMPING_SOFTWARE)) {
+            /* The kernel's TAI offset, a whole number of seconds (0 when never set), read now. */
+            int64_t off = now_ns(CLOCK_TAI) - now_ns(CLOCK_REALTIME);
+            off = (off + 500000000) / 1000000000 * 1000000000;
+            int64_t real = e->tai - off;
+            ts[0].tv_sec = real / 1000000000;
+            ts[0].tv_nsec = real % 1000000000;
+        }
+        if ((tsflags & SOF_TIMESTAMPING_TX_HARDWARE) && (tsflags & SOF_TIMESTAMPING_RAW_HARDWARE)) {
+            ts[2].tv_sec = e->tai / 1000000000;
+            ts[2].tv_nsec = e->tai % 1000000000;
+        }
+        put_cmsg(m, &used, SOL_SOCKET, ts_type, ts, sizeof ts);
+    }
+    struct {
+        struct sock_extended_err ee;
+        struct sockaddr_storage offender;
+    } hdr;
+    memset(&hdr, 0, sizeof hdr);
+    hdr.ee = e->ee;
+    put_cmsg(m, &used, SOL_PACKET, PACKET_TX_TIMESTAMP, &hdr, sizeof hdr);
+    m->msg_controllen = used;
+    free(e);
+    return (ssize_t)copied;
+}
+
+/* poll(): a keepon socket with error-queue messages reports POLLERR (always reported, like the kernel's). While
+ * waiting, the daemon's descriptor is watched too, so outcomes that arrive wake the caller. */
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
+    ensure_init();
+    int any = 0;
+    for (nfds_t i = 0; i < n && !any; i++) any = is_tracked(fds[i].fd);
+    if (!any) return g.poll(fds, n, timeout);
+    int64_t deadline = timeout < 0 ? -1 : now_ns(CLOCK_MONOTONIC) + (int64_t)timeout * 1000000;
+    struct pollfd *all = calloc(n + 1, sizeof *all);
+    if (!all) return g.poll(fds, n, timeout);
+    for (;;) {
+        int errs = 0;
+        lock();
+        pump();
+        int dfd = g.daemon ? keepon_fd(g.daemon) : -1;
+        for (nfds_t i = 0; i < n; i++) {
+            struct ksock *k = sock_of(fds[i].fd);
+            all[i] = fds[i];
+            all[i].revents = 0;
+            if (k && k->head) errs = 1;
+        }
+        unlock();
+        all[n].fd = dfd;
+        all[n].events = POLLIN;
+        all[n].revents = 0;
+        int wait = errs ? 0 : timeout < 0 ? -1 : (int)((deadline - now_ns(CLOCK_MONOTONIC)) / 1000000);
+        if (wait < -1 || (timeout >= 0 && wait < 0)) wait = 0;
+        int r = g.poll(all, n + 1, wait);
+        if (r < 0) {
+            free(all);
+            return r;
+        }
+        int ready = 0;
+        lock();
+        if (all[n].revents) pump();
+        for (nfds_t i = 0; i < n; i++) {
+            fds[i].revents = all[i].revents;
+            struct ksock *k = sock_of(fds[i].fd);
+            if (k && k->head) fds[i].revents |= POLLERR;
+            if (fds[i].revents) ready++;
+        }
+        unlock();
+        if (ready || (timeout >= 0 && now_ns(CLOCK_MONOTONIC) >= deadline)) {
+            free(all);
+            return ready;
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! An unmodified `SO_TXTIME` program on keepon: `clients/txtime/etf_sender.c`, written as an ETF user writes
+//! one (AF_PACKET, `SO_TXTIME` with `CLOCK_TAI` and `SOF_TXTIME_REPORT_ERRORS`, `SCM_TXTIME`, `SO_TIMESTAMPING`
+//! TX timestamps, error queue read with `poll`/`recvmsg(MSG_ERRQUEUE)`), runs under
+//! `LD_PRELOAD=libkeepon_txtime.so` against `keepon daemon`.
+//!
+//! The program sends two flows of 10 frames, one cycle apart: flow 0 in ring slot 0 (owned by tc-0, the class its
+//! socket priority maps to), flow 1 in ring slot 5 (owned by no class); one frame whose txtime passed 1 ms ago;
+//! one for now + 300 µs (inside the slots keepon has already posted to the NIC). Checked from the program's own
+//! log: every frame ends in exactly one of a TX timestamp or an ETF error-queue message; the passed txtime is
+//! refused at send (ENOBUFS) with `EINVAL`/`SO_EE_CODE_TXTIME_INVALID_PARAM`, as ETF does at enqueue; flow 1 gets
+//! `INVALID_PARAM`; the posted-slot frame `ECANCELED`/`SO_EE_CODE_TXTIME_MISSED`; flow 0 gets TX timestamps equal
+//! to the slot times keepon sent them in.
+//!
+//! - `preload_on_a_simulated_daemon`: the daemon on the simulated NIC held to the wall clock, the program in a
+//!   namespace of its own on `lo` (its frames never reach `lo`: keepon takes them). The simulated wire is exact:
+//!   without underruns every timestamp equals its txtime to the nanosecond (hardware slot, TAI) and the software
+//!   slot is the same instant on `CLOCK_REALTIME`.
+//! - `preload_through_a_bridge`: the daemon on AF_PACKET (host-paced veth) in the talker namespace of the
+//!   talker ─ bridge ─ listener topology, `keepon listen` behind the bridge: the listener receives flow 0, in
+//!   order, and nothing else; timestamps within half a slot of the txtime (function, not timing: veth has no
+//!   line clock).
+//!
+//! - `preload_edge_cases`: `clients/txtime/preload_check.c` (self-checking) exercises `sendmmsg`, `sendto`, `write`
+//!   and `send`, a clockid other than `CLOCK_TAI`, deadline mode, sockets without error reporting or timestamps,
+//!   truncated error-queue reads, `poll` for `POLLERR`, and what must pass through to the kernel (another
+//!   interface, UDP, a reused descriptor); the daemon must have counted exactly the frames meant for keepon.
+//!
+//! Needs root (skips otherwise) and a C compiler (`make txtime-preload` builds the library and the program).
+//! Bounded in time (≈ 5 s each); namespaces deleted and processes killed by guards.
+#![cfg(target_os = "linux")]
+
+#[allow(dead_code)] // not every helper is used here
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use keepon::api::Client;
+use keepon::record;
+
+use support::{bridged, can_chrt, ip, is_root, packet_sockets, wait_until, Proc};
+
+const BIN: &str = env!("CARGO_BIN_EXE_keepon");
+const SLOT: i64 = 100_000;
+const CYCLE: i64 = 32 * SLOT;
+const COUNT: usize = 10;
+/// Ring slot 5: no class owns it.
+const STRAY_OFFSET: i64 = 5 * SLOT;
+const SOON: i64 = 300_000;
+
+/// A network namespace deleted when the guard goes out of scope (also on panic).
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Build the preload library and the program with the Makefile, once per test process (the tests run in
+/// parallel); `None` (skip) without a C compiler.
+fn build() -> Option<(PathBuf, PathBuf)> {
+    static BUILT: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        if Command::new("cc").arg("--version").output().is_err() {
+            return Ok(false);
+        }
+        let out =
+            Command::new("make").arg("-C").arg(repo()).arg("txtime-preload").output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(true)
+    });
+    match built {
+        Ok(true) => {}
+        Ok(false) => {
+            println!("skipping: no C compiler (cc)");
+            return None;
+        }
+        Err(e) => panic!("make txtime-preload: {e}"),
+    }
+    let c = repo().join("target/c");
+    Some((c.join("libkeepon_txtime.so"), c.join("etf-sender")))
+}
+
+fn c_program(name: &str) -> PathBuf {
+    repo().join("target/c").join(name)
+}
+
+fn config(socket: &Path) -> String {
+    format!(
+        r#"# keepon txtime_preload test
+[link]
+rate = "100Mbps"
+[ring]
+slot_bytes = 1230      # δ = 100 µs
+slots = 32             # cycle 3.2 ms
+batch = 24             # 2.4 ms posted ahead: a host stall shorter than that does not underrun
+slot_masks = "0x01,0x20002,0"
+[run]
+poll_period = "50us"
+[daemon]
+socket = "{}"
+"#,
+        socket.display()
+    )
+}
+
+/// What the program logged.
+#[derive(Debug, Default)]
+struct Log {
+    /// key → (flow, txtime, accepted by send)
+    sends: BTreeMap<u32, (i64, i64, bool)>,
+    /// (errno, code, txtime)
+    errors: Vec<(String, String, i64)>,
+    /// key → (software ns, hardware ns)
+    stamps: BTreeMap<u32, (i64, i64)>,
+}
+
+fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {name}= in `{line}`"))
+}
+
+fn num(line: &str, name: &str) -> i64 {
+    field(line, name).parse().unwrap_or_else(|_| panic!("{name} in `{line}`"))
+}
+
+fn parse_log(out: &str) -> Log {
+    let mut log = Log::default();
+    for line in out.lines() {
+        if line.starts_with("send ") {
+            let key = num(line, "key") as u32;
+            let ok = line.ends_with(" ok");
+            assert!(log.sends.insert(key, (num(line, "flow"), num(line, "txtime"), ok)).is_none(), "{line}");
+        } else if line.starts_with("errq txtime ") {
+            log.errors.push((field(line, "errno").into(), field(line, "code").into(), num(line, "txtime")));
+        } else if line.starts_with("errq tstamp ") {
+            let key = num(line, "key") as u32;
+            assert!(log.stamps.insert(key, (num(line, "sw"), num(line, "hw"))).is_none(), "two stamps: {line}");
+        } else if line.starts_with("errq ") {
+            panic!("unexpected error-queue message: {line}");
+        }
+    }
+    log
+}
+
+/// The kernel's TAI − UTC offset, whole seconds (0 when never set).
+fn tai_offset() -> i64 {
+    let read = |c| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is valid for writes; clock_gettime has no other preconditions.
+        unsafe { libc::clock_gettime(c, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
+    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
+}
+
+fn number_before(text: &str, what: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let i = l.find(what)?;
+        l[..i].split_whitespace().last()?.parse().ok()
+    })
+}
+
+/// Check the program's log. `exact`: no underruns on a simulated wire (timestamps equal txtimes). Returns the
+/// txtimes of the frames keepon sent.
+fn check(log: &Log, underruns: u64, exact: bool) -> Vec<i64> {
+    assert_eq!(log.sends.len(), 2 * COUNT + 2, "{log:?}");
+    let errors_for = |t: i64| log.errors.iter().filter(|e| e.2 == t).collect::<Vec<_>>();
+    // No error-queue message that belongs to no frame.
+    for e in &log.errors {
+        assert!(log.sends.values().any(|s| s.1 == e.2), "error for an unknown txtime: {e:?}");
+    }
+    let mut sent = Vec::new();
+    for (&key, &(flow, txtime, ok)) in &log.sends {
+        let errs = errors_for(txtime);
+        let stamp = log.stamps.get(&key);
+        // Exactly one ending per frame.
+        assert_eq!(errs.len() + usize::from(stamp.is_some()), 1, "frame {key} (flow {flow}): {errs:?} {stamp:?}");
+        let missed = |e: &[&(String, String, i64)]| e.len() == 1 && e[0].0 == "ECANCELED" && e[0].1 == "MISSED";
+        let invalid = |e: &[&(String, String, i64)]| e.len() == 1 && e[0].0 == "EINVAL" && e[0].1 == "INVALID_PARAM";
+        match flow {
+            99 => assert!(!ok && invalid(&errs), "passed txtime: refused at send, INVALID_PARAM: {errs:?}"),
+            98 => assert!(
+                ok && missed(&errs) || underruns > 0 && (stamp.is_some() || invalid(&errs)),
+                "txtime in a posted slot: MISSED, got {errs:?} {stamp:?} ({underruns} underruns)"
+            ),
+            1 => assert!(
+                ok && invalid(&errs) || underruns > 0 && missed(&errs),
+                "flow 1 (ring slot 5, not owned): INVALID_PARAM, got {errs:?} ({underruns} underruns)"
+            ),
+            0 => {
+                assert!(ok, "flow 0 frame {key} refused at send");
+                match stamp {
+                    Some(&(sw, hw)) => {
+                        if exact {
+                            assert_eq!(hw, txtime, "frame {key}: hardware timestamp = slot time = txtime");
+                        } else {
+                            let late_ok = if underruns > 0 { i64::MAX } else { SLOT / 2 };
+                            assert!(
+                                hw - txtime >= -SLOT / 2 && hw - txtime <= late_ok,
+                                "frame {key}: {hw} vs {txtime}"
+                            );
+                        }
+                        assert_eq!(sw, hw - tai_offset(), "software timestamp: the same instant on CLOCK_REALTIME");
+                        sent.push(txtime);
+                    }
+                    None => assert!(underruns > 0 && missed(&errs), "flow 0 frame {key}: {errs:?}"),
+                }
+            }
+            f => panic!("unknown flow {f}"),
+        }
+    }
+    sent
+}
+
+/// `[chrt -f 50] keepon daemon --config CFG ARGS…`, under `SCHED_FIFO` where the host allows it (fewer underruns
+/// on a loaded machine), optionally inside a namespace.
+fn daemon_cmd(ns: Option<&str>, cfg: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(if ns.is_some() {
+        "ip"
+    } else if can_chrt() {
+        "chrt"
+    } else {
+        BIN
+    });
+    if let Some(ns) = ns {
+        c.args(["netns", "exec", ns]);
+        if can_chrt() {
+            c.arg("chrt");
+        }
+    }
+    if can_chrt() {
+        c.args(["-f", "50"]);
+    }
+    if ns.is_some() || can_chrt() {
+        c.arg(BIN);
+    }
+    c.args(["daemon", "--config"]).arg(cfg).args(args);
+    c
+}
+
+fn sender_args(cmd: &mut Command, iface: &str, base: i64) {
+    cmd.args([iface, &base.to_string(), &CYCLE.to_string(), &COUNT.to_string(), "3", "0"])
+        .arg(STRAY_OFFSET.to_string())
+        .args(["--", "late", "--", "soon", &SOON.to_string()]);
+}
+
+fn preload_env(cmd: &mut Command, lib: &Path, socket: &Path, iface: &str) {
+    cmd.env("LD_PRELOAD", lib)
+        .env("KEEPON_SOCKET", socket)
+        .env("KEEPON_IFACE", iface)
+        .env("KEEPON_PRIO_CLASS", "3=tc-0")
+        .env("KEEPON_TXTIME_LOG", "1");
+}
+
+#[test]
+fn preload_on_a_simulated_daemon() {
+    if !is_root() {
+        println!("skipping: needs root (AF_PACKET socket in a network namespace)");
+        return;
+    }
+    let Some((lib, sender)) = build() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let ns = format!("kpt-{}", std::process::id());
+    ip(&["netns", "add", &ns]);
+    let _guard = Netns(ns.clone());
+    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+
+    let mut daemon =
+        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    // The program's base time is the network's schedule (as an ETF application is configured with its
+    // taprio base-time): a ring-slot-0 start 50 cycles (160 ms) ahead.
+    let base = info.cycle_start + 50 * CYCLE;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]).arg(&sender);
+    sender_args(&mut cmd, "lo", base);
+    preload_env(&mut cmd, &lib, &sock, "lo");
+    let mut prog = Proc::spawn("etf-sender", d, &mut cmd);
+    let out = prog.success(Duration::from_secs(10));
+    let daemon_out = daemon.success(Duration::from_secs(10));
+    let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
+    println!("{out}{daemon_out}\n{underruns} underruns");
+    let log = parse_log(&out);
+    let sent = check(&log, underruns, underruns == 0);
+    assert!(underruns > 0 || sent.len() == COUNT, "{}", prog.output());
+}
+
+#[test]
+fn preload_through_a_bridge() {
+    if !is_root() {
+        println!("skipping: needs root (network namespaces)");
+        return;
+    }
+    let Some((lib, sender)) = build() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let lcsv = d.join("L.csv");
+    let topo = bridged("kx");
+
+    let mut listener = Proc::spawn(
+        "listen",
+        d,
+        Command::new("ip")
+            .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--records"])
+            .arg(&lcsv)
+            .args(["--duration", "4s"]),
+    );
+    let pid = listener.pid();
+    assert!(wait_until(Duration::from_secs(5), || packet_sockets(pid, &topo.listener) > 0), "listener socket");
+    let mut daemon = Proc::spawn(
+        "daemon",
+        d,
+        daemon_cmd(
+            Some(&topo.talker),
+            &d.join("D.toml"),
+            &["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"],
+        )
+        .args(["--duration", "3s"]),
+    );
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    let base = info.cycle_start + 50 * CYCLE;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &topo.talker]).arg(&sender);
+    sender_args(&mut cmd, "kp0", base);
+    preload_env(&mut cmd, &lib, &sock, "kp0");
+    let mut prog = Proc::spawn("etf-sender", d, &mut cmd);
+    let out = prog.success(Duration::from_secs(10));
+    let daemon_out = daemon.success(Duration::from_secs(10));
+    let listen_out = listener.success(Duration::from_secs(10));
+    let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
+    println!("{out}{daemon_out}\n{listen_out}");
+    let log = parse_log(&out);
+    let mut sent = check(&log, underruns, false);
+    // The listener heard exactly the frames keepon sent, in txtime order: flow 0 only.
+    let heard = record::read(&lcsv).unwrap();
+    let heard_times: Vec<i64> = heard.iter().map(|r| r.txtime_ns.expect("txtime in the test header")).collect();
+    assert!(heard.iter().all(|r| r.flow == "flow-0"), "only flow 0 crosses: {heard:?}");
+    sent.sort_unstable();
+    assert_eq!(heard_times, sent, "the listener receives every frame keepon sent, in order, and no other");
+}
+
+#[test]
+fn preload_edge_cases() {
+    if !is_root() {
+        println!("skipping: needs root (AF_PACKET sockets in a network namespace)");
+        return;
+    }
+    let Some((lib, _)) = build() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let ns = format!("kpe-{}", std::process::id());
+    ip(&["netns", "add", &ns]);
+    let _guard = Netns(ns.clone());
+    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+    // A second interface for traffic keepon must leave alone (this kernel has no `dummy`).
+    ip(&["-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
+    for dev in ["d0", "d1"] {
+        ip(&["-n", &ns, "link", "set", "dev", dev, "addrgenmode", "none"]);
+        ip(&["-n", &ns, "link", "set", "dev", dev, "up"]);
+    }
+
+    let mut daemon =
+        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    let base = info.cycle_start + 50 * CYCLE;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]).arg(c_program("preload-check")).arg(base.to_string());
+    preload_env(&mut cmd, &lib, &sock, "lo");
+    let mut prog = Proc::spawn("preload-check", d, &mut cmd);
+    let out = prog.success(Duration::from_secs(10));
+    let daemon_out = daemon.success(Duration::from_secs(10));
+    println!("{}\n{daemon_out}", prog.output());
+    let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
+    // 3 frames of A and 2 of D; everything else went to the kernel or was refused before reaching keepon.
+    assert_eq!(number_before(&daemon_out, "frames"), Some(5), "frames the daemon received");
+    let stamps: Vec<(i64, i64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("tstamp "))
+        .map(|l| {
+            let (t, hw) = l.split_once(' ').expect("two numbers");
+            (t.parse().unwrap(), hw.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(stamps.len(), 3, "{out}");
+    for (txtime, hw) in stamps {
+        if underruns == 0 {
+            assert_eq!(hw, txtime, "hardware timestamp = slot time = txtime on the simulated wire");
+        } else {
+            assert!(hw - txtime >= -SLOT / 2, "{hw} vs {txtime} ({underruns} underruns)");
+        }
+    }
+}

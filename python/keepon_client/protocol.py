@@ -1,0 +1,247 @@
+"""The byte protocol of ``keepon daemon`` (documented in ``crates/keepon/src/api.rs``), without any I/O.
+
+Messages are length-prefixed (``u32`` little-endian) over a UNIX stream socket. Requests are built by
+:func:`encode_info` and :func:`encode_submit`; responses are parsed from untrusted bytes by :func:`parse_response`,
+which raises :class:`ProtocolError` (never anything else) for bytes that are not a valid response.
+
+Tolerance for newer daemons: an outcome whose ``status`` is 2 (sent, but off its schedule slot beyond the
+configured tolerance, after an underrun) is reported as sent with ``off_schedule=True``; a reason code this
+module does not know becomes :class:`UnknownReason` (``str()`` gives ``"unknown(n)"``); an outcome or info reply
+longer than this version expects has its trailing bytes ignored; a response kind this module does not know is
+returned as :class:`UnknownMessage`.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+VERSION = 1
+#: Largest message the daemon accepts; a longer length prefix ends the connection.
+MAX_MESSAGE = 16 * 1024
+
+K_INFO = 1
+K_SUBMIT = 2
+K_INFO_REPLY = 0x81
+K_OUTCOME = 0x82
+K_ERROR = 0x83
+
+SUBMIT_HEADER = 4 + 8 + 8
+OUTCOME_LEN = 32
+INFO_FIXED = 38
+
+#: Outcome status bytes.
+STATUS_SENT = 0
+STATUS_REJECTED = 1
+STATUS_SENT_OFF_SCHEDULE = 2
+
+
+class KeeponError(Exception):
+    """Base of every error this package raises."""
+
+
+class ProtocolError(KeeponError):
+    """Bytes from the daemon that are not a valid message (or a connection that ended mid-message)."""
+
+
+class Reason(enum.Enum):
+    """Why a frame was not sent: the values and order of ``keepon_core::outcome::Reason`` (index = wire code)."""
+
+    LATE = "late"
+    TOO_FAR_AHEAD = "too-far-ahead"
+    SLOT_TAKEN = "slot-taken"
+    NOT_OWNED = "not-owned"
+    OVERSIZE = "oversize"
+    RUNT = "runt"
+    UNKNOWN_CLASS = "unknown-class"
+    MISSING_TXTIME = "missing-txtime"
+    UNEXPECTED_TXTIME = "unexpected-txtime"
+    QUEUE_FULL = "queue-full"
+    NO_CAPACITY = "no-capacity"
+    FORBIDDEN = "forbidden"
+    UNDERRUN = "underrun"
+    LINK_FAULT = "link-fault"
+    SHUTDOWN = "shutdown"
+
+    @property
+    def code(self) -> int:
+        """The reason's byte on the wire."""
+        return _REASONS.index(self)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_REASONS: list[Reason] = list(Reason)
+
+
+@dataclass(frozen=True)
+class UnknownReason:
+    """A reason code this client does not know (a newer daemon); ``str()`` is ``"unknown(n)"``."""
+
+    code: int
+
+    @property
+    def value(self) -> str:
+        return f"unknown({self.code})"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def reason_from_code(code: int) -> Reason | UnknownReason:
+    """The reason of a wire code; codes beyond the known list map to :class:`UnknownReason`."""
+    return _REASONS[code] if 0 <= code < len(_REASONS) else UnknownReason(code)
+
+
+@dataclass(frozen=True)
+class Info:
+    """The link as the daemon describes it. Times are TAI nanoseconds (``int``)."""
+
+    rate_bps: int
+    slot_bytes: int
+    ring: int
+    batch: int
+    #: The daemon's clock when it answered.
+    now: int
+    #: Start of a slot whose ring slot is 0, at least a ring ahead of the NIC.
+    cycle_start: int
+    classes: tuple[str, ...]
+
+    @property
+    def slot_ns(self) -> tuple[int, int]:
+        """The nominal slot period δ = (slot_bytes + 20)·8 / rate as an exact fraction ``(num, den)`` of ns."""
+        return (self.slot_bytes + 20) * 8 * 1_000_000_000, self.rate_bps
+
+
+class FrameRejected(KeeponError):
+    """Raised by :meth:`Outcome.check` for a rejected frame; ``reason`` says why."""
+
+    def __init__(self, tag: int, reason: Reason | UnknownReason):
+        super().__init__(f"frame {tag} rejected: {reason}")
+        self.tag = tag
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The one outcome of a submitted frame.
+
+    Sent: ``sent`` is true and ``slot`` (EPHC slot count), ``time`` (wire time, TAI ns) and ``ring_slot`` say
+    where; ``off_schedule`` is true when the daemon reports it left off its scheduled slot beyond the configured
+    tolerance (after an underrun). Rejected: ``sent`` is false and ``reason`` says why.
+    """
+
+    tag: int
+    sent: bool
+    reason: Reason | UnknownReason | None = None
+    slot: int | None = None
+    time: int | None = None
+    ring_slot: int | None = None
+    off_schedule: bool = False
+
+    def check(self) -> Outcome:
+        """Return self if the frame was sent, else raise :class:`FrameRejected`."""
+        if not self.sent:
+            raise FrameRejected(self.tag, self.reason if self.reason is not None else UnknownReason(-1))
+        return self
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """The daemon's answer to a malformed request (the connection stays open)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class UnknownMessage:
+    """A well-framed response of a kind this client does not know (a newer daemon); skipped by the client."""
+
+    kind: int
+    body: bytes
+
+
+Message = Info | Outcome | ErrorReply | UnknownMessage
+
+
+def frame_message(msg: bytes) -> bytes:
+    """Prefix ``msg`` with its length."""
+    return struct.pack("<I", len(msg)) + msg
+
+
+def encode_info() -> bytes:
+    """An ``Info`` request (without length prefix)."""
+    return bytes([VERSION, K_INFO])
+
+
+def encode_submit(cls: str, txtime: int | None, frame: bytes, tag: int) -> bytes:
+    """A ``Submit`` request (without length prefix). Raises ``ValueError``/``TypeError`` for arguments the
+    protocol cannot carry (the daemon judges everything else and answers with an outcome)."""
+    name = cls.encode("utf-8")
+    if len(name) > 255:
+        raise ValueError(f"class name of {len(name)} bytes is longer than 255")
+    if txtime is not None and (not isinstance(txtime, int) or isinstance(txtime, bool)):
+        raise TypeError(f"txtime must be int nanoseconds or None, not {type(txtime).__name__}")
+    if txtime is not None and not -(2**63) <= txtime < 2**63:
+        raise ValueError(f"txtime {txtime} does not fit in i64 nanoseconds")
+    if not isinstance(tag, int) or not 0 <= tag < 2**64:
+        raise ValueError(f"tag {tag!r} is not a u64")
+    frame = bytes(frame)
+    size = SUBMIT_HEADER + len(name) + len(frame)
+    if size > MAX_MESSAGE:
+        raise ValueError(f"frame of {len(frame)} bytes makes a {size}-byte message; the daemon accepts {MAX_MESSAGE}")
+    head = struct.pack("<BBBBQq", VERSION, K_SUBMIT, int(txtime is not None), len(name), tag, txtime or 0)
+    return head + name + frame
+
+
+def parse_response(b: bytes) -> Message:
+    """Parse one response (without length prefix) from untrusted bytes."""
+    if len(b) < 2:
+        raise ProtocolError(f"message of {len(b)} bytes is shorter than its 2-byte header")
+    if b[0] != VERSION:
+        raise ProtocolError(f"protocol version {b[0]} is not {VERSION}")
+    kind = b[1]
+    if kind == K_OUTCOME:
+        if len(b) < OUTCOME_LEN:
+            raise ProtocolError(f"outcome of {len(b)} bytes, expected {OUTCOME_LEN}")
+        status, code = b[2], b[3]
+        tag, slot, time, ring_slot = struct.unpack_from("<QQqI", b, 4)
+        if status in (STATUS_SENT, STATUS_SENT_OFF_SCHEDULE):
+            return Outcome(
+                tag, True, slot=slot, time=time, ring_slot=ring_slot, off_schedule=status == STATUS_SENT_OFF_SCHEDULE
+            )
+        if status == STATUS_REJECTED:
+            return Outcome(tag, False, reason=reason_from_code(code))
+        raise ProtocolError(f"outcome of frame {tag}: unknown status {status}")
+    if kind == K_INFO_REPLY:
+        if len(b) < INFO_FIXED:
+            raise ProtocolError(f"info reply of {len(b)} bytes is shorter than {INFO_FIXED}")
+        rate, slot_bytes, ring, batch, now, cycle_start = struct.unpack_from("<QIIIqq", b, 2)
+        classes, at = [], INFO_FIXED
+        while at < len(b):
+            n = b[at]
+            if at + 1 + n > len(b):
+                raise ProtocolError("info reply: class name cut short")
+            classes.append(b[at + 1 : at + 1 + n].decode("utf-8", errors="replace"))
+            at += 1 + n
+        return Info(rate, slot_bytes, ring, batch, now, cycle_start, tuple(classes))
+    if kind == K_ERROR:
+        return ErrorReply(b[2:].decode("utf-8", errors="replace"))
+    return UnknownMessage(kind, bytes(b[2:]))
+
+
+def split_messages(buf: bytearray) -> list[bytes]:
+    """Remove and return the complete messages at the front of ``buf``."""
+    out, at = [], 0
+    while len(buf) - at >= 4:
+        (n,) = struct.unpack_from("<I", buf, at)
+        if n > MAX_MESSAGE:
+            raise ProtocolError(f"message length {n} exceeds {MAX_MESSAGE}")
+        if len(buf) - at - 4 < n:
+            break
+        out.append(bytes(buf[at + 4 : at + 4 + n]))
+        at += 4 + n
+    del buf[:at]
+    return out

@@ -1,0 +1,68 @@
+"""The C client (`clients/c`): its test program against a `keepon daemon --backend sim` (no root), and the
+example program. Built by `make c-client` (`cc -Wall -Wextra -Werror`; the test program with ASan/UBSan where
+available), which `make test` runs first; built here too when missing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from daemon_support import REPO, SLOT, start_daemon
+
+C_OUT = REPO / "target" / "c"
+
+
+def c_binary(name: str):
+    exe = C_OUT / name
+    if not exe.exists():
+        if shutil.which("cc") is None or shutil.which("make") is None:
+            pytest.skip("no C compiler or make")
+        subprocess.run(["make", "-C", str(REPO), "c-client"], check=True, capture_output=True, timeout=120)
+    return exe
+
+
+def test_c_codec_without_a_daemon():
+    run = subprocess.run([str(c_binary("keepon-test"))], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "all checks passed" in run.stderr
+
+
+def test_c_client_every_submit_one_typed_outcome(tmp_path):
+    exe = c_binary("keepon-test")
+    d = start_daemon(tmp_path)
+    try:
+        run = subprocess.run([str(exe), str(d.socket)], capture_output=True, text=True, timeout=60)
+    finally:
+        out = d.stop()
+    assert run.returncode == 0, run.stderr + run.stdout
+    good = [line.split() for line in run.stdout.splitlines() if line.startswith("good ")]
+    assert len(good) == 20, run.stdout
+    underruns = d.underruns()
+    for _, tag, txtime, status, *rest in good:
+        if status == "sent":
+            time, ring_slot = int(rest[0]), int(rest[1])
+            assert ring_slot == 0, (tag, rest)
+            if underruns == 0:
+                assert time == int(txtime), (tag, time, txtime, out)
+            else:
+                assert abs(time - int(txtime)) < SLOT, (tag, time, txtime, underruns)
+        else:
+            assert underruns > 0 and rest[0] in ("underrun", "late"), (tag, rest, out)
+
+
+def test_c_example_program(tmp_path):
+    exe = c_binary("keepon-example")
+    d = start_daemon(tmp_path)
+    try:
+        run = subprocess.run([str(exe), str(d.socket), "tc-0", "5"], capture_output=True, text=True, timeout=60)
+    finally:
+        d.stop()
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    head = "link 100000000 b/s, 1230-byte slots, ring 32, cycle 3200000 ns, classes: tc-0 tc-1 tc-2"
+    assert lines[0] == head, run.stdout
+    frames = [line for line in lines[1:] if line.startswith("frame ")]
+    assert sorted(int(line.split()[1].rstrip(":")) for line in frames) == list(range(5)), run.stdout
+    if d.underruns() == 0:
+        assert all("sent in slot" in line and "(ring slot 0)" in line for line in frames), run.stdout

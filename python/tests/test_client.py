@@ -1,0 +1,228 @@
+"""The Python client (`keepon_client`): the byte protocol both ways, tolerance of newer daemons, and a live
+`keepon daemon --backend sim` (no root) where every submit of every kind gets exactly one typed outcome."""
+
+from __future__ import annotations
+
+import random
+import re
+import struct
+
+import pytest
+from daemon_support import CYCLE, REPO, SLOT, eth_frame, start_daemon
+
+from keepon_client import (
+    Client,
+    ErrorReply,
+    FrameRejected,
+    Info,
+    Outcome,
+    ProtocolError,
+    Reason,
+    RequestError,
+    UnknownMessage,
+    UnknownReason,
+    reason_from_code,
+)
+from keepon_client.protocol import encode_info, encode_submit, frame_message, parse_response, split_messages
+
+# -- the byte protocol, without a daemon -------------------------------------------------------------------------
+
+
+def test_reasons_match_the_rust_enum():
+    """Names and wire codes are those of `keepon_core::outcome::Reason` (read from its source)."""
+    src = (REPO / "crates/core/src/outcome.rs").read_text()
+    order = re.search(r"const ALL: \[Reason; Reason::COUNT\] = \[(.*?)\];", src, re.S).group(1)
+    variants = re.findall(r"Reason::(\w+)", order)
+    names = dict(re.findall(r'Reason::(\w+) => "([a-z-]+)"', src))
+    assert [names[v] for v in variants] == [r.value for r in Reason]
+    assert [r.code for r in Reason] == list(range(len(variants)))
+
+
+def test_submit_bytes_are_the_documented_layout():
+    b = encode_submit("tc-0", 1000, b"\x01\x02\x03", 7)
+    # Same literal as the Rust test `requests_round_trip_and_byte_literal`.
+    assert b[:4] == bytes([1, 2, 1, 4])
+    assert b[4:12] == (7).to_bytes(8, "little")
+    assert b[12:20] == (1000).to_bytes(8, "little")
+    assert b[20:24] == b"tc-0" and b[24:] == b"\x01\x02\x03"
+    assert encode_submit("be", None, b"", 1)[2] == 0, "best effort: no txtime flag"
+    assert encode_submit("x", -5, b"", 0)[12:20] == (-5).to_bytes(8, "little", signed=True)
+    assert encode_info() == bytes([1, 1])
+    assert frame_message(b"ab") == b"\x02\x00\x00\x00ab"
+
+
+def test_bad_submit_arguments_are_refused_before_sending():
+    with pytest.raises(ValueError, match="255"):
+        encode_submit("x" * 256, 0, b"", 0)
+    with pytest.raises(TypeError, match="int nanoseconds"):
+        encode_submit("tc-0", 1.5, b"", 0)
+    with pytest.raises(ValueError, match="16384"):
+        encode_submit("tc-0", 0, bytes(17000), 0)
+    with pytest.raises(ValueError, match="u64"):
+        encode_submit("tc-0", 0, b"", -1)
+
+
+def outcome_bytes(status: int, reason: int, tag: int, slot: int = 0, time: int = 0, ring_slot: int = 0) -> bytes:
+    return bytes([1, 0x82, status, reason]) + struct.pack("<QQqI", tag, slot, time, ring_slot)
+
+
+def test_outcomes_parse_including_a_newer_daemons_values():
+    sent = parse_response(outcome_bytes(0, 0, 9, 5, -3, 1))
+    assert sent == Outcome(9, True, slot=5, time=-3, ring_slot=1)
+    assert sent.check() is sent
+    rej = parse_response(outcome_bytes(1, 11, 4))
+    assert rej == Outcome(4, False, reason=Reason.FORBIDDEN)
+    with pytest.raises(FrameRejected) as e:
+        rej.check()
+    assert e.value.reason is Reason.FORBIDDEN and e.value.tag == 4
+    # Status 2: sent, off its schedule slot after an underrun.
+    off = parse_response(outcome_bytes(2, 0, 3, 7, 700, 2))
+    assert off.sent and off.off_schedule and off.time == 700
+    # A reason code from a newer daemon.
+    unk = parse_response(outcome_bytes(1, 200, 5))
+    assert unk.reason == UnknownReason(200) and str(unk.reason) == "unknown(200)"
+    assert reason_from_code(14) is Reason.SHUTDOWN and str(reason_from_code(15)) == "unknown(15)"
+    # Longer outcomes (fields appended later) still parse; unknown status is a protocol error naming the frame.
+    assert parse_response(outcome_bytes(0, 0, 1, 2, 3, 4) + b"\x00\x00").tag == 1
+    with pytest.raises(ProtocolError, match="frame 6: unknown status 3"):
+        parse_response(outcome_bytes(3, 0, 6))
+
+
+def test_info_error_and_unknown_kinds_parse():
+    b = bytes([1, 0x81]) + struct.pack("<QIIIqq", 10**8, 1230, 32, 8, 5, 6) + b"\x01a\x02bb"
+    assert parse_response(b) == Info(10**8, 1230, 32, 8, 5, 6, ("a", "bb"))
+    assert Info(10**8, 1230, 32, 8, 5, 6, ()).slot_ns == (1250 * 8 * 10**9, 10**8)
+    assert parse_response(bytes([1, 0x83]) + b"bad") == ErrorReply("bad")
+    assert parse_response(bytes([1, 0x84, 9])) == UnknownMessage(0x84, b"\x09")
+    for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:37], b + b"\x05ab"):
+        with pytest.raises(ProtocolError):
+            parse_response(bad)
+
+
+def test_untrusted_bytes_raise_only_protocol_errors():
+    rng = random.Random(11)
+    for _ in range(20_000):
+        b = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        if rng.random() < 0.5 and len(b) >= 2:
+            b = bytes([1, rng.choice([0x81, 0x82, 0x83])]) + b[2:]
+        try:
+            parse_response(b)
+        except ProtocolError:
+            pass
+        buf = bytearray(b)
+        try:
+            split_messages(buf)
+        except ProtocolError:
+            pass
+
+
+def test_split_messages_keeps_partial_tail_and_refuses_huge_lengths():
+    buf = bytearray(frame_message(b"\x01\x01") + b"\x03\x00")
+    assert split_messages(buf) == [b"\x01\x01"] and buf == b"\x03\x00"
+    with pytest.raises(ProtocolError, match="exceeds"):
+        split_messages(bytearray(b"\xff\xff\xff\x7f"))
+
+
+# -- against a live daemon ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = start_daemon(tmp_path)
+    yield d
+    d.stop()
+
+
+def test_every_submit_gets_exactly_one_typed_outcome(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        info = c.info()
+        assert (info.rate_bps, info.slot_bytes, info.ring, info.batch) == (100_000_000, 1230, 32, 8)
+        assert info.classes == ("tc-0", "tc-1", "tc-2")
+        assert info.cycle_start > info.now
+        first = info.cycle_start + 10 * CYCLE
+        good = {i: first + i * CYCLE for i in range(20)}  # ring slot 0 of 20 upcoming cycles
+        for tag, t in good.items():
+            assert c.submit("tc-0", t, eth_frame(100, tag), tag) == tag
+        bad = {
+            100: ("tc-0", info.now - 1_000_000, 1000, Reason.LATE),
+            101: ("tc-0", first + 5 * SLOT, 100, Reason.NOT_OWNED),
+            102: ("tc-1", first + SLOT, 100, Reason.FORBIDDEN),
+            103: ("tc-9", first, 100, Reason.UNKNOWN_CLASS),
+            104: ("tc-0", first + 40 * CYCLE, 2000, Reason.OVERSIZE),
+            105: ("tc-0", None, 100, Reason.MISSING_TXTIME),
+            106: ("tc-2", first, 100, Reason.UNEXPECTED_TXTIME),
+            107: ("tc-0", info.now + 5_000_000_000, 100, Reason.TOO_FAR_AHEAD),
+            108: ("tc-0", first + 2 * CYCLE, 10, Reason.RUNT),
+        }
+        for tag, (cls, t, n, _) in bad.items():
+            c.submit(cls, t, eth_frame(n, tag), tag)
+        be = [c.submit("tc-2", None, eth_frame(200, k), 200 + k) for k in range(5)]
+        # A malformed submit (unknown flag bit) gets an error, not an outcome, and the connection stays usable.
+        raw = bytearray(encode_submit("tc-0", first, eth_frame(100), 300))
+        raw[2] |= 0x80
+        c.send_raw(frame_message(bytes(raw)))
+
+        expected = len(good) + len(bad) + len(be)
+        outcomes: dict[int, Outcome] = {}
+        errors: list[str] = []
+        while len(outcomes) < expected:
+            m = c.recv()
+            assert m is not None, f"daemon closed the connection after {len(outcomes)} outcomes"
+            if isinstance(m, ErrorReply):
+                errors.append(m.text)
+                continue
+            assert isinstance(m, Outcome), m
+            assert m.tag not in outcomes, f"two outcomes for frame {m.tag}"
+            outcomes[m.tag] = m
+        assert errors == ["submit flags 0x81 has unknown bits"]
+        assert 300 not in outcomes
+        for tag, (_, _, _, why) in bad.items():
+            assert outcomes[tag].reason is why, (tag, outcomes[tag])
+            with pytest.raises(FrameRejected):
+                outcomes[tag].check()
+        for tag in be:
+            o = outcomes[tag]
+            assert o.sent and o.ring_slot not in (0, 1, 17), o  # best effort: only unowned ring slots
+        assert c.info().ring == 32, "still usable after the malformed request"
+        c.close_write()
+    out = daemon.stop()
+    underruns = daemon.underruns()
+    # The simulated grid follows the wall clock; a stalled host underruns it, which the daemon must report.
+    for tag, t in good.items():
+        o = outcomes[tag]
+        if underruns == 0:
+            assert (o.sent, o.time, o.ring_slot) == (True, t, 0), (o, out)
+        elif o.sent:
+            assert abs(o.time - t) < SLOT and o.ring_slot == 0, (o, underruns)
+        else:
+            assert o.reason in (Reason.UNDERRUN, Reason.LATE), (o, underruns)
+
+
+def test_malformed_requests_get_typed_errors(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        c.send_raw(frame_message(b"\x07\x07\x07"))
+        with pytest.raises(RequestError, match="version"):
+            c.outcome()
+        c.send_raw(frame_message(bytes([1, 9])))
+        m = c.recv()
+        assert isinstance(m, ErrorReply) and "unknown request kind" in m.text
+        assert c.info().classes == ("tc-0", "tc-1", "tc-2")
+    with Client(daemon.socket, timeout=10) as broken:
+        broken.send_raw(b"\xff\xff\xff\x7f\x01\x02\x03")
+        m = broken.recv()
+        assert isinstance(m, ErrorReply) and "closing" in m.text
+        assert broken.recv() is None, "broken framing ends the connection"
+
+
+def test_a_flood_beyond_max_in_flight_is_rejected_queue_full_not_lost(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        info = c.info()
+        start = info.cycle_start + 20 * CYCLE
+        n = 100  # max_in_flight = 64 in the test config
+        for k in range(n):
+            c.submit("tc-0", start + k * CYCLE, eth_frame(100, k), k)
+        got = c.outcomes(n)
+        assert sorted(got) == list(range(n))
+        full = [o for o in got.values() if o.reason is Reason.QUEUE_FULL]
+        assert len(full) >= n - 64, [str(o.reason) for o in got.values()]
+        assert all(o.sent or o.reason in (Reason.QUEUE_FULL, Reason.UNDERRUN, Reason.LATE) for o in got.values())
