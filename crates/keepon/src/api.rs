@@ -208,7 +208,8 @@ impl Response {
                 while at < b.len() {
                     let n = usize::from(b[at]);
                     let name = b.get(at + 1..at + 1 + n).ok_or_else(|| ProtocolError("class name cut short".into()))?;
-                    let name = std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
+                    let name =
+                        std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
                     classes.push(name.to_owned());
                     at += 1 + n;
                 }
