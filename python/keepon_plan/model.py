@@ -294,6 +294,12 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
         if period <= 0:
             raise err(f"flow {name!r}: period must be positive", (*w, "period"))
         jitter = _or(get(f, "jitter", w, dur), 0)
+        if jitter >= period:
+            raise err(
+                f"flow {name!r}: jitter {jitter} ns must be below the period {period} ns (a window of a whole "
+                "period or more lets two instances leave back to back or a whole period late: no periodic flow)",
+                (*w, "jitter"),
+            )
         frame = get(f, "frame_bytes", w, integer(MIN_SLOT_BYTES, max_frame), required=True)
         phase = get(f, "phase", w, dur)
         if phase is not None and phase >= period:
