@@ -36,8 +36,9 @@ flow instance; verify plans; reproduce the paper's schedulability experiment.
   flow instance l (period P, jitter J slots): slot o + l·P + e_l with 0 ≤ e_l ≤ J
   (fixed phase φ: slot in [φ + l·P, φ + l·P + J]).
 
-exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (time limit), 3 bad input;
-            verify 0 valid, 1 invalid (violated constraint named), 3 bad input.
+exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (--time-limit reached in any stage), 3 bad input;
+            verify 0 valid, 1 invalid (violated constraint named), 3 bad input; params 0, 3 bad input;
+            bench 0, 3 bad input, 4 a plan failed the verifier.
 """
 
 
