@@ -1,6 +1,6 @@
 """Start-up cost of keepon-plan, another version of the package (``BEFORE``) against this one, side by side.
 
-    git archive 2706aae python | tar -x -C /tmp/before
+    mkdir -p /tmp/before && git archive 2706aae python | tar -x -C /tmp/before
     python/.venv/bin/python python/tools/startup_compare.py /tmp/before/python 11
 
 Runs each command ``N`` times per version, interleaved so that both see the same machine load, and prints the
