@@ -48,20 +48,20 @@ def test_a_stage_that_ignores_the_deadline_is_stopped(tmp_path, monkeypatch, cap
     out = tmp_path / "plan.toml"
     monkeypatch.setattr(cli, "verify_plan_text", busy)
     began = time.monotonic()
-    code = main(["solve", str(EXAMPLES / "example2.toml"), "--out", str(out), "--time-limit", "1"])
-    assert time.monotonic() - began < 4
+    code = main(["solve", str(EXAMPLES / "example2.toml"), "--out", str(out), "--time-limit", "2"])
+    assert time.monotonic() - began < 6
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "time limit 1 s reached during verification of the plan found by closed form" in err
+    assert "time limit 2 s reached during verification of the plan found by closed form" in err
     assert "no plan written" in err and not out.exists()
 
 
 def test_synthesis_that_overruns_is_stopped(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(isolation, "synthesize", busy)
     began = time.monotonic()
-    code = main(["solve", str(EXAMPLES / "example2.toml"), "--out", str(tmp_path / "p.toml"), "--time-limit", "0.5"])
-    assert time.monotonic() - began < 3
-    assert code == 2 and "time limit 0.5 s reached during synthesis" in capsys.readouterr().err
+    code = main(["solve", str(EXAMPLES / "example2.toml"), "--out", str(tmp_path / "p.toml"), "--time-limit", "1.5"])
+    assert time.monotonic() - began < 5
+    assert code == 2 and "time limit 1.5 s reached during synthesis" in capsys.readouterr().err
 
 
 def test_timer_is_disarmed_after_the_command(tmp_path):
