@@ -13,7 +13,7 @@ import keepon_plan.cli as cli
 import keepon_plan.isolation as isolation
 from keepon_plan.cli import main
 
-# Periods of 32, 9, 7, 11 and 13 slots (δ = 10 µs): horizon lcm = 288 288 slots, 130 000 instances. Each flow has
+# Periods of 32, 9, 7, 11 and 13 slots (δ = 10 µs): horizon lcm = 288 288 slots, 130 609 instances. Each flow has
 # its own class and a jitter of a period less one slot, so the shapes stage finds a plan at once; the old
 # verifier's all-pairs jitter loop then ran for minutes (4 min 23 s measured) and no plan was written in time.
 COPRIME = '[link]\nrate = "1Gbps"\n[ring]\nslot_bytes = 1230\nslots = 32\nbatch = 4\n' + "".join(
