@@ -14,8 +14,8 @@ import keepon_plan.isolation as isolation
 from keepon_plan.cli import main
 
 # Periods of 32, 9, 7, 11 and 13 slots (δ = 10 µs): horizon lcm = 288 288 slots, 130 609 instances. Each flow has
-# its own class and a jitter of a period less one slot, so the shapes stage finds a plan at once; the old
-# verifier's all-pairs jitter loop then ran for minutes (4 min 23 s measured) and no plan was written in time.
+# its own class and a jitter of a period less one slot, so the shapes stage finds a plan at once; the old verifier's
+# all-pairs jitter loop then ran for minutes, past the limit (the whole solve took 4 min 23 s with --time-limit 5).
 COPRIME = '[link]\nrate = "1Gbps"\n[ring]\nslot_bytes = 1230\nslots = 32\nbatch = 4\n' + "".join(
     f'[[flow]]\nname = "{name}"\nclass = "tc-{i}"\nperiod = "{p}us"\njitter = "{j}us"\nframe_bytes = 300\n'
     for i, (name, p, j) in enumerate([("a", 320, 0), ("b", 90, 80), ("c", 70, 60), ("d", 110, 100), ("e", 130, 120)])
