@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 
+# Only light modules here: the solver (ortools, numpy) is imported by the synthesis stages that need it, so
+# `--help`, `params`, `verify` and plans decided without CP-SAT do not pay for it.
 from . import __version__
+from .deadline import Deadline, TimeLimitExceeded, backstop
 from .emit import gate_list, runtime_config
-from .isolation import INFEASIBLE, PLAN, synthesize
 from .model import InputError, load_flowset, to_problem
 from .params import choose, tradeoff_table
 from .verify import verify_plan_file, verify_plan_text
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_UNKNOWN, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+SYNTHESIS_SHARE = 0.9
+"""Share of the time left after reading the flow set that synthesis may use; export and verification get the rest
+(and whatever synthesis leaves)."""
 
 DESCRIPTION = """\
 Plan keepon's slot ring: slot size, batch, which ring slots each traffic class owns, and the slot of every
@@ -29,8 +36,9 @@ flow instance; verify plans; reproduce the paper's schedulability experiment.
   flow instance l (period P, jitter J slots): slot o + l·P + e_l with 0 ≤ e_l ≤ J
   (fixed phase φ: slot in [φ + l·P, φ + l·P + J]).
 
-exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (time limit), 3 bad input;
-            verify 0 valid, 1 invalid (violated constraint named), 3 bad input.
+exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (--time-limit reached in any stage), 3 bad input;
+            verify 0 valid, 1 invalid (violated constraint named), 3 bad input; params 0, 3 bad input;
+            bench 0, 3 bad input, 4 a plan failed the verifier.
 """
 
 
@@ -70,34 +78,53 @@ def _load_and_choose(path: str):
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    fs, choice = _load_and_choose(args.flows)
-    problem = to_problem(fs, choice.slot_bytes, choice.slots)
-    _say(
-        f"ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch}, lead {choice.lead} ns; "
-        f"{len(problem.flows)} flows in {len(problem.classes)} classes, utilisation "
-        f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
-    )
-    progress = _say if args.verbose else _throttled(_say, 5.0)
-    outcome = synthesize(problem, time_limit=args.time_limit, seed=args.seed, workers=args.workers, progress=progress)
-    if outcome.status == PLAN:
-        assert outcome.schedule is not None
-        text = runtime_config(fs, choice, problem, outcome.schedule, header=f"from {args.flows}")
-        violations = verify_plan_text(fs, text)
-        if violations:
-            for v in violations:
-                _say(f"internal error: emitted plan fails the verifier: {v}")
-            return EXIT_INTERNAL
-        out = Path(args.out)
+    deadline = Deadline(args.time_limit, start=args.started)
+    try:
+        with backstop(deadline):
+            deadline.enter("reading the flow set")
+            fs, choice = _load_and_choose(args.flows)
+            problem = to_problem(fs, choice.slot_bytes, choice.slots)
+            _say(
+                f"ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch}, lead {choice.lead} ns; "
+                f"{len(problem.flows)} flows in {len(problem.classes)} classes, utilisation "
+                f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
+            )
+            deadline.enter("synthesis")
+            from .isolation import INFEASIBLE, PLAN, synthesize
+
+            progress = _say if args.verbose else _throttled(_say, 5.0)
+            budget = max(0.0, deadline.remaining()) * SYNTHESIS_SHARE
+            outcome = synthesize(problem, time_limit=budget, seed=args.seed, workers=args.workers, progress=progress)
+            if outcome.status == INFEASIBLE:
+                _say(f"infeasible (proven): {outcome.reason}")
+                return EXIT_INFEASIBLE
+            if outcome.status != PLAN:
+                _say(f"unknown: {outcome.reason} (synthesis gets {SYNTHESIS_SHARE:.0%} of --time-limit)")
+                return EXIT_UNKNOWN
+            assert outcome.schedule is not None
+            found = f"the plan found by {outcome.schedule.method} after {deadline.elapsed():.3f} s"
+            deadline.enter("export of " + found)
+            text = runtime_config(fs, choice, problem, outcome.schedule, f"from {args.flows}", deadline)
+            gcl_text = gate_list(fs, choice, outcome.schedule, deadline)
+            deadline.enter("verification of " + found)
+            violations = verify_plan_text(fs, text, deadline=deadline)
+    except TimeLimitExceeded as exc:
+        _say(f"unknown: {exc}; no plan written (raise --time-limit)")
+        return EXIT_UNKNOWN
+    if violations:
+        for v in violations:
+            _say(f"internal error: emitted plan fails the verifier: {v}")
+        return EXIT_INTERNAL
+    out = Path(args.out)
+    gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
+    try:
         out.write_text(text, encoding="utf-8")
-        gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
-        gcl.write_text(gate_list(fs, choice, outcome.schedule), encoding="utf-8")
-        _say(f"plan ({outcome.schedule.method}) written to {out}, gate list to {gcl}; verified")
-        return EXIT_OK
-    if outcome.status == INFEASIBLE:
-        _say(f"infeasible (proven): {outcome.reason}")
-        return EXIT_INFEASIBLE
-    _say(f"unknown: {outcome.reason}")
-    return EXIT_UNKNOWN
+        gcl.write_text(gcl_text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the plan: {exc.strerror}", exc.filename) from exc
+    _say(f"plan ({outcome.schedule.method}) written to {out}, gate list to {gcl}; verified")
+    _say(f"done in {deadline.elapsed():.3f} s of the {args.time_limit:g} s limit")
+    return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -127,6 +154,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="keepon-plan", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"keepon-plan {__version__}")
@@ -136,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("flows", metavar="FLOWS.toml")
     p.add_argument("--out", required=True, metavar="PLAN.toml")
     p.add_argument("--gcl", metavar="FILE", help="gate list output (default: PLAN.gcl)")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
+    p.add_argument(
+        "--time-limit",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="bound on the whole command: reading, synthesis, export and verification (default 60)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, choices=(1, 2), help="CP-SAT workers (1 is deterministic)")
     p.add_argument("-v", "--verbose", action="store_true", help="show CP-SAT search progress")
@@ -160,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     args = build_parser().parse_args(argv)
+    args.started = started
     try:
         return args.func(args)
     except InputError as exc:

@@ -8,30 +8,42 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .isolation import Schedule
+from .deadline import Deadline, check
 from .model import FlowSet, Problem
 from .params import RingChoice
 from .units import format_duration, format_rate, mask_hex, slot_period, slot_start_ns
+
+if TYPE_CHECKING:  # importing isolation would import the solver
+    from .isolation import Schedule
 
 
 def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def pattern_length(slots: tuple[int, ...], period: int) -> int:
+def pattern_length(slots: tuple[int, ...], period: int, deadline: Deadline | None = None) -> int:
     """Smallest ``m`` dividing the instance count with ``s_{l+m} = s_l + m·period`` (1: strictly periodic)."""
     count = len(slots)
     for m in range(1, count + 1):
         if count % m:
             continue
+        check(deadline)
         if all(slots[l + m] == slots[l] + m * period for l in range(count - m)):
             return m
     return count
 
 
-def runtime_config(fs: FlowSet, choice: RingChoice, problem: Problem, schedule: Schedule, header: str = "") -> str:
+def runtime_config(
+    fs: FlowSet,
+    choice: RingChoice,
+    problem: Problem,
+    schedule: Schedule,
+    header: str = "",
+    deadline: Deadline | None = None,
+) -> str:
     delta = slot_period(choice.slot_bytes, fs.rate)
     lines = [f"# keepon runtime config written by keepon-plan {__version__}"]
     lines += [f"# {h}" for h in header.splitlines() if h]
@@ -58,6 +70,7 @@ def runtime_config(fs: FlowSet, choice: RingChoice, problem: Problem, schedule: 
         else:
             lines.append("# no flows: best effort (owns no slots)")
     for f, sf, slots in zip(fs.flows, problem.flows, schedule.slots, strict=True):
+        check(deadline)
         count = f.count if f.count is not None else max(len(slots), math.ceil(10**9 / f.period))
         lines += [
             "",
@@ -66,7 +79,7 @@ def runtime_config(fs: FlowSet, choice: RingChoice, problem: Problem, schedule: 
             f"class = {_q(f.cls)}",
             f"period = {_q(format_duration(f.period))}",
         ]
-        m = pattern_length(slots, sf.period)
+        m = pattern_length(slots, sf.period, deadline)
         if m == 1:
             lines.append(f"offset = {_q(format_duration(slot_start_ns(slots[0], delta)))}")
         else:
@@ -81,7 +94,7 @@ def runtime_config(fs: FlowSet, choice: RingChoice, problem: Problem, schedule: 
     return "\n".join(lines) + "\n"
 
 
-def gate_list(fs: FlowSet, choice: RingChoice, schedule: Schedule) -> str:
+def gate_list(fs: FlowSet, choice: RingChoice, schedule: Schedule, deadline: Deadline | None = None) -> str:
     """Gate control list of the end station's slot ownership, for the first-hop switch (taprio syntax).
 
     Traffic class ``i`` of the plan is gate ``i``; best effort (slots no class owns) is gate ``K``. One cycle is
@@ -99,6 +112,8 @@ def gate_list(fs: FlowSet, choice: RingChoice, schedule: Schedule) -> str:
     entries: list[tuple[int, int]] = []  # (gate, interval ns)
     start = 0
     for s in range(1, total + 1):
+        if s % 4096 == 0:
+            check(deadline)
         if s == total or owner[s % n] != owner[start % n]:
             entries.append((owner[start % n], slot_start_ns(s, delta) - slot_start_ns(start, delta)))
             start = s

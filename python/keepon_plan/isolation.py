@@ -38,15 +38,19 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from ortools.sat.python import cp_model
-
-from . import hall, shapes
+from . import shapes
 from .model import Problem
 from .offsets import EXHAUSTED as OFFSETS_EXHAUSTED
 from .offsets import PLAN as OFFSETS_PLAN
 from .offsets import search_offsets
 from .units import ceil_frac
+
+if TYPE_CHECKING:  # both are imported only by the stages that use them (CP-SAT takes about half a second)
+    from ortools.sat.python import cp_model
+
+    from . import hall
 
 PLAN = "plan"
 INFEASIBLE = "infeasible"
@@ -54,6 +58,13 @@ UNKNOWN = "unknown"
 
 Progress = Callable[[str], None]
 STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "shapes", "footprint", "complete")
+
+
+def load_solver():
+    """The CP-SAT module, imported on first use: only the stages that build a model pay for it."""
+    from ortools.sat.python import cp_model
+
+    return cp_model
 
 
 @dataclass(frozen=True)
@@ -215,6 +226,7 @@ def _ownership(model: cp_model.CpModel, problem: Problem, lower: list[int] | Non
 
 def _zero_jitter_model(problem: Problem, lower: list[int] | None = None):
     """Offsets only: flow ``f`` sends at ``o_f + l·P_f``; exact when every flow's jitter freedom is 0."""
+    cp_model = load_solver()
     model = cp_model.CpModel()
     n = problem.slots
     own = _ownership(model, problem, lower)
@@ -273,6 +285,7 @@ def complete_model_size(problem: Problem) -> int:
 
 def _complete_model(problem: Problem, lower: list[int] | None = None):
     """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows."""
+    cp_model = load_solver()
     model = cp_model.CpModel()
     n, horizon = problem.slots, problem.horizon
     own = _ownership(model, problem, lower)
@@ -348,6 +361,7 @@ def _complete_model(problem: Problem, lower: list[int] | None = None):
 def _run(
     model, seconds: float, seed: int, workers: int, progress: Progress | None, fixed_search: bool = False
 ) -> tuple[int, cp_model.CpSolver]:
+    cp_model = load_solver()
     solver = cp_model.CpSolver()
     if fixed_search:
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
@@ -389,6 +403,7 @@ class Footprint:
 
 def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers: int) -> Footprint:
     """Minimise the ring slots class ``c`` needs on its own (complete model, objective Σ own)."""
+    cp_model = load_solver()
     sub, _ = class_subproblem(problem, c)
     if not sub.flows:
         return Footprint(0, (), frozenset(), True)
@@ -444,6 +459,7 @@ def pack_rotations(
     whether all were. A class whose flows all have free phases can be rotated as a whole (every constraint inside
     a class is invariant under a shift of all its slots); a class with a fixed-phase flow stays at rotation 0.
     """
+    cp_model = load_solver()
     n = problem.slots
     model = cp_model.CpModel()
     choice: list[list[tuple[int, cp_model.IntVar]]] = []
@@ -544,6 +560,7 @@ def _cut_search(
     reflection of that set is excluded as a superset of the group's set. Both are exact, so the master becoming
     infeasible is a proof. Returns ``(status, masks, cuts)``.
     """
+    cp_model = load_solver()
     model = cp_model.CpModel()
     own = [[model.new_bool_var(f"own_{u}_{r}") for r in range(n)] for u in range(len(parts))]
     for r in range(n):
@@ -621,6 +638,8 @@ def decide_by_shapes(
     complete. When a group has too many sets to enumerate, only a plan can be found (:func:`shapes.greedy_pack`).
     Returns ``(status, slots, reason)``; ``UNKNOWN`` when neither works before the deadline.
     """
+    from . import hall  # numpy, only for this stage
+
     n = problem.slots
     parts = shapes.units(problem)
     checkers = [shapes.ShapeChecker(sub) for _, sub in parts]
@@ -811,6 +830,7 @@ def synthesize(
         note("offset-search", "no zero-jitter offsets" if no_offsets else "node limit", t)
     if "zero-jitter" in stages and not no_offsets:
         t = time.monotonic()
+        cp_model = load_solver()
         exact_here = no_freedom or "complete" not in stages
         budget = remaining() if exact_here else min(remaining(), max(0.2, remaining() * 0.05))
         model, extract, _ = _zero_jitter_model(problem)
@@ -890,6 +910,7 @@ def synthesize(
         t = time.monotonic()
         if remaining() <= 0:
             return out
+        cp_model = load_solver()
         size = complete_model_size(problem)
         if size > MAX_COMPLETE_BOOLEANS:
             note("complete", "skipped", t)

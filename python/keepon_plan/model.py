@@ -5,7 +5,7 @@ config (docs/config.md). Every input error is an :class:`InputError` naming the 
 
 The slot-level :class:`Problem` is where all the planning happens: once the slot period ``δ`` is fixed, a frame
 sent at time ``t`` occupies slot ``⌊t/δ⌋`` and starts at that slot's start, so only slot indices matter. A flow
-of period ``p`` and jitter ``j`` becomes ``P = p/δ`` (must be an integer) and ``J = ⌊j/δ⌋``.
+of period ``p`` and jitter ``j < p`` becomes ``P = p/δ`` (must be an integer) and ``J = ⌊j/δ⌋ ≤ P − 1``.
 """
 
 from __future__ import annotations
@@ -294,6 +294,12 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
         if period <= 0:
             raise err(f"flow {name!r}: period must be positive", (*w, "period"))
         jitter = _or(get(f, "jitter", w, dur), 0)
+        if jitter >= period:
+            raise err(
+                f"flow {name!r}: jitter {jitter} ns must be below the period {period} ns (so that every instance "
+                "leaves within its own period; for 'anywhere in the period' use the period less 1ns)",
+                (*w, "jitter"),
+            )
         frame = get(f, "frame_bytes", w, integer(MIN_SLOT_BYTES, max_frame), required=True)
         phase = get(f, "phase", w, dur)
         if phase is not None and phase >= period:

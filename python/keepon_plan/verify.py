@@ -5,8 +5,13 @@ the runtime's rule ``slot = ⌊t/δ⌋`` (``t`` relative to the schedule epoch),
 the transmission time, and checks over ``T = lcm(H, N)`` slots (the ring and the flows both repeat there):
 
 - (1) ownership: every instance's ring slot ``slot mod N`` belongs to its flow's class;
-- (2) jitter, literally as in the paper: ``||t_a − t_b| − |a − b|·p| ≤ j`` for all instance pairs of a flow in
-  the horizon, and across repetitions: ``max_l (t_l − l·p) − min_l (t_l − l·p) ≤ j``;
+- (2) jitter: the paper's ``||t_a − t_b| − |a − b|·p| ≤ j`` for every pair of instances of a flow, in and across
+  repetitions of the horizon, checked in its window form ``max_l e_l − min_l e_l ≤ j`` with ``e_l = t_l − l·p``
+  over the ``M`` instances of one horizon (``e_{l+M} = e_l`` by the periodicity check): O(M) per flow, not O(M²).
+  The largest deviation over all pairs is exactly that spread. For ``b > a``, ``t_b − t_a − (b − a)·p =
+  e_b − e_a``: a pair in order deviates ``|e_b − e_a|``, a pair out of order (``t_b < t_a``, so ``e_a − e_b >
+  (b − a)·p``) deviates ``|2(b − a)·p − (e_a − e_b)| < e_a − e_b``; and the instances ``x`` with the smallest
+  and ``y`` with the largest ``e`` form an in-order pair, ``(x, y)`` or ``(x, y + M)``, deviating the spread;
 - (3) no two instances (of any flows) in the same slot occurrence ``slot mod T``;
 - phase: a flow with a fixed phase ``φ`` sends instance ``l`` within ``[φ + l·p, φ + l·p + j]``;
 - the ring and classes: masks disjoint and inside the ring, the plan's flows are the flow set's, the schedule
@@ -22,8 +27,9 @@ import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .deadline import Deadline, check
 from .model import FlowSet, InputError
-from .units import ValueError_, floor_frac, parse_duration, parse_mask, parse_rate, slot_period
+from .units import ValueError_, parse_duration, parse_mask, parse_rate, slot_period
 
 MAX_REPORTED = 20
 
@@ -71,19 +77,25 @@ def verify_plan_file(fs: FlowSet, path: str) -> list[Violation]:
     return verify_plan_text(fs, text, path)
 
 
-def verify_plan_text(fs: FlowSet, text: str, path: str | None = None) -> list[Violation]:
-    """All violations found (empty: the plan is valid). Raises :class:`InputError` if the TOML is unreadable."""
+def verify_plan_text(
+    fs: FlowSet, text: str, path: str | None = None, deadline: Deadline | None = None
+) -> list[Violation]:
+    """All violations found (empty: the plan is valid).
+
+    Raises :class:`InputError` if the TOML is unreadable or the flow set cannot be planned at the plan's slot size,
+    and :class:`~keepon_plan.deadline.TimeLimitExceeded` if ``deadline`` passes first.
+    """
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"plan is not valid TOML: {exc}", path) from exc
     try:
-        return _verify(fs, doc)
+        return _verify(fs, doc, deadline)
     except _Invalid as exc:
         return [exc.violation]
 
 
-def _verify(fs: FlowSet, doc: dict) -> list[Violation]:
+def _verify(fs: FlowSet, doc: dict, deadline: Deadline | None) -> list[Violation]:
     out: list[Violation] = []
     counts: dict[str, int] = {}
 
@@ -152,7 +164,7 @@ def _verify(fs: FlowSet, doc: dict) -> list[Violation]:
             bad("format", f"flow {name!r} is not in the flow set")
 
     slot_periods: dict[str, int] = {}
-    for f in fs.flows:
+    for i, f in enumerate(fs.flows):
         pf = planned.get(f.name)
         if pf is None:
             bad("format", f"flow {f.name!r} of the flow set is missing from the plan")
@@ -174,21 +186,27 @@ def _verify(fs: FlowSet, doc: dict) -> list[Violation]:
         if lead < batch * delta:
             bad("lead", f"{what}: lead {lead} ns is shorter than batch·δ = {batch * delta} ns")
         p_slots = Fraction(f.period) / delta
-        if p_slots.denominator != 1:
-            bad("format", f"{what}: period {f.period} ns is not a whole number of slots (δ = {delta} ns)")
-            continue
+        if p_slots.denominator != 1:  # the flow set cannot be planned at this slot size: bad input, as in `solve`
+            raise fs.error(
+                f"flow {f.name!r}: period {f.period} ns is not a whole number of slots of δ = {delta} ns "
+                f"(slot_bytes {slot_bytes} at {rate} bit/s, from the plan)",
+                ("flow", i, "period"),
+            )
         slot_periods[f.name] = int(p_slots)
     if out and any(v.constraint == "format" for v in out):
         return out
 
     horizon = math.lcm(n, *slot_periods.values())
+    num, den = delta.numerator, delta.denominator
     occupied: dict[int, tuple[str, int]] = {}
     for f in fs.flows:
+        check(deadline)
         what, pf = f"flow {f.name!r}", planned[f.name]
         p_slots = slot_periods[f.name]
+        jit = f.jitter * den
         instances = horizon // p_slots
         times = _instance_times(pf, 2 * instances, what)
-        slots = [floor_frac(Fraction(t) / delta) for t in times]
+        slots = [t * den // num for t in times]  # ⌊t/δ⌋, exactly
         for l in range(instances):
             if slots[l + instances] != slots[l] + horizon:
                 bad(
@@ -206,34 +224,23 @@ def _verify(fs: FlowSet, doc: dict) -> list[Violation]:
                     "(1) ownership",
                     f"{what} instance {l} in slot {s} (ring slot {s % n}) not owned by {f.cls!r}",
                 )
-        # (2) literally, in integer units of δ's numerator: ||s_a − s_b|·δ − |a − b|·p| ≤ j.
-        num, den = delta.numerator, delta.denominator
-        jit = f.jitter * den
-        worst = None
-        for a in range(instances):
-            sa = slots[a]
-            for b in range(a + 1, instances):
-                dev = abs(abs(slots[b] - sa) - (b - a) * p_slots) * num
-                if dev > jit and (worst is None or dev > worst[0]):
-                    worst = (dev, a, b)
-        if worst is not None:
-            dev, a, b = worst
-            bad(
-                "(2) jitter",
-                f"{what}: instances {a} and {b} deviate {Fraction(dev, den)} ns from {b - a} periods "
-                f"(max jitter {f.jitter} ns)",
-            )
+        # (2) in its window form (module docstring), in integer units of δ's numerator.
         e = [s - l * p_slots for l, s in enumerate(slots)]
-        if (max(e) - min(e)) * num > jit:
+        low = min(range(instances), key=e.__getitem__)
+        high = max(range(instances), key=e.__getitem__)
+        spread = e[high] - e[low]
+        if spread * num > jit:
+            a, b = low, high if high > low else high + instances  # the in-order pair that deviates the spread
+            sa, sb = slots[a], slots[high] + (b - high) // instances * horizon
             bad(
                 "(2) jitter",
-                f"{what}: across repetitions the release-relative slots spread over {(max(e) - min(e)) * delta} ns "
-                f"(max jitter {f.jitter} ns)",
+                f"{what}: instances {a} and {b} (slots {sa} and {sb}) are {(sb - sa) * delta} ns apart against "
+                f"{b - a} periods = {(b - a) * f.period} ns: {spread * delta} ns off (max jitter {f.jitter} ns)",
             )
         if f.phase is not None:
             for l, s in enumerate(slots):
                 release = f.phase + l * f.period
-                if not release <= s * delta <= release + f.jitter:
+                if not release * den <= s * num <= (release + f.jitter) * den:
                     bad(
                         "phase",
                         f"{what} instance {l} starts at {s * delta} ns, outside [{release}, {release + f.jitter}] ns",

@@ -50,6 +50,45 @@ def test_bad_input_exit_3_with_line(tmp_path, capsys):
     assert info.value.code == 3
 
 
+def test_jitter_of_a_period_is_bad_input_in_every_command(tmp_path, capsys):
+    flows, plan = tmp_path / "flows.toml", tmp_path / "plan.toml"
+    good = (EXAMPLES / "nonharmonic.toml").read_text()
+    assert main(["solve", str(EXAMPLES / "nonharmonic.toml"), "--out", str(plan)]) == 0
+    bad = good.replace('period = "80us"\njitter = "10us"', 'period = "80us"\njitter = "80us"')
+    assert bad != good
+    flows.write_text(bad)
+    line = bad.splitlines().index('jitter = "80us"') + 1
+    for argv in (["solve", str(flows), "--out", str(tmp_path / "p.toml")], ["verify", str(flows), str(plan)]):
+        capsys.readouterr()
+        assert main(argv) == 3
+        err = capsys.readouterr().err
+        assert f"{flows}:{line}:" in err and "jitter 80000 ns must be below the period 80000 ns" in err, err
+    capsys.readouterr()
+    assert main(["params", str(flows)]) == 3
+
+
+def test_verify_period_not_whole_slots_is_bad_input(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    assert main(["solve", str(EXAMPLES / "nonharmonic.toml"), "--out", str(plan)]) == 0
+    flows = tmp_path / "flows.toml"
+    # The flow set fixes slot_bytes 1230 (δ = 10 µs): 245 µs is not whole slots. `solve` says so with exit 3 ...
+    text = (EXAMPLES / "nonharmonic.toml").read_text().replace('period = "240us"', 'period = "245us"')
+    flows.write_text(text)
+    line = text.splitlines().index('period = "245us"') + 1
+    capsys.readouterr()
+    assert main(["solve", str(flows), "--out", str(tmp_path / "p.toml")]) == 3
+    assert f"{flows}:{line}:" in capsys.readouterr().err
+    # ... and so does `verify` (it said "invalid", exit 1).
+    assert main(["verify", str(flows), str(plan)]) == 3
+    err = capsys.readouterr().err
+    assert f"{flows}:{line}:" in err and "period 245000 ns is not a whole number of slots" in err, err
+    # Without slot_bytes in the flow set, the plan's slot size is the one that does not fit the period.
+    open_ring = text.replace("slot_bytes = 1230\n", "")
+    flows.write_text(open_ring)
+    assert main(["verify", str(flows), str(plan)]) == 3
+    assert "slot_bytes 1230 at 1000000000 bit/s, from the plan" in capsys.readouterr().err
+
+
 def test_unknown_exit_2(tmp_path, capsys):
     flows = tmp_path / "hard.toml"
     # Non-harmonic 70 % set 48: proven infeasible by the shapes stage, but only after the offset search (node limit)

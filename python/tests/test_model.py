@@ -63,6 +63,8 @@ def test_good_file_parses():
         ("slots = 32", "slots = 1", "slots = 1", "slots"),
         ("slots = 32", "slots = 32\nbatch = 32", "batch = 32", "batch"),
         ('jitter = "20us"', 'phase = "320us"', "phase", "below the period"),
+        ('jitter = "20us"', 'jitter = "320us"', "jitter", "jitter 320000 ns must be below the period 320000 ns"),
+        ('jitter = "20us"', 'jitter = "1ms"', "jitter", "must be below the period"),
     ],
 )
 def test_errors_name_the_line(old, new, needle, words):
@@ -110,3 +112,9 @@ def test_units():
     assert slot_period(1230, 10**9) == 10_000
     assert slot_period(1230, 10 * 10**9) == 1000
     assert slot_period(64, 10 * 10**9) * 5 == 336  # 67.2 ns: fractional
+
+
+def test_jitter_just_below_the_period_is_accepted():
+    fs = parse_flowset(GOOD.replace('jitter = "20us"', "jitter = 319999"))
+    assert fs.flows[0].jitter == 319_999
+    assert to_problem(fs, 1230, 32).flows[0].jitter == 31  # ⌊319 999 / 10 000⌋ = P − 1 slots

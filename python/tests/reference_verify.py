@@ -1,0 +1,258 @@
+"""Reference for tests only: the verifier as it was before its jitter check became O(M) (commit 2706aae).
+
+It checks (2) literally over every pair of instances in the horizon, O(M²) per flow, plus the spread across
+repetitions. `test_verify.py` checks that the current verifier reaches the same verdicts on random plans.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from fractions import Fraction
+
+from keepon_plan.model import FlowSet, InputError
+from keepon_plan.units import ValueError_, floor_frac, parse_duration, parse_mask, parse_rate, slot_period
+
+MAX_REPORTED = 20
+
+
+@dataclass(frozen=True)
+class Violation:
+    constraint: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.constraint}: {self.message}"
+
+
+class _Invalid(Exception):
+    def __init__(self, constraint: str, message: str) -> None:
+        super().__init__(message)
+        self.violation = Violation(constraint, message)
+
+
+def _req(table: dict, key: str, what: str):
+    if key not in table:
+        raise _Invalid("format", f"{what}: missing {key!r}")
+    return table[key]
+
+
+def _conv(conv, value, what: str):
+    try:
+        return conv(value)
+    except ValueError_ as exc:
+        raise _Invalid("format", f"{what}: {exc}") from exc
+
+
+def _int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid("format", f"{what}: expected an integer, got {value!r}")
+    return value
+
+
+def verify_plan_file(fs: FlowSet, path: str) -> list[Violation]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read plan: {exc.strerror}", path) from exc
+    return verify_plan_text(fs, text, path)
+
+
+def verify_plan_text(fs: FlowSet, text: str, path: str | None = None) -> list[Violation]:
+    """All violations found (empty: the plan is valid). Raises :class:`InputError` if the TOML is unreadable."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"plan is not valid TOML: {exc}", path) from exc
+    try:
+        return _verify(fs, doc)
+    except _Invalid as exc:
+        return [exc.violation]
+
+
+def _verify(fs: FlowSet, doc: dict) -> list[Violation]:
+    out: list[Violation] = []
+    counts: dict[str, int] = {}
+
+    def bad(constraint: str, message: str) -> None:
+        counts[constraint] = counts.get(constraint, 0) + 1
+        if counts[constraint] <= MAX_REPORTED:
+            out.append(Violation(constraint, message))
+
+    link, ring = doc.get("link", {}), doc.get("ring", {})
+    rate = _conv(parse_rate, _req(link, "rate", "[link]"), "[link] rate")
+    slot_bytes = _int(_req(ring, "slot_bytes", "[ring]"), "[ring] slot_bytes")
+    n = _int(_req(ring, "slots", "[ring]"), "[ring] slots")
+    batch = _int(_req(ring, "batch", "[ring]"), "[ring] batch")
+    if rate != fs.rate:
+        bad("ring", f"link rate {rate} bit/s differs from the flow set's {fs.rate}")
+    for key, want, got in (
+        ("slot_bytes", fs.slot_bytes, slot_bytes),
+        ("slots", fs.slots, n),
+        ("batch", fs.batch, batch),
+    ):
+        if want is not None and want != got:
+            bad("ring", f"{key} = {got} but the flow set fixes it to {want}")
+    if not 2 <= n <= 4096 or not 64 <= slot_bytes <= 9018:
+        raise _Invalid("ring", f"ring of {n} slots of {slot_bytes} bytes is outside the runtime's limits")
+    if not 1 <= batch < n:
+        bad("ring", f"batch {batch} must be in 1..={n - 1}")
+    if ring.get("policy", "strict") not in ("strict", "relaxed"):
+        bad("ring", f"policy {ring.get('policy')!r} is neither strict nor relaxed")
+    delta = slot_period(slot_bytes, rate)
+
+    # Classes and their ring slots.
+    owned: dict[str, set[int]] = {}
+    if "slot_masks" in ring:
+        if "class" in doc:
+            bad("format", "both [ring] slot_masks and [[class]] tables are given")
+        for q, m in enumerate(str(ring["slot_masks"]).split(",")):
+            owned[f"tc-{q}"] = set(_conv(parse_mask, m.strip(), "[ring] slot_masks"))
+    for c in doc.get("class", []):
+        name = _req(c, "name", "[[class]]")
+        if "mask" in c:
+            owned[name] = set(_conv(parse_mask, c["mask"], f"class {name!r} mask"))
+        elif "slots" in c:
+            owned[name] = {_int(s, f"class {name!r} slots") for s in c["slots"]}
+        else:
+            owned[name] = set()
+    holder: dict[int, str] = {}
+    for name, slots in owned.items():
+        for s in sorted(slots):
+            if not 0 <= s < n:
+                bad("(1) ownership", f"class {name!r} owns slot {s}, outside the ring of {n} slots")
+            elif s in holder:
+                bad("(1) ownership", f"ring slot {s} is owned by both {holder[s]!r} and {name!r}")
+            else:
+                holder[s] = name
+
+    # Flows: the plan's must be the flow set's.
+    planned = {}
+    for pf in doc.get("flow", []):
+        name = _req(pf, "name", "[[flow]]")
+        if name in planned:
+            bad("format", f"flow {name!r} appears twice in the plan")
+        planned[name] = pf
+    wanted = {f.name for f in fs.flows}
+    for name in planned:
+        if name not in wanted:
+            bad("format", f"flow {name!r} is not in the flow set")
+
+    slot_periods: dict[str, int] = {}
+    for f in fs.flows:
+        pf = planned.get(f.name)
+        if pf is None:
+            bad("format", f"flow {f.name!r} of the flow set is missing from the plan")
+            continue
+        what = f"flow {f.name!r}"
+        if pf.get("class") != f.cls:
+            bad("(1) ownership", f"{what} is in class {pf.get('class')!r}, the flow set says {f.cls!r}")
+        if pf.get("class") not in owned:
+            bad("(1) ownership", f"{what}: class {pf.get('class')!r} is not defined in the plan")
+        period = _conv(parse_duration, _req(pf, "period", what), f"{what} period")
+        if period != f.period:
+            bad("format", f"{what}: period {period} ns, the flow set says {f.period} ns")
+        frame = _int(_req(pf, "frame_bytes", what), f"{what} frame_bytes")
+        if frame != f.frame_bytes or frame > slot_bytes:
+            bad("format", f"{what}: frame_bytes {frame} (flow set {f.frame_bytes}, slot_bytes {slot_bytes})")
+        if _int(pf.get("count", 0), f"{what} count") < 1:
+            bad("format", f"{what}: count must be at least 1")
+        lead = _conv(parse_duration, _req(pf, "lead", what), f"{what} lead")
+        if lead < batch * delta:
+            bad("lead", f"{what}: lead {lead} ns is shorter than batch·δ = {batch * delta} ns")
+        p_slots = Fraction(f.period) / delta
+        if p_slots.denominator != 1:
+            bad("format", f"{what}: period {f.period} ns is not a whole number of slots (δ = {delta} ns)")
+            continue
+        slot_periods[f.name] = int(p_slots)
+    if out and any(v.constraint == "format" for v in out):
+        return out
+
+    horizon = math.lcm(n, *slot_periods.values())
+    occupied: dict[int, tuple[str, int]] = {}
+    for f in fs.flows:
+        what, pf = f"flow {f.name!r}", planned[f.name]
+        p_slots = slot_periods[f.name]
+        instances = horizon // p_slots
+        times = _instance_times(pf, 2 * instances, what)
+        slots = [floor_frac(Fraction(t) / delta) for t in times]
+        for l in range(instances):
+            if slots[l + instances] != slots[l] + horizon:
+                bad(
+                    "periodicity",
+                    f"{what}: instance {l + instances} is not instance {l} plus T = {horizon} slots",
+                )
+                break
+        slots = slots[:instances]
+        if any(t < 0 for t in times):
+            bad("format", f"{what}: negative txtime")
+        mask = owned.get(f.cls, set())
+        for l, s in enumerate(slots):
+            if s % n not in mask:
+                bad(
+                    "(1) ownership",
+                    f"{what} instance {l} in slot {s} (ring slot {s % n}) not owned by {f.cls!r}",
+                )
+        # (2) literally, in integer units of δ's numerator: ||s_a − s_b|·δ − |a − b|·p| ≤ j.
+        num, den = delta.numerator, delta.denominator
+        jit = f.jitter * den
+        worst = None
+        for a in range(instances):
+            sa = slots[a]
+            for b in range(a + 1, instances):
+                dev = abs(abs(slots[b] - sa) - (b - a) * p_slots) * num
+                if dev > jit and (worst is None or dev > worst[0]):
+                    worst = (dev, a, b)
+        if worst is not None:
+            dev, a, b = worst
+            bad(
+                "(2) jitter",
+                f"{what}: instances {a} and {b} deviate {Fraction(dev, den)} ns from {b - a} periods "
+                f"(max jitter {f.jitter} ns)",
+            )
+        e = [s - l * p_slots for l, s in enumerate(slots)]
+        if (max(e) - min(e)) * num > jit:
+            bad(
+                "(2) jitter",
+                f"{what}: across repetitions the release-relative slots spread over {(max(e) - min(e)) * delta} ns "
+                f"(max jitter {f.jitter} ns)",
+            )
+        if f.phase is not None:
+            for l, s in enumerate(slots):
+                release = f.phase + l * f.period
+                if not release <= s * delta <= release + f.jitter:
+                    bad(
+                        "phase",
+                        f"{what} instance {l} starts at {s * delta} ns, outside [{release}, {release + f.jitter}] ns",
+                    )
+                    break
+        for l, s in enumerate(slots):
+            u = s % horizon
+            if u in occupied:
+                other = occupied[u]
+                bad(
+                    "(3) collision",
+                    f"{what} instance {l} and flow {other[0]!r} instance {other[1]} both use slot occurrence {u}",
+                )
+            else:
+                occupied[u] = (f.name, l)
+    for constraint, k in counts.items():
+        if k > MAX_REPORTED:
+            out.append(Violation(constraint, f"... {k - MAX_REPORTED} more"))
+    return out
+
+
+def _instance_times(pf: dict, count: int, what: str) -> list[int]:
+    """Txtimes (ns after the epoch) of instances ``0..count-1`` by the runtime's rule."""
+    period = _conv(parse_duration, pf["period"], f"{what} period")
+    if "instance_offsets" in pf:
+        offsets = [_conv(parse_duration, v, f"{what} instance_offsets") for v in pf["instance_offsets"]]
+        if not offsets:
+            raise _Invalid("format", f"{what}: instance_offsets is empty")
+        repeat = _conv(parse_duration, _req(pf, "repeat", what), f"{what} repeat")
+        m = len(offsets)
+        return [offsets[l % m] + (l // m) * repeat for l in range(count)]
+    offset = _conv(parse_duration, pf.get("offset", 0), f"{what} offset")
+    return [offset + l * period for l in range(count)]
