@@ -1,6 +1,8 @@
 //! The daemon API on the simulated NIC held to the wall clock (no root needed): per-frame outcomes with
 //! the right reasons, credential-based class access, and clients that misbehave or vanish.
 
+#[allow(dead_code)] // shared with the namespace tests; this test uses the daemon configuration
+mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,23 +179,7 @@ struct Running {
 const CYCLE: i64 = 3_200_000;
 
 fn config_text(sock: &std::path::Path, extra: &str) -> String {
-    format!(
-        r#"
-        [link]
-        rate = "100Mbps"
-        [ring]
-        slot_bytes = 1230      # δ = 100 µs
-        slots = 32             # cycle 3.2 ms
-        batch = 8
-        slot_masks = "0x01,0x20002,0"
-        [run]
-        poll_period = "20us"
-        [daemon]
-        socket = "{}"
-        {extra}
-        "#,
-        sock.display()
-    )
+    support::daemon_config(sock, "20us", "", extra)
 }
 
 impl Running {
@@ -267,6 +253,14 @@ impl Drop for Running {
 /// after the stop are rejected `shutdown`; the daemon returns.
 #[test]
 fn every_submit_gets_one_outcome_when_the_daemon_stops_under_load() {
+    // Whether a submit is still in the socket when the stop comes is timing; the invariants are checked on every
+    // attempt, and the `shutdown` answers must show up in at least one of three.
+    let shutdown: Vec<u32> = (0..3).map(|_| stop_under_load()).take_while(|&n| n == 0).collect();
+    assert!(shutdown.len() < 3, "no submit met the stopping daemon in three attempts");
+}
+
+/// One attempt of the test above: returns how many submits were answered `shutdown`.
+fn stop_under_load() -> u32 {
     let mut d = Running::start("max_in_flight = 256");
     let info = d.client().info().unwrap();
     let mut clients = Vec::new();
@@ -323,7 +317,8 @@ fn every_submit_gets_one_outcome_when_the_daemon_stops_under_load() {
         assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
         assert!(sent > 100, "client {i} submitted only {sent}");
     }
-    assert!(shutdown > 0, "no submit met the stopping daemon ({stats:?})");
+    eprintln!("stop under load: {shutdown} submits answered `shutdown` ({stats:?})");
+    shutdown
 }
 
 /// Point 9 of issue 12: a client that submits, then shuts its writing side (`Client::close_write`) still

@@ -5,6 +5,8 @@
 //! Issue 12, points 10 and 11: a best-effort flood from another uid leaves the real-time class's outcomes
 //! unchanged, and non-reading connections flooding `Info` do not grow the daemon's memory without bound.
 
+#[allow(dead_code)] // shared with the namespace tests; this test uses the daemon configuration
+mod support;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -61,30 +63,16 @@ fn start(run: &str, daemon: &str) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let sock = dir.path().join("keepon.sock");
-    let text = format!(
-        r#"
-        [link]
-        rate = "100Mbps"
-        [ring]
-        slot_bytes = 1230      # δ = 100 µs
-        slots = 32             # cycle 3.2 ms
-        batch = 8
-        slot_masks = "0x01,0x20002,0"
-        [run]
-        poll_period = "20us"
-        {run}
-        [daemon]
-        socket = "{}"
-        {daemon}
-        [[daemon.allow]]
-        uid = 0
-        classes = ["tc-0", "tc-1", "tc-2"]
-        [[daemon.allow]]
-        uid = {NOBODY}
-        classes = ["tc-2"]
-        "#,
-        sock.display()
+    let rules = format!(
+        r#"{daemon}
+[[daemon.allow]]
+uid = 0
+classes = ["tc-0", "tc-1", "tc-2"]
+[[daemon.allow]]
+uid = {NOBODY}
+classes = ["tc-2"]"#
     );
+    let text = support::daemon_config(&sock, "20us", run, &rules);
     let cfg = Config::parse(&text).unwrap();
     let dcfg = DaemonConfig::from_config(&cfg).unwrap();
     let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();

@@ -21,6 +21,7 @@
 //! host-paced (µs): this proves function, not timing.
 #![cfg(target_os = "linux")]
 
+#[allow(dead_code)] // shared by the namespace and daemon tests; this one uses part of it
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

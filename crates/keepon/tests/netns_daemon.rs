@@ -41,27 +41,7 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
     chmod(d, 0o755);
     let sock = d.join("keepon.sock");
     let cfg = d.join("D.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[link]
-rate = "100Mbps"
-[ring]
-slot_bytes = 1230      # δ = 100 µs
-slots = 32             # cycle 3.2 ms
-batch = 8
-slot_masks = "0x01,0x20002,0"
-[run]
-poll_period = "100us"
-[daemon]
-socket = "{}"
-max_in_flight = 256
-"#,
-            sock.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, support::daemon_config(&sock, "100us", "", "max_in_flight = 256")).unwrap();
     let topo = bridged("kq");
     let mut daemon = Proc::spawn(
         "daemon",

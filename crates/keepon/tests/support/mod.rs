@@ -183,3 +183,27 @@ pub fn chmod(path: &Path, mode: u32) {
 pub fn can_chrt() -> bool {
     Command::new("chrt").args(["-f", "50", "true"]).output().is_ok_and(|o| o.status.success())
 }
+
+/// The daemon configuration the daemon tests share: 100 Mb/s, 1230 B slots (δ = 100 µs), ring 32 (a 3.2 ms cycle),
+/// batch 8, classes tc-0 (ring slot 0), tc-1 (slots 1 and 17) and best-effort tc-2; `run` and `daemon` are extra
+/// lines of those sections (rules, limits).
+pub fn daemon_config(sock: &Path, poll_period: &str, run: &str, daemon: &str) -> String {
+    format!(
+        r#"
+[link]
+rate = "100Mbps"
+[ring]
+slot_bytes = 1230      # δ = 100 µs
+slots = 32             # cycle 3.2 ms
+batch = 8
+slot_masks = "0x01,0x20002,0"
+[run]
+poll_period = "{poll_period}"
+{run}
+[daemon]
+socket = "{}"
+{daemon}
+"#,
+        sock.display()
+    )
+}
