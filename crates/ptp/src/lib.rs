@@ -5,7 +5,8 @@
 //! Read in this order: [`clock`] (the EPHC as the clock a servo steers; adjustments never change the slot
 //! count; the bridge to statime's `Clock`), [`servo`] (one trait, explicit states, three servos: statime's
 //! Kalman filter, a PI servo, the paper's moving-average frequency filter), [`sim`] (a seeded slave ↔ ideal
-//! master simulation in simulated time, for tests and benchmarks).
+//! master simulation in simulated time, for tests and benchmarks), [`a9`] (the paper's A.9 granularity/jitter
+//! study).
 //!
 //! statime (pinned `=0.4.0`, upstream on hold) appears only behind our own types: [`clock::ServoClock`] and
 //! [`servo::Servo`]; [`clock::StatimeClock`] adapts the former to statime's `Clock`.
@@ -15,6 +16,7 @@
 //! mode assumes 37 s; [`clock::StatimeClock`] records the announced offset and never applies it.
 #![deny(missing_docs)]
 
+pub mod a9;
 pub mod clock;
 pub mod servo;
 pub mod sim;
