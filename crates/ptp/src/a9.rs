@@ -229,7 +229,12 @@ mod tests {
             assert!(w[1].1.offset_median > w[0].1.offset_median, "{:?} !> {:?}", w[1], w[0]);
         }
         for (c, s) in by_g.iter().chain(&by_j) {
-            assert!(s.offset_max <= c.eq4_bound() + 1.0, "{c:?}: max offset error {} > Eq. 4 {}", s.offset_max, c.eq4_bound());
+            assert!(
+                s.offset_max <= c.eq4_bound() + 1.0,
+                "{c:?}: max offset error {} > Eq. 4 {}",
+                s.offset_max,
+                c.eq4_bound()
+            );
         }
         for &(g, j) in &[(800.0, 1000.0), (12_000.0, 1000.0)] {
             let (c, filtered) = point(g, j, 10);
