@@ -14,6 +14,7 @@
 use core::fmt;
 
 use keepon_core::ephc::{ClockAdjust, Ephc, EphcError, MAX_PPT};
+use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 
 /// What a servo needs from a clock.
@@ -128,6 +129,40 @@ impl ServoClock for EphcClock {
     }
 }
 
+/// A station's EPHC as a servo's clock: every adjustment goes through [`Station::adjust_clock`], which moves the
+/// schedule's grid with the EPHC and re-places (or rejects, `clock-step`) frames in the insertion window.
+/// "Now" is the start of the slot the NIC is on (the last consumed count).
+pub struct StationClock<'a, B> {
+    station: &'a mut Station<B>,
+}
+
+impl<'a, B: AsRef<[u8]>> StationClock<'a, B> {
+    /// Steer `station`'s clock.
+    pub fn new(station: &'a mut Station<B>) -> Self {
+        StationClock { station }
+    }
+}
+
+impl<B: AsRef<[u8]>> ServoClock for StationClock<'_, B> {
+    fn now(&self) -> Tai {
+        self.station.ephc().time_of(self.station.ring().consumed())
+    }
+
+    fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {
+        self.station.adjust_clock(ClockAdjust::Step(by)).map_err(ClockError::Ephc)?;
+        Ok(self.now())
+    }
+
+    fn set_freq_ppt(&mut self, ppt: i64) -> Result<Tai, ClockError> {
+        self.station.adjust_clock(ClockAdjust::Rate(ppt)).map_err(ClockError::Ephc)?;
+        Ok(self.now())
+    }
+
+    fn freq_ppt(&self) -> i64 {
+        self.station.ephc().rate_ppt()
+    }
+}
+
 /// A [`Tai`] as statime's time (statime's time is unsigned: instants before the epoch read as the epoch).
 pub fn to_statime_time(t: Tai) -> statime::time::Time {
     statime::time::Time::from_nanos(u64::try_from(t.0).unwrap_or(0))
@@ -211,6 +246,36 @@ mod tests {
         );
         assert!(c.take_adjustments().is_empty());
         assert_eq!(ppm_to_ppt(-0.000_000_4), Ok(0));
+    }
+
+    #[test]
+    fn station_clock_moves_the_schedule_grid_with_the_ephc() {
+        use keepon_core::insert::Policy;
+        use keepon_core::isolation::{ClassSpec, Ownership};
+        use keepon_core::station::{Observation, StationConfig};
+        let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 300).unwrap();
+        let cfg = StationConfig {
+            geometry,
+            ownership: Ownership::new(8, &[ClassSpec { name: "a".into(), slots: vec![0] }]).unwrap(),
+            batch: 2,
+            policy: Policy::Strict,
+            max_pending: 8,
+            max_advance: Nanos::from_ms(1),
+            post_latency: Nanos::ZERO,
+        };
+        let mut st: Station<Vec<u8>> = Station::new(cfg, Tai(1_000_000)).unwrap();
+        let _ = st.poll(Observation { consumed: 0, now: Tai(1_000_000), gaps: &[] }).unwrap();
+        let k = st.ring().posted() + 100;
+        let before = st.schedule().time_of(k);
+        let mut c = StationClock::new(&mut st);
+        c.step(Nanos(-777)).unwrap();
+        c.set_freq_ppt(3_000_000).unwrap();
+        assert_eq!(c.freq_ppt(), 3_000_000);
+        assert!(c.set_freq_ppt(MAX_PPT + 1).is_err());
+        assert_eq!(st.ephc().time_of(k), st.schedule().time_of(k));
+        // −777 ns, then +3 ppm over the 100 slots of 2.56 µs from the adjustment on: 0.768 ns → floor.
+        assert_eq!(st.schedule().time_of(k).0 - before.0, -777);
+        assert_eq!(st.ring().consumed(), 0);
     }
 
     proptest! {
