@@ -18,5 +18,6 @@
 
 pub mod a9;
 pub mod clock;
+pub mod dualsim;
 pub mod servo;
 pub mod sim;
