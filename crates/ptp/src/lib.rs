@@ -8,7 +8,8 @@
 //! statime's Kalman filter, a PI servo, the paper's moving-average frequency filter), [`engine`] (statime's
 //! port and BMCA behind our own sans-IO interface: messages, exact TX times and timers in, messages and timers
 //! out), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
-//! granularity/jitter study), [`dualsim`] (two stations back to back, single vs dual clock).
+//! granularity/jitter study), [`dualsim`] (two stations back to back, single vs dual clock), [`wire`] (PTP over
+//! L2 and UDPv4: checked parse, emit).
 //!
 //! statime (pinned `=0.4.0`, upstream on hold) appears only behind our own types: [`clock::ServoClock`],
 //! [`servo::Servo`] and [`engine::PtpEngine`].
@@ -26,3 +27,4 @@ pub mod dualsim;
 pub mod engine;
 pub mod servo;
 pub mod sim;
+pub mod wire;

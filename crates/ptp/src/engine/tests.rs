@@ -29,6 +29,8 @@ enum Ev {
 
 struct World {
     nodes: Vec<Node>,
+    /// Carry messages in frames of this transport (and check each arrives in its class), or bare.
+    transport: Option<crate::wire::Transport>,
     queue: BTreeMap<(i64, u64), Ev>,
     seq: u64,
     delay: i64,
@@ -47,6 +49,26 @@ impl World {
         n.clock.borrow().now()
     }
 
+    fn frame(&self, i: usize, data: Vec<u8>) -> Vec<u8> {
+        match self.transport {
+            Some(tr) => tr.emit([2, 0, 0, 0, 0, i as u8], &data).unwrap(),
+            None => data,
+        }
+    }
+
+    fn unframe(&self, data: &[u8], want: crate::wire::Class) -> Vec<u8> {
+        match self.transport {
+            Some(tr) => {
+                let mut padded = data.to_vec();
+                padded.resize(padded.len().max(300), 0); // the station pads every frame to its slot
+                let (msg, class) = tr.parse(&padded).unwrap();
+                assert_eq!(class, want);
+                msg.to_vec()
+            }
+            None => data.to_vec(),
+        }
+    }
+
     fn handle(&mut self, i: usize, t: i64, outs: Vec<Output>) {
         for o in outs {
             match o {
@@ -54,13 +76,17 @@ impl World {
                     self.nodes[i].timers.insert(timer, t + after.0);
                     self.push(t + after.0, Ev::Timer(i, timer));
                 }
-                Output::SendGeneral { data } => self.push(t + self.delay, Ev::General(1 - i, data)),
+                Output::SendGeneral { data } => {
+                    let f = self.frame(i, data);
+                    self.push(t + self.delay, Ev::General(1 - i, f))
+                }
                 Output::SendEvent { data, token } => {
                     // Into the sender's next slot: its TX time is that slot's EPHC time, exactly.
                     let k = self.nodes[i].osc.slot_at(t as f64) + 1;
                     let tx = self.nodes[i].clock.borrow().ephc().time_of(k);
                     let leaves = self.nodes[i].osc.start_of(k).ceil() as i64;
-                    self.push(leaves + self.delay, Ev::Event(1 - i, data));
+                    let f = self.frame(i, data);
+                    self.push(leaves + self.delay, Ev::Event(1 - i, f));
                     let more = self.nodes[i].engine.on_tx_time(token, tx);
                     self.handle(i, t, more);
                 }
@@ -87,11 +113,13 @@ impl World {
                 }
                 Ev::Event(i, data) => {
                     let rx = self.clock_at(i, t);
-                    (i, self.nodes[i].engine.on_event(&data, rx))
+                    let msg = self.unframe(&data, crate::wire::Class::Event);
+                    (i, self.nodes[i].engine.on_event(&msg, rx))
                 }
                 Ev::General(i, data) => {
                     self.clock_at(i, t);
-                    (i, self.nodes[i].engine.on_general(&data))
+                    let msg = self.unframe(&data, crate::wire::Class::General);
+                    (i, self.nodes[i].engine.on_general(&msg))
                 }
             };
             self.handle(i, t, outs);
@@ -106,8 +134,12 @@ impl World {
 }
 
 fn world(servo: ServoKind, ppm: f64, offset: Nanos) -> World {
+    world_over(servo, ppm, offset, None)
+}
+
+fn world_over(servo: ServoKind, ppm: f64, offset: Nanos, transport: Option<crate::wire::Transport>) -> World {
     let g = SlotGeometry::new(LinkRate::from_mbps(10_000).unwrap(), 64).unwrap(); // δ = 67.2 ns
-    let mut w = World { nodes: Vec::new(), queue: BTreeMap::new(), seq: 0, delay: 5_000 };
+    let mut w = World { nodes: Vec::new(), transport, queue: BTreeMap::new(), seq: 0, delay: 5_000 };
     for (i, (ppm, offset, prio)) in [(0.0, Nanos::ZERO, 10u8), (ppm, offset, 200u8)].into_iter().enumerate() {
         let clock = Rc::new(RefCell::new(EphcClock::new(Ephc::new(g.period(), 0, EPOCH + offset), 0)));
         let cfg = EngineConfig {
@@ -152,5 +184,17 @@ fn bmca_elects_the_master_and_every_servo_locks_the_slave() {
         let f = w.nodes[1].clock.borrow().freq_ppt() as f64 / 1e6;
         assert!((f + 40.0).abs() < 0.2, "{servo:?}: frequency {f} ppm for a 40 ppm fast oscillator");
         assert_eq!(w.nodes[1].engine.utc_offset(), None, "the master announces no UTC offset");
+    }
+}
+
+#[test]
+fn engines_synchronise_through_l2_and_udp_frames() {
+    use crate::wire::Transport;
+    for tr in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 2] }] {
+        let mut w = world_over(ServoKind::Pi, -25.0, Nanos::from_us(-80), Some(tr));
+        let errors = w.run(40_000_000_000, 25_000_000_000, 1);
+        assert!(w.nodes[1].engine.is_steering(), "{tr:?}");
+        let max = errors.iter().map(|e| e.abs()).max().unwrap();
+        assert!(max < 200, "{tr:?}: max |true error| {max} ns");
     }
 }
