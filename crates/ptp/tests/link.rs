@@ -1,5 +1,5 @@
 //! PTP over keepon's own link, end to end on the simulated NIC (simulated time): two stations, each a
-//! `keepon-nic` driver with a `keepon-ptp` engine. Event and general messages are L2 frames scheduled through the
+//! `keepon-nic` driver with a `keepon_ptp::port::PtpPort`. Event and general messages are L2 frames scheduled through the
 //! normal insertion path in a class of their own; an event message's TX time is its `Sent` outcome's slot time
 //! (exact, known at insertion). RX timestamps are software ones: the receiving station's EPHC at the poll that
 //! sees the frame (a kernel stamp converted through the poll's host/EPHC pair), less a calibrated latency. The
@@ -8,9 +8,7 @@
 //! moves with the EPHC. Judged on ground truth: the slave's `Sent` times against the true wire starts (the
 //! master's NIC is exact and its EPHC is the true time).
 
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
 
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::insert::Policy;
@@ -21,10 +19,10 @@ use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
-use keepon_ptp::clock::{EphcClock, ServoClock};
-use keepon_ptp::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
+use keepon_ptp::engine::EngineConfig;
+use keepon_ptp::port::{PortConfig, PtpPort};
 use keepon_ptp::servo::{ServoKind, ServoState};
-use keepon_ptp::wire::{Class, Transport};
+use keepon_ptp::wire::Transport;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -54,69 +52,14 @@ impl Source for Nothing {
 
 struct Node {
     d: Driver<SimNic>,
-    engine: PtpEngine<EphcClock>,
-    clock: Rc<RefCell<EphcClock>>,
-    timers: HashMap<Timer, Tai>,
-    tokens: HashMap<FrameId, TxToken>,
-    next_id: u64,
-    last_slot: u64,
+    port: PtpPort,
     rng: ChaCha8Rng,
     /// Frames in flight to this node: (true arrival, bytes).
     inbox: VecDeque<(Tai, Vec<u8>)>,
-    /// (EPHC time of a sent frame's slot, its true wire start), for frames sent after `judge_from`.
+    /// EPHC times of this node's sent PTP frames (judged ones).
     sent: HashMap<FrameId, Tai>,
+    /// EPHC time − true wire start of this node's judged frames.
     errors: Vec<i64>,
-}
-
-impl Node {
-    /// Make the engine's clock the station's clock as it is now.
-    fn sync_mirror(&mut self) {
-        let c = self.d.station.ring().consumed();
-        *self.clock.borrow_mut() = EphcClock::new(self.d.station.ephc().clone(), c);
-    }
-
-    /// Apply what the engine did to its clock to the station (EPHC and schedule's grid together).
-    fn apply_adjustments(&mut self) {
-        let adj = self.clock.borrow_mut().take_adjustments();
-        for (_, a) in adj {
-            let r = self.d.station.adjust_clock(a);
-            assert!(r.is_ok(), "adjustment {a:?} refused: {r:?}");
-        }
-    }
-
-    fn outputs(&mut self, outs: Vec<Output>, now: Tai) {
-        for o in outs {
-            match o {
-                Output::SetTimer { timer, after } => {
-                    self.timers.insert(timer, now + after);
-                }
-                Output::SendEvent { data, token } => {
-                    let id = self.submit(data, now);
-                    self.tokens.insert(id, token);
-                }
-                Output::SendGeneral { data } => {
-                    self.submit(data, now);
-                }
-            }
-        }
-    }
-
-    fn submit(&mut self, msg: Vec<u8>, now: Tai) -> FrameId {
-        self.next_id += 1;
-        let id = FrameId(self.next_id);
-        let data = Transport::L2.emit([2, 0, 0, 0, 0, self.next_id as u8], &msg).unwrap();
-        // The PTP class owns every slot here: the frame goes into the slot holding now + LEAD, or the one after
-        // the last PTP frame's.
-        let st = &self.d.station;
-        let soon = st.slot_of(st.ephc().time_of(st.ring().consumed()) + LEAD).unwrap();
-        let k = soon.max(self.last_slot + 1);
-        self.last_slot = k;
-        let j = u64::try_from(k as i64 + st.schedule_shift()).unwrap();
-        let txtime = st.schedule().time_of(j);
-        let r = self.d.station.submit(Frame { id, class: ClassId(0), txtime: Some(txtime), data }, now);
-        assert!(r.is_ok(), "PTP frame rejected: {r:?}");
-        id
-    }
 }
 
 fn node(osc: Oscillator, prio: u8, seed: u64) -> Node {
@@ -136,8 +79,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64) -> Node {
     let mut d =
         Driver::new(SimNic::new(sim), st, LoopConfig { poll_period: POLL, max_duration: Nanos::from_ms(1) }).unwrap();
     d.bring_up(&mut |_| {}).unwrap();
-    let clock = Rc::new(RefCell::new(EphcClock::new(d.station.ephc().clone(), d.station.ring().consumed())));
-    let cfg = EngineConfig {
+    let engine = EngineConfig {
         domain: 0,
         identity: [2, 0, 0, 0xff, 0xfe, 0, 0, prio],
         priority1: prio,
@@ -148,91 +90,68 @@ fn node(osc: Oscillator, prio: u8, seed: u64) -> Node {
         log_delay_req: -4,
         servo: ServoKind::Kalman,
     };
-    let (engine, outs) = PtpEngine::new(cfg, clock.clone(), seed);
-    let now = d.nic.now();
-    let mut n = Node {
-        d,
+    let cfg = PortConfig {
         engine,
-        clock,
-        timers: HashMap::new(),
-        tokens: HashMap::new(),
-        next_id: 0,
-        last_slot: 0,
+        transport: Transport::L2,
+        mac: [2, 0, 0, 0, 0, prio],
+        class: ClassId(0),
+        lead: LEAD,
+        tx_constant: Nanos::ZERO,
+        rx_latency: rx_latency(),
+    };
+    let now = d.nic.now();
+    let port = PtpPort::new(cfg, &mut d.station, now, seed);
+    Node {
+        d,
+        port,
         rng: ChaCha8Rng::seed_from_u64(seed),
         inbox: VecDeque::new(),
         sent: HashMap::new(),
         errors: Vec::new(),
-    };
-    n.outputs(outs, now);
-    n
+    }
 }
 
 /// One poll-loop iteration of node `i`: deliver what arrived, fire timers, run the station, route outcomes and
 /// wire events.
 fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
     let now = nodes[i].d.nic.now();
-    // Due timers in a fixed order (deadline, then kind): the run is deterministic.
-    const ORDER: [Timer; 6] =
-        [Timer::Bmca, Timer::AnnounceReceipt, Timer::Announce, Timer::Sync, Timer::DelayRequest, Timer::FilterUpdate];
-    let mut due: Vec<(Tai, usize, Timer)> = ORDER
-        .iter()
-        .enumerate()
-        .filter_map(|(o, k)| nodes[i].timers.get(k).filter(|t| **t <= now).map(|t| (*t, o, *k)))
-        .collect();
-    due.sort_by_key(|(t, o, _)| (*t, *o));
-    let due: Vec<Timer> = due.into_iter().map(|(_, _, k)| k).collect();
-    for t in due {
-        nodes[i].timers.remove(&t);
-        nodes[i].sync_mirror();
-        let outs = nodes[i].engine.on_timer(t);
-        nodes[i].apply_adjustments();
-        nodes[i].outputs(outs, now);
-    }
+    let n = &mut nodes[i];
+    n.port.poll(&mut n.d.station, now);
     let mut events = Vec::new();
-    nodes[i].d.step(&mut Nothing, &mut |e| events.push(e)).unwrap();
+    n.d.step(&mut Nothing, &mut |e| events.push(e)).unwrap();
     // RX: frames that arrived since the last poll. A software timestamp: the kernel stamps the arrival on the
     // host clock with a jitter U[0, 2 µs]; the driver converts it to EPHC time through the (host, EPHC) pair
     // of this poll — the EPHC at the count just observed, which leads the wire by 1.5 slots on average on the
-    // simulated NIC (fetch-ahead 1) — and subtracts the calibrated mean latency.
-    while nodes[i].inbox.front().is_some_and(|(t, _)| *t <= now) {
-        let Some((arrival, frame)) = nodes[i].inbox.pop_front() else { break };
-        nodes[i].sync_mirror();
-        let stamp = arrival + Nanos(nodes[i].rng.gen_range(0..=2_000));
-        let rx = nodes[i].clock.borrow().now() - (now - stamp) - rx_latency();
-        let (msg, class) = Transport::L2.parse(&frame).unwrap();
-        let outs = match class {
-            Class::Event => nodes[i].engine.on_event(msg, rx),
-            Class::General => nodes[i].engine.on_general(msg),
-        };
-        nodes[i].apply_adjustments();
-        nodes[i].outputs(outs, now);
+    // simulated NIC (fetch-ahead 1); the port subtracts the calibrated mean latency.
+    while n.inbox.front().is_some_and(|(t, _)| *t <= now) {
+        let Some((arrival, frame)) = n.inbox.pop_front() else { break };
+        let stamp = arrival + Nanos(n.rng.gen_range(0..=2_000));
+        let rx = n.d.station.ephc().time_of(n.d.station.ring().consumed()) - (now - stamp);
+        n.port.on_rx(&frame, rx, &mut n.d.station, now);
     }
+    let mut wire = Vec::new();
     for e in events {
         match e {
             Event::Outcome(o) => {
                 let sent = o.result.expect("every PTP frame is sent");
-                if let Some(token) = nodes[i].tokens.remove(&o.id) {
-                    // The exact TX time: the slot's EPHC time (MAC/PHY constant 0 on the simulated NIC).
-                    nodes[i].sync_mirror();
-                    let outs = nodes[i].engine.on_tx_time(token, sent.time);
-                    nodes[i].apply_adjustments();
-                    nodes[i].outputs(outs, now);
-                }
+                assert!(n.port.on_outcome(&o, &mut n.d.station, now), "only PTP frames here");
                 if sent.time >= judge_from {
-                    nodes[i].sent.insert(o.id, sent.time);
+                    n.sent.insert(o.id, sent.time);
                 }
             }
             Event::Wire(w) => {
                 let (Some(start), Some(bytes), Some(id)) = (w.start, w.bytes, w.frame) else { continue };
-                if let Some(t) = nodes[i].sent.remove(&id) {
-                    nodes[i].errors.push((t - start).0);
+                if let Some(t) = n.sent.remove(&id) {
+                    n.errors.push((t - start).0);
                 }
-                nodes[1 - i].inbox.push_back((start + Nanos(DELAY), bytes));
+                wire.push((start + Nanos(DELAY), bytes));
             }
             Event::Underrun(u) => panic!("node {i} underran: {u:?}"),
         }
     }
-    nodes[i].d.nic.wait(POLL);
+    assert_eq!(n.port.take_errors(), vec![], "node {i}: port errors");
+    n.d.nic.wait(POLL);
+    nodes[1 - i].inbox.extend(wire);
 }
 
 #[test]
@@ -251,9 +170,9 @@ fn a_slave_locks_to_a_master_over_the_keepon_link() {
         }
         step(&mut nodes, i, judge_from);
     }
-    assert!(nodes[0].engine.is_master(), "the priority-10 station is master");
-    assert!(nodes[1].engine.is_steering(), "the other is a steering slave");
-    let st = nodes[1].engine.servo_status();
+    assert!(nodes[0].port.engine().is_master(), "the priority-10 station is master");
+    assert!(nodes[1].port.engine().is_steering(), "the other is a steering slave");
+    let st = nodes[1].port.servo_status();
     assert_eq!(st.state, ServoState::Locked, "{st:?}");
     let errs = &nodes[1].errors;
     assert!(errs.len() > 100, "slave frames judged: {}", errs.len());
