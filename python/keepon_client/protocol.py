@@ -63,6 +63,7 @@ class Reason(enum.Enum):
     UNDERRUN = "underrun"
     LINK_FAULT = "link-fault"
     SHUTDOWN = "shutdown"
+    CLOCK_STEP = "clock-step"
 
     @property
     def code(self) -> int:

@@ -56,6 +56,16 @@ impl fmt::Display for EphcError {
     }
 }
 
+/// One adjustment of the clock, as a PTP servo asks for it. Applying one never changes the slot count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockAdjust {
+    /// Jump every slot's time by this much ([`Ephc::step`]).
+    Step(Nanos),
+    /// Set the absolute frequency adjustment to this many parts per trillion from the given slot on, keeping
+    /// time continuous there ([`Ephc::set_rate_ppt`]).
+    Rate(i64),
+}
+
 /// One linear piece of the clock: `time(k) = ns + (frac + (k − start)·a) / d`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Segment {
@@ -240,6 +250,17 @@ impl Ephc {
     pub fn set_time(&mut self, t: Tai, at: u64) {
         self.slew = None;
         self.rebuild(at, t.0, 0);
+    }
+
+    /// Apply `adj` at slot `at` (a rate change takes effect there; a step moves every slot).
+    pub fn apply(&mut self, adj: ClockAdjust, at: u64) -> Result<(), EphcError> {
+        match adj {
+            ClockAdjust::Step(by) => {
+                self.step(by);
+                Ok(())
+            }
+            ClockAdjust::Rate(ppt) => self.set_rate_ppt(ppt, at),
+        }
     }
 
     /// Drop pieces that lie entirely before slot `count`; call as the count advances. Never changes a time.

@@ -7,7 +7,8 @@
 //! Read in this order: [`time`] (integer TAI ns, the exact slot period), [`ephc`] (the slot-counting clock),
 //! [`ring`] (the CP-PMD phases), [`isolation`] (slot ownership), [`insert`] (scheduled insertion and its
 //! checks), [`prebuffer`] (frames waiting for the window), [`outcome`] (one outcome per frame), [`station`]
-//! (all of it together), [`testframe`] (the payload header of keepon test traffic).
+//! (all of it together), [`testframe`] (the payload header of keepon test traffic), [`dualclock`] (the RX slot
+//! clock and the merge rule).
 //!
 //! ## Adding a backend
 //! Implement `keepon_nic::Nic`: report how many slots the NIC has consumed (a count), post the slots the
@@ -18,6 +19,7 @@
 
 extern crate alloc;
 
+pub mod dualclock;
 pub mod ephc;
 pub mod insert;
 pub mod isolation;

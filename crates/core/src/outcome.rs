@@ -81,11 +81,14 @@ pub enum Reason {
     LinkFault,
     /// The station stopped before the frame's slot came.
     Shutdown,
+    /// A clock adjustment (a PTP step or frequency change) moved the frame's slot: it had already passed, was
+    /// taken, or was not its class's.
+    ClockStep,
 }
 
 impl Reason {
     /// Number of reasons.
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
 
     /// All reasons, for counters and reports.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -104,6 +107,7 @@ impl Reason {
         Reason::Underrun,
         Reason::LinkFault,
         Reason::Shutdown,
+        Reason::ClockStep,
     ];
 
     /// Stable machine-readable name (used in records).
@@ -124,6 +128,7 @@ impl Reason {
             Reason::Underrun => "underrun",
             Reason::LinkFault => "link-fault",
             Reason::Shutdown => "shutdown",
+            Reason::ClockStep => "clock-step",
         }
     }
 

@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Range;
 
-use crate::ephc::Ephc;
+use crate::ephc::{ClockAdjust, Ephc, EphcError};
 use crate::insert::{decide, Decision, Policy};
 use crate::isolation::{ClassId, Ownership};
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
@@ -129,6 +129,15 @@ pub struct Poll {
     pub underruns: Vec<Underrun>,
 }
 
+/// What [`Station::adjust_clock`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockAdjusted {
+    /// The first slot governed by the adjusted clock (the first not yet posted).
+    pub from_slot: u64,
+    /// Frames of the insertion window rejected with [`Reason::ClockStep`] (their outcomes are queued).
+    pub rejected: u64,
+}
+
 /// A relaxed-policy frame waiting for an owned slot beyond the window.
 struct Displaced<B> {
     frame: Frame<B>,
@@ -215,9 +224,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         &self.ephc
     }
 
-    /// The clock, for PTP and tests: adjust only with [`Ephc`]'s continuous operations or explicit steps.
-    /// Txtimes are read against [`Station::schedule`]; a synchronisation servo must apply the same adjustment
-    /// to both (not yet provided: PTP is not implemented).
+    /// The clock, for tests: adjust only with [`Ephc`]'s continuous operations or explicit steps. Txtimes are
+    /// read against [`Station::schedule`]; a synchronisation servo uses [`Station::adjust_clock`], which moves
+    /// both.
     pub fn ephc_mut(&mut self) -> &mut Ephc {
         &mut self.ephc
     }
@@ -485,7 +494,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         if shift != 0 {
             self.realign();
-            self.replace_window();
+            self.replace_window(Reason::Underrun);
         }
         let c = self.ring.consumed();
         self.ephc.advance(c);
@@ -546,10 +555,10 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// After the clock moved, put every real-time frame waiting in the window back into the slot its txtime
-    /// now maps to (or reject it with [`Reason::Underrun`] if that slot is gone, taken or not its class's).
+    /// now maps to (or reject it with `why` if that slot is gone, taken or not its class's).
     /// Frames in the window are not yet posted, so moving them is free; without this, re-anchoring could move
     /// a frame away from its scheduled time.
-    fn replace_window(&mut self) {
+    fn replace_window(&mut self, why: Reason) {
         let window = self.ring.window();
         let mut moved: Vec<(Option<Tai>, FrameId, ClassId, Vec<u8>)> = Vec::new();
         for k in window {
@@ -582,9 +591,47 @@ impl<B: AsRef<[u8]>> Station<B> {
                     let placed = Placed { id, class, txtime, ring_slot: self.ring_slot(k) };
                     self.ring.place(k, placed, &bytes);
                 }
-                None => self.reject(id, class, Reason::Underrun),
+                None => self.reject(id, class, why),
             }
         }
+    }
+
+    /// Apply a synchronisation adjustment (a PTP servo's step or frequency change) to the EPHC *and* the
+    /// schedule's grid, from the first slot not yet posted on; the slot count never changes.
+    ///
+    /// Slots already posted to the NIC keep the clock they were posted under (their frames' outcomes report
+    /// that time: the NIC has them, nothing can move them). Real-time frames in the insertion window whose
+    /// txtime now maps to another slot are re-placed there, or rejected with [`Reason::ClockStep`] if that slot
+    /// has passed, is taken or is not their class's (a frame moved beyond the window is rejected too: the ring
+    /// holds only its bytes); relaxed frames displaced beyond the window search again from their new slot;
+    /// pre-buffered frames are placed by the new grid when their slot enters the window. Ownership stays with the wire slots (the phase does not change), so a step also
+    /// moves the class windows by the step in the clock's time. Before the first poll the link is not up yet and
+    /// the first poll re-anchors the clock.
+    pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<ClockAdjusted, EphcError> {
+        let from = self.ring.posted();
+        let j = u64::try_from(i128::from(from) + i128::from(self.shift)).unwrap_or(0);
+        // Validate on copies first, so a refused adjustment changes nothing.
+        let mut ephc = self.ephc.clone();
+        let mut schedule = self.schedule.clone();
+        ephc.apply(adj, from)?;
+        schedule.apply(adj, j)?;
+        self.split_clock(from);
+        self.ephc = ephc;
+        self.schedule = schedule;
+        let before = self.counters.rejected[Reason::ClockStep.index()];
+        self.replace_window(Reason::ClockStep);
+        // Relaxed frames waiting beyond the window searched from a slot of the old grid: search again.
+        let displaced: Vec<Displaced<B>> = self.displaced.drain(..).collect();
+        for d in displaced {
+            self.dequeued(d.frame.class);
+            match d.frame.txtime.and_then(|t| self.slot_of(t)) {
+                Some(k) => {
+                    let _ = self.insert(d.frame, k, k);
+                }
+                None => self.reject(d.frame.id, d.frame.class, Reason::ClockStep),
+            }
+        }
+        Ok(ClockAdjusted { from_slot: from, rejected: self.counters.rejected[Reason::ClockStep.index()] - before })
     }
 
     /// The first free unowned slot of the window at or after `k`.

@@ -17,6 +17,11 @@
 //! `spike`. Every draw comes from one ChaCha8 stream seeded by `seed`: a run is a pure function of its
 //! configuration.
 //!
+//! **The oscillator** ([`Oscillator`]) sets the slot length: the NIC's clock runs fast by `ppm` (plus a seeded
+//! random walk of `wander` ppm/√s, one step per millisecond of wire time), so a slot lasts `δ/(1 + ppm·10⁻⁶)`
+//! of true time. Slot lengths are whole ticks with the remainder carried, so the grid never drifts from the
+//! model. The default (0 ppm, no wander) is the exact grid above and draws nothing from the host's stream.
+//!
 //! **The receiver** timestamps each real frame's start plus `rx_delay`, floored to a multiple of `rx_quantum`
 //! (8 ns like an Intel i210).
 
@@ -65,6 +70,15 @@ impl Default for HostModel {
     }
 }
 
+/// The NIC's oscillator error, relative to true (virtual) time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Oscillator {
+    /// Initial frequency error, ppm (positive: slots are shorter, the NIC runs fast).
+    pub ppm: f64,
+    /// Random-walk wander of the frequency, ppm per √s.
+    pub wander: f64,
+}
+
 /// Configuration of the simulated NIC and host.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimConfig {
@@ -89,6 +103,8 @@ pub struct SimConfig {
     /// Descriptors the NIC fetches ahead of the slot on the wire: slot `j` is fetched (and seen by the driver
     /// as consumed) once it is posted and slot `j − fetch_ahead` has started. 0 = fetched as it starts.
     pub fetch_ahead: u32,
+    /// The NIC's oscillator (default: exact).
+    pub oscillator: Oscillator,
 }
 
 impl SimConfig {
@@ -105,6 +121,7 @@ impl SimConfig {
             rx_delay: Nanos(0),
             keep_fillers: false,
             fetch_ahead: 1,
+            oscillator: Oscillator::default(),
         }
     }
 }
@@ -116,6 +133,8 @@ struct InFlight {
     fetch: u128,
     /// Idle wire time just before this slot, ticks.
     idle_before: u128,
+    /// Length of this slot on the wire, ticks.
+    dur: u128,
     frame: Option<FrameId>,
     bytes: Option<Vec<u8>>,
 }
@@ -168,6 +187,12 @@ pub struct SimNic {
     wire: Vec<WireEvent>,
     stats: WireStats,
     idle_ticks: u128,
+    /// The oscillator's error now, parts per trillion; the slot-length remainder; its own random stream; the
+    /// wire time of its next wander step, ticks.
+    osc_ppt: i128,
+    osc_rem: u128,
+    osc_rng: ChaCha8Rng,
+    osc_next: Option<u128>,
 }
 
 impl SimNic {
@@ -190,11 +215,41 @@ impl SimNic {
             wire: Vec::new(),
             stats: WireStats::default(),
             idle_ticks: 0,
+            osc_ppt: (cfg.oscillator.ppm * 1e6).round() as i128,
+            osc_rem: 0,
+            osc_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x05c1_11a7_0a5c_111a),
+            osc_next: None,
             cfg,
         };
         // Start the host early enough that the first post lands at t0.
         nic.now = cfg.t0 - cfg.post_latency - cfg.host.poll_overhead;
         nic
+    }
+
+    /// The oscillator's frequency error now, ppm.
+    pub fn oscillator_ppm(&self) -> f64 {
+        self.osc_ppt as f64 / 1e6
+    }
+
+    /// The length of the next slot starting at `start` (ticks): `δ/(1 + ppt·10⁻¹²)`, remainder carried.
+    fn slot_ticks(&mut self, start: u128) -> u128 {
+        if self.cfg.oscillator.wander > 0.0 {
+            let ms = 1_000_000 * self.den;
+            let next = *self.osc_next.get_or_insert(start + ms);
+            if start >= next {
+                // Sum of 12 uniforms − 6: a seeded, platform-independent, approximately normal draw.
+                let z: f64 = (0..12).map(|_| self.osc_rng.gen::<f64>()).sum::<f64>() - 6.0;
+                self.osc_ppt += (self.cfg.oscillator.wander * 1e-3f64.sqrt() * z * 1e6).round() as i128;
+                self.osc_next = Some(next + ms);
+            }
+        }
+        if self.osc_ppt == 0 && self.osc_rem == 0 {
+            return self.num;
+        }
+        let per = (1_000_000_000_000i128 + self.osc_ppt).max(1) as u128;
+        let total = self.num * 1_000_000_000_000 + self.osc_rem;
+        self.osc_rem = total % per;
+        total / per
     }
 
     /// The configuration.
@@ -268,7 +323,7 @@ impl Nic for SimNic {
         }
         // Finished slots leave the wire (and reach the receiver).
         while let Some(f) = self.inflight.front() {
-            if f.start + self.num > now_t || self.completed >= self.consumed {
+            if f.start + f.dur > now_t || self.completed >= self.consumed {
                 break;
             }
             let Some(f) = self.inflight.pop_front() else { break };
@@ -276,7 +331,7 @@ impl Nic for SimNic {
             self.completed += 1;
             self.stats.slots += 1;
             self.idle_ticks += f.idle_before;
-            self.stats.span_ns = (f.start + self.num - self.first_start.unwrap_or(f.start)) / self.den;
+            self.stats.span_ns = (f.start + f.dur - self.first_start.unwrap_or(f.start)) / self.den;
             if f.frame.is_some() {
                 self.stats.real += 1;
             }
@@ -325,7 +380,8 @@ impl Nic for SimNic {
                 }
                 Some(end) => end,
             };
-            self.busy_until = Some(start + self.num);
+            let dur = self.slot_ticks(start);
+            self.busy_until = Some(start + dur);
             // The NIC fetches slot j once it is posted and slot j − F has started (F = fetch_ahead).
             let f = u64::from(self.cfg.fetch_ahead);
             let ahead = match self.posted.checked_sub(f) {
@@ -338,7 +394,7 @@ impl Nic for SimNic {
                 SlotKind::Real { id, len, .. } => (Some(id), Some(s.bytes[..len as usize].to_vec())),
                 SlotKind::Filler => (None, if self.cfg.keep_fillers { Some(s.bytes.to_vec()) } else { None }),
             };
-            self.inflight.push_back(InFlight { start, fetch, idle_before, frame, bytes });
+            self.inflight.push_back(InFlight { start, fetch, idle_before, dur, frame, bytes });
             self.posted += 1;
         }
         Ok(())

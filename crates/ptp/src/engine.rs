@@ -1,0 +1,364 @@
+//! The PTP engine: statime's port and instance (BMCA, E2E message exchange) behind our own sans-IO interface,
+//! with one of our [`Servo`]s as its filter and a shared [`ServoClock`] (the EPHC) as its clock.
+//!
+//! Inputs: received messages with their RX time ([`PtpEngine::on_event`], [`PtpEngine::on_general`]), the
+//! exact TX time of each event message the engine asked to send ([`PtpEngine::on_tx_time`] — on keepon this is
+//! the slot's EPHC time, known when the message is placed), and expired timers ([`PtpEngine::on_timer`]).
+//! Outputs: [`Output`]s — messages to send, timers to (re)arm. Nothing here reads a clock or touches a socket.
+//!
+//! Not yet: P2P (the servos take E2E measurements only), one-step Sync (statime 0.4 sends two-step), and
+//! wiring into the station's insertion path and the daemon.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use keepon_core::time::{Nanos, Tai};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use statime::config::{
+    AcceptAnyMaster, ClockIdentity, DelayMechanism, InstanceConfig, LeapIndicator, PortConfig, PtpMinorVersion, SdoId,
+    TimePropertiesDS, TimeSource,
+};
+use statime::filters::{Filter, FilterEstimate, FilterUpdate};
+use statime::port::{InBmca, Measurement, NoForwardedTLVs, Port, PortAction, Running, TimestampContext};
+use statime::time::{Duration, Interval};
+use statime::PtpInstance;
+
+use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
+use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoStatus};
+
+/// Configuration of one PTP port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// PTP domain.
+    pub domain: u8,
+    /// The clock identity (EUI-64, usually from the interface's MAC).
+    pub identity: [u8; 8],
+    /// BMCA priority 1 (lower wins; 128 default).
+    pub priority1: u8,
+    /// Never become master.
+    pub slave_only: bool,
+    /// Never become slave.
+    pub master_only: bool,
+    /// log₂ of the Sync interval in seconds.
+    pub log_sync: i8,
+    /// log₂ of the Announce interval.
+    pub log_announce: i8,
+    /// log₂ of the Delay_Req interval.
+    pub log_delay_req: i8,
+    /// The servo.
+    pub servo: ServoKind,
+}
+
+/// Timers the engine asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// Send an Announce.
+    Announce,
+    /// Send a Sync.
+    Sync,
+    /// Send a Delay_Req.
+    DelayRequest,
+    /// No Announce from the master in time.
+    AnnounceReceipt,
+    /// The servo's update timer.
+    FilterUpdate,
+    /// Run the BMCA.
+    Bmca,
+}
+
+/// A TX timestamp the engine is owed: hand it back with the message's exact TX time.
+#[derive(Debug)]
+#[must_use = "an event message's TX time must be handed back"]
+pub struct TxToken(TimestampContext);
+
+/// What the engine asks the driver to do.
+#[derive(Debug)]
+pub enum Output {
+    /// Send an event message (Sync, Delay_Req) and hand its TX time back with the token.
+    SendEvent {
+        /// The PTP message.
+        data: Vec<u8>,
+        /// Return with [`PtpEngine::on_tx_time`].
+        token: TxToken,
+    },
+    /// Send a general message (Announce, Follow_Up, Delay_Resp).
+    SendGeneral {
+        /// The PTP message.
+        data: Vec<u8>,
+    },
+    /// (Re)arm a timer.
+    SetTimer {
+        /// Which.
+        timer: Timer,
+        /// After this long.
+        after: Nanos,
+    },
+}
+
+/// statime's clock: a shared [`ServoClock`].
+struct SharedClock<C>(Rc<RefCell<C>>);
+
+impl<C: ServoClock> statime::Clock for SharedClock<C> {
+    type Error = ClockError;
+    fn now(&self) -> statime::time::Time {
+        to_statime_time(self.0.borrow().now())
+    }
+    fn step_clock(&mut self, offset: Duration) -> Result<statime::time::Time, ClockError> {
+        Ok(to_statime_time(self.0.borrow_mut().step(from_statime_duration(offset))?))
+    }
+    fn set_frequency(&mut self, ppm: f64) -> Result<statime::time::Time, ClockError> {
+        Ok(to_statime_time(self.0.borrow_mut().set_freq_ppt(ppm_to_ppt(ppm)?)?))
+    }
+    fn set_properties(&mut self, _: &TimePropertiesDS) -> Result<(), ClockError> {
+        Ok(())
+    }
+}
+
+/// statime's `Clock` seen as our [`ServoClock`] (for the servo inside statime's filter slot). statime's clock
+/// has no frequency getter: the last frequency set is tracked here.
+struct FromStatime<'a, C: statime::Clock> {
+    clock: &'a mut C,
+    ppt: &'a mut i64,
+}
+
+impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
+    fn now(&self) -> Tai {
+        Tai(i64::try_from(self.clock.now().nanos().to_num::<u128>()).unwrap_or(i64::MAX))
+    }
+    fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {
+        self.clock.step_clock(Duration::from_nanos(by.0)).map_err(|_| ClockError::StepOutOfRange)?;
+        Ok(self.now())
+    }
+    fn set_freq_ppt(&mut self, ppt: i64) -> Result<Tai, ClockError> {
+        self.clock.set_frequency(ppt as f64 / 1e6).map_err(|_| ClockError::NotFinite)?;
+        *self.ppt = ppt;
+        Ok(self.now())
+    }
+    fn freq_ppt(&self) -> i64 {
+        *self.ppt
+    }
+}
+
+/// Our servo as statime's filter; its status is published through a shared cell.
+struct ServoFilter {
+    servo: AnyServo,
+    ppt: i64,
+    status: Rc<Cell<ServoStatus>>,
+}
+
+/// Configuration of [`ServoFilter`]: the servo, the sync interval, where to publish its status.
+#[derive(Clone)]
+struct ServoFilterConfig {
+    kind: ServoKind,
+    interval: Nanos,
+    status: Rc<Cell<ServoStatus>>,
+}
+
+impl ServoFilter {
+    fn update_from(&self, clock_now: Tai) -> FilterUpdate {
+        let st = self.servo.status();
+        FilterUpdate {
+            next_update: self
+                .servo
+                .update_due()
+                .map(|due| core::time::Duration::from_nanos(u64::try_from((due - clock_now).0.max(0)).unwrap_or(0))),
+            mean_delay: st.mean_delay.map(|d| Duration::from_nanos(d.0)),
+        }
+    }
+}
+
+impl Filter for ServoFilter {
+    type Config = ServoFilterConfig;
+
+    fn new(c: ServoFilterConfig) -> Self {
+        ServoFilter { servo: AnyServo::new(c.kind, c.interval), ppt: 0, status: c.status }
+    }
+
+    fn measurement<C: statime::Clock>(&mut self, m: Measurement, clock: &mut C) -> FilterUpdate {
+        let s = Sample {
+            at: Tai(i64::try_from(m.event_time.nanos().to_num::<u128>()).unwrap_or(i64::MAX)),
+            sync_raw: m.raw_sync_offset.map(from_statime_duration),
+            delay_raw: m.raw_delay_offset.map(from_statime_duration),
+        };
+        let mut c = FromStatime { clock, ppt: &mut self.ppt };
+        // A refused adjustment leaves the servo unlocked; it retries with the next measurement.
+        let _ = self.servo.sample(s, &mut c);
+        let now = c.now();
+        self.status.set(self.servo.status());
+        self.update_from(now)
+    }
+
+    fn update<C: statime::Clock>(&mut self, clock: &mut C) -> FilterUpdate {
+        let mut c = FromStatime { clock, ppt: &mut self.ppt };
+        let _ = self.servo.update(&mut c);
+        let now = c.now();
+        self.status.set(self.servo.status());
+        self.update_from(now)
+    }
+
+    fn demobilize<C: statime::Clock>(self, _clock: &mut C) {}
+
+    fn current_estimates(&self) -> FilterEstimate {
+        let st = self.servo.status();
+        FilterEstimate {
+            offset_from_master: Duration::from_nanos(st.offset.map_or(0, |o| o.0)),
+            mean_delay: Duration::from_nanos(st.mean_delay.map_or(0, |d| d.0)),
+        }
+    }
+}
+
+type Inst = PtpInstance<ServoFilter>;
+type RunningPort<C> = Port<'static, Running, AcceptAnyMaster, ChaCha8Rng, SharedClock<C>, ServoFilter>;
+type BmcaPort<C> = Port<'static, InBmca, AcceptAnyMaster, ChaCha8Rng, SharedClock<C>, ServoFilter>;
+
+/// One PTP ordinary clock with one port, sans-IO.
+pub struct PtpEngine<C: ServoClock + 'static> {
+    instance: &'static Inst,
+    port: Option<RunningPort<C>>,
+    status: Rc<Cell<ServoStatus>>,
+}
+
+fn to_nanos(d: core::time::Duration) -> Nanos {
+    Nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn collect<'a>(actions: impl Iterator<Item = PortAction<'a>>, out: &mut Vec<Output>) {
+    for a in actions {
+        out.push(match a {
+            PortAction::SendEvent { context, data, .. } => {
+                Output::SendEvent { data: data.to_vec(), token: TxToken(context) }
+            }
+            PortAction::SendGeneral { data, .. } => Output::SendGeneral { data: data.to_vec() },
+            PortAction::ResetAnnounceTimer { duration } => {
+                Output::SetTimer { timer: Timer::Announce, after: to_nanos(duration) }
+            }
+            PortAction::ResetSyncTimer { duration } => {
+                Output::SetTimer { timer: Timer::Sync, after: to_nanos(duration) }
+            }
+            PortAction::ResetDelayRequestTimer { duration } => {
+                Output::SetTimer { timer: Timer::DelayRequest, after: to_nanos(duration) }
+            }
+            PortAction::ResetAnnounceReceiptTimer { duration } => {
+                Output::SetTimer { timer: Timer::AnnounceReceipt, after: to_nanos(duration) }
+            }
+            PortAction::ResetFilterUpdateTimer { duration } => {
+                Output::SetTimer { timer: Timer::FilterUpdate, after: to_nanos(duration) }
+            }
+            PortAction::ForwardTLV { .. } => continue,
+        });
+    }
+}
+
+impl<C: ServoClock + 'static> PtpEngine<C> {
+    /// An engine steering `clock`; returns it with its first outputs (timers). The instance lives for the rest
+    /// of the process (statime's ports borrow it; one engine per keepon link).
+    pub fn new(cfg: EngineConfig, clock: Rc<RefCell<C>>, seed: u64) -> (PtpEngine<C>, Vec<Output>) {
+        let instance_cfg = InstanceConfig {
+            clock_identity: ClockIdentity(cfg.identity),
+            priority_1: cfg.priority1,
+            priority_2: 128,
+            domain_number: cfg.domain,
+            sdo_id: SdoId::default(),
+            slave_only: cfg.slave_only,
+            path_trace: false,
+        };
+        // The EPHC runs on TAI: a PTP timescale; we do not know the UTC offset (see the crate docs).
+        let tp =
+            TimePropertiesDS::new_ptp_time(None, LeapIndicator::NoLeap, false, false, TimeSource::InternalOscillator);
+        let instance: &'static Inst = Box::leak(Box::new(PtpInstance::new(instance_cfg, tp)));
+        let port_cfg = PortConfig {
+            acceptable_master_list: AcceptAnyMaster,
+            delay_mechanism: DelayMechanism::E2E { interval: Interval::from_log_2(cfg.log_delay_req) },
+            announce_interval: Interval::from_log_2(cfg.log_announce),
+            announce_receipt_timeout: 3,
+            sync_interval: Interval::from_log_2(cfg.log_sync),
+            master_only: cfg.master_only,
+            delay_asymmetry: Duration::default(),
+            minor_ptp_version: PtpMinorVersion::One,
+        };
+        let status = Rc::new(Cell::new(ServoStatus::INITIAL));
+        let interval = to_nanos(Interval::from_log_2(cfg.log_sync).as_core_duration());
+        let fcfg = ServoFilterConfig { kind: cfg.servo, interval, status: status.clone() };
+        let bmca: BmcaPort<C> = instance.add_port(port_cfg, fcfg, SharedClock(clock), ChaCha8Rng::seed_from_u64(seed));
+        let (port, actions) = bmca.end_bmca();
+        let mut out = Vec::new();
+        collect(actions, &mut out);
+        out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(instance.bmca_interval()) });
+        (PtpEngine { instance, port: Some(port), status }, out)
+    }
+
+    fn with_port(&mut self, f: impl FnOnce(&mut RunningPort<C>, &mut Vec<Output>)) -> Vec<Output> {
+        let mut out = Vec::new();
+        if let Some(p) = self.port.as_mut() {
+            f(p, &mut out);
+        }
+        out
+    }
+
+    /// An event message (Sync, Delay_Req) arrived at local time `rx`.
+    pub fn on_event(&mut self, data: &[u8], rx: Tai) -> Vec<Output> {
+        self.with_port(|p, out| collect(p.handle_event_receive(data, to_statime_time(rx)), out))
+    }
+
+    /// A general message arrived.
+    pub fn on_general(&mut self, data: &[u8]) -> Vec<Output> {
+        self.with_port(|p, out| collect(p.handle_general_receive(data), out))
+    }
+
+    /// An event message left at local time `tx` (on keepon: its slot's EPHC time, plus the MAC/PHY constant).
+    pub fn on_tx_time(&mut self, token: TxToken, tx: Tai) -> Vec<Output> {
+        self.with_port(|p, out| collect(p.handle_send_timestamp(token.0, to_statime_time(tx)), out))
+    }
+
+    /// A timer expired.
+    pub fn on_timer(&mut self, t: Timer) -> Vec<Output> {
+        if t == Timer::Bmca {
+            let mut out = Vec::new();
+            if let Some(p) = self.port.take() {
+                let mut b = p.start_bmca();
+                self.instance.bmca(&mut [&mut b]);
+                let (p, actions) = b.end_bmca();
+                collect(actions, &mut out);
+                self.port = Some(p);
+            }
+            out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(self.instance.bmca_interval()) });
+            return out;
+        }
+        self.with_port(|p, out| {
+            let actions = match t {
+                Timer::Announce => p.handle_announce_timer(&mut NoForwardedTLVs),
+                Timer::Sync => p.handle_sync_timer(),
+                Timer::DelayRequest => p.handle_delay_request_timer(),
+                Timer::AnnounceReceipt => p.handle_announce_receipt_timer(),
+                Timer::FilterUpdate => p.handle_filter_update_timer(),
+                Timer::Bmca => return,
+            };
+            collect(actions, out)
+        })
+    }
+
+    /// True while the port is master.
+    pub fn is_master(&self) -> bool {
+        self.port.as_ref().is_some_and(|p| p.is_master())
+    }
+
+    /// True while the port is a slave steering the clock.
+    pub fn is_steering(&self) -> bool {
+        self.port.as_ref().is_some_and(|p| p.is_steering())
+    }
+
+    /// The servo's status (state, offset, frequency, path delay).
+    pub fn servo_status(&self) -> ServoStatus {
+        self.status.get()
+    }
+
+    /// The UTC offset the current master announces (seconds), if valid. keepon's EPHC runs on TAI and never
+    /// applies it.
+    pub fn utc_offset(&self) -> Option<i16> {
+        self.instance.time_properties_ds().utc_offset()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! Two engines in virtual time: a master and a slave with an oscillator error, exact TX times (slot starts),
+//! RX times read on the receiver's EPHC (its slot granularity). statime's BMCA elects the master; the slave
+//! locks with each servo.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use keepon_core::ephc::Ephc;
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+
+use super::*;
+use crate::clock::EphcClock;
+use crate::servo::ServoState;
+use crate::sim::{Oscillator, EPOCH};
+
+struct Node {
+    engine: PtpEngine<EphcClock>,
+    clock: Rc<RefCell<EphcClock>>,
+    osc: Oscillator,
+    timers: HashMap<Timer, i64>,
+}
+
+enum Ev {
+    Timer(usize, Timer),
+    Event(usize, Vec<u8>),
+    General(usize, Vec<u8>),
+}
+
+struct World {
+    nodes: Vec<Node>,
+    /// Carry messages in frames of this transport (and check each arrives in its class), or bare.
+    transport: Option<crate::wire::Transport>,
+    queue: BTreeMap<(i64, u64), Ev>,
+    seq: u64,
+    delay: i64,
+}
+
+impl World {
+    fn push(&mut self, at: i64, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), ev);
+    }
+
+    fn clock_at(&mut self, i: usize, t: i64) -> Tai {
+        let n = &mut self.nodes[i];
+        let k = n.osc.slot_at(t as f64);
+        n.clock.borrow_mut().advance_to(k);
+        n.clock.borrow().now()
+    }
+
+    fn frame(&self, i: usize, data: Vec<u8>) -> Vec<u8> {
+        match self.transport {
+            Some(tr) => tr.emit([2, 0, 0, 0, 0, i as u8], &data).unwrap(),
+            None => data,
+        }
+    }
+
+    fn unframe(&self, data: &[u8], want: crate::wire::Class) -> Vec<u8> {
+        match self.transport {
+            Some(tr) => {
+                let mut padded = data.to_vec();
+                padded.resize(padded.len().max(300), 0); // the station pads every frame to its slot
+                let (msg, class) = tr.parse(&padded).unwrap();
+                assert_eq!(class, want);
+                msg.to_vec()
+            }
+            None => data.to_vec(),
+        }
+    }
+
+    fn handle(&mut self, i: usize, t: i64, outs: Vec<Output>) {
+        for o in outs {
+            match o {
+                Output::SetTimer { timer, after } => {
+                    self.nodes[i].timers.insert(timer, t + after.0);
+                    self.push(t + after.0, Ev::Timer(i, timer));
+                }
+                Output::SendGeneral { data } => {
+                    let f = self.frame(i, data);
+                    self.push(t + self.delay, Ev::General(1 - i, f))
+                }
+                Output::SendEvent { data, token } => {
+                    // Into the sender's next slot: its TX time is that slot's EPHC time, exactly.
+                    let k = self.nodes[i].osc.slot_at(t as f64) + 1;
+                    let tx = self.nodes[i].clock.borrow().ephc().time_of(k);
+                    let leaves = self.nodes[i].osc.start_of(k).ceil() as i64;
+                    let f = self.frame(i, data);
+                    self.push(leaves + self.delay, Ev::Event(1 - i, f));
+                    let more = self.nodes[i].engine.on_tx_time(token, tx);
+                    self.handle(i, t, more);
+                }
+            }
+        }
+    }
+
+    /// Run until `end`; returns the slave's true error (its EPHC at its current slot − master time then) at
+    /// every event after `from`.
+    fn run(&mut self, end: i64, from: i64, slave: usize) -> Vec<i64> {
+        let mut errors = Vec::new();
+        while self.queue.first_key_value().is_some_and(|((t, _), _)| *t <= end) {
+            let Some(((t, _), ev)) = self.queue.pop_first() else { break };
+            for n in &mut self.nodes {
+                n.osc.wander_to(t as f64);
+            }
+            let (i, outs) = match ev {
+                Ev::Timer(i, timer) => {
+                    if self.nodes[i].timers.get(&timer) != Some(&t) {
+                        continue; // re-armed since
+                    }
+                    self.clock_at(i, t);
+                    (i, self.nodes[i].engine.on_timer(timer))
+                }
+                Ev::Event(i, data) => {
+                    let rx = self.clock_at(i, t);
+                    let msg = self.unframe(&data, crate::wire::Class::Event);
+                    (i, self.nodes[i].engine.on_event(&msg, rx))
+                }
+                Ev::General(i, data) => {
+                    self.clock_at(i, t);
+                    let msg = self.unframe(&data, crate::wire::Class::General);
+                    (i, self.nodes[i].engine.on_general(&msg))
+                }
+            };
+            self.handle(i, t, outs);
+            if t >= from {
+                let k = self.nodes[slave].osc.slot_at(t as f64);
+                let ephc = self.nodes[slave].clock.borrow().ephc().time_of(k);
+                errors.push((ephc.0 - EPOCH.0) - self.nodes[slave].osc.start_of(k).round() as i64);
+            }
+        }
+        errors
+    }
+}
+
+fn world(servo: ServoKind, ppm: f64, offset: Nanos) -> World {
+    world_over(servo, ppm, offset, None)
+}
+
+fn world_over(servo: ServoKind, ppm: f64, offset: Nanos, transport: Option<crate::wire::Transport>) -> World {
+    let g = SlotGeometry::new(LinkRate::from_mbps(10_000).unwrap(), 64).unwrap(); // δ = 67.2 ns
+    let mut w = World { nodes: Vec::new(), transport, queue: BTreeMap::new(), seq: 0, delay: 5_000 };
+    for (i, (ppm, offset, prio)) in [(0.0, Nanos::ZERO, 10u8), (ppm, offset, 200u8)].into_iter().enumerate() {
+        let clock = Rc::new(RefCell::new(EphcClock::new(Ephc::new(g.period(), 0, EPOCH + offset), 0)));
+        let cfg = EngineConfig {
+            domain: 0,
+            identity: [2, 0, 0, 0xff, 0xfe, 0, 0, i as u8 + 1],
+            priority1: prio,
+            slave_only: false,
+            master_only: false,
+            log_sync: -3,
+            log_announce: 0,
+            log_delay_req: -3,
+            servo,
+        };
+        let (engine, outs) = PtpEngine::new(cfg, clock.clone(), 7 + i as u64);
+        w.nodes.push(Node {
+            engine,
+            clock,
+            osc: Oscillator::new(g.period(), ppm, 0.0, 3 + i as u64),
+            timers: HashMap::new(),
+        });
+        w.handle(i, 0, outs);
+    }
+    w
+}
+
+#[test]
+fn bmca_elects_the_master_and_every_servo_locks_the_slave() {
+    for servo in [ServoKind::Pi, ServoKind::Kalman, ServoKind::MovingAverage] {
+        let mut w = world(servo, 40.0, Nanos::from_us(300));
+        let early = w.run(1_000_000_000, 0, 1);
+        assert!(early.iter().any(|e| e.abs() > 250_000), "{servo:?}: the slave starts 300 µs off");
+        let errors = w.run(60_000_000_000, 40_000_000_000, 1);
+        assert!(errors.len() > 400, "{servo:?}: {} events in the last 20 s", errors.len());
+        assert!(w.nodes[0].engine.is_master(), "{servo:?}: node 0 (priority 10) is master");
+        assert!(w.nodes[1].engine.is_steering(), "{servo:?}: node 1 is a steering slave");
+        let st = w.nodes[1].engine.servo_status();
+        assert_eq!(st.state, ServoState::Locked, "{servo:?}: {st:?}");
+        assert!(st.mean_delay.is_some_and(|d| (d.0 - 5_000).abs() < 200), "{servo:?}: path delay {st:?}");
+        let max = errors.iter().map(|e| e.abs()).max().unwrap();
+        // RX times are floored to 67.2 ns slots: the slave settles within a slot of the master.
+        assert!(max < 200, "{servo:?}: max |true error| {max} ns over the last 20 s");
+        let f = w.nodes[1].clock.borrow().freq_ppt() as f64 / 1e6;
+        assert!((f + 40.0).abs() < 0.2, "{servo:?}: frequency {f} ppm for a 40 ppm fast oscillator");
+        assert_eq!(w.nodes[1].engine.utc_offset(), None, "the master announces no UTC offset");
+    }
+}
+
+#[test]
+fn engines_synchronise_through_l2_and_udp_frames() {
+    use crate::wire::Transport;
+    for tr in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 2] }] {
+        let mut w = world_over(ServoKind::Pi, -25.0, Nanos::from_us(-80), Some(tr));
+        let errors = w.run(40_000_000_000, 25_000_000_000, 1);
+        assert!(w.nodes[1].engine.is_steering(), "{tr:?}");
+        let max = errors.iter().map(|e| e.abs()).max().unwrap();
+        assert!(max < 200, "{tr:?}: max |true error| {max} ns");
+    }
+}

@@ -1,0 +1,235 @@
+//! A PTP port on a keepon station, sans-IO: the glue between the [`PtpEngine`] and a [`Station`].
+//!
+//! - Event and general messages become frames of the configured [`Transport`], scheduled through the station's
+//!   normal insertion path in the PTP class, each in its own slot `lead` ahead; an event message's TX time is
+//!   its `Sent` outcome's slot time plus the MAC/PHY constant — exact, known when it is placed.
+//! - Received frames are handed in with their RX time already converted to EPHC time; the configured RX
+//!   latency is subtracted (with exact TX, an uncalibrated RX latency biases the slave by half of it).
+//! - The engine's clock is a mirror of the station's EPHC, refreshed before every engine call; whatever the
+//!   servo did to it is applied to the station with [`Station::adjust_clock`] (the schedule's grid moves too).
+//! - Timers are kept here, in host time; call [`PtpPort::poll`] from the poll loop.
+//!
+//! Frame ids of PTP frames have the top bit set ([`PTP_ID_BIT`]); applications must not use such ids.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use keepon_core::isolation::ClassId;
+use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
+use keepon_core::station::Station;
+use keepon_core::time::{Nanos, Tai};
+
+use crate::clock::EphcClock;
+use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
+use crate::servo::ServoStatus;
+use crate::wire::{Class, Transport, WireError};
+
+/// Frame ids with this bit set belong to the PTP port.
+pub const PTP_ID_BIT: u64 = 1 << 63;
+
+/// Configuration of a PTP port on a station.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// The engine.
+    pub engine: EngineConfig,
+    /// L2 or UDPv4.
+    pub transport: Transport,
+    /// The station's MAC address.
+    pub mac: [u8; 6],
+    /// The class PTP frames use (it must own slots).
+    pub class: ClassId,
+    /// How far ahead of the wire a PTP frame is scheduled (at least the insertion window's start).
+    pub lead: Nanos,
+    /// Added to a slot's EPHC time to get the TX timestamp (the MAC/PHY constant).
+    pub tx_constant: Nanos,
+    /// Subtracted from RX times (the calibrated RX latency).
+    pub rx_latency: Nanos,
+}
+
+/// Problems the port reports (none of them stops it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortError {
+    /// A received frame was not a PTP message of our transport.
+    Wire(WireError),
+    /// The station refused a PTP frame.
+    Rejected(Reason),
+    /// No slot of the PTP class is within reach.
+    NoSlot,
+    /// The station refused a clock adjustment (it stays unapplied).
+    Adjust,
+}
+
+/// A PTP port on a station.
+pub struct PtpPort {
+    cfg: PortConfig,
+    engine: PtpEngine<EphcClock>,
+    clock: Rc<RefCell<EphcClock>>,
+    timers: HashMap<Timer, Tai>,
+    tokens: HashMap<FrameId, TxToken>,
+    next_id: u64,
+    last_slot: Option<u64>,
+    errors: Vec<PortError>,
+}
+
+const TIMER_ORDER: [Timer; 6] =
+    [Timer::Bmca, Timer::AnnounceReceipt, Timer::Announce, Timer::Sync, Timer::DelayRequest, Timer::FilterUpdate];
+
+impl PtpPort {
+    /// A port on `station` (which must be up), at host time `now`.
+    pub fn new(cfg: PortConfig, station: &mut Station<Vec<u8>>, now: Tai, seed: u64) -> PtpPort {
+        let clock = Rc::new(RefCell::new(EphcClock::new(station.ephc().clone(), station.ring().consumed())));
+        let (engine, outs) = PtpEngine::new(cfg.engine, clock.clone(), seed);
+        let mut p = PtpPort {
+            cfg,
+            engine,
+            clock,
+            timers: HashMap::new(),
+            tokens: HashMap::new(),
+            next_id: 0,
+            last_slot: None,
+            errors: Vec::new(),
+        };
+        p.outputs(outs, station, now);
+        p
+    }
+
+    /// The engine (state, master/slave, UTC offset).
+    pub fn engine(&self) -> &PtpEngine<EphcClock> {
+        &self.engine
+    }
+
+    /// The servo's status.
+    pub fn servo_status(&self) -> ServoStatus {
+        self.engine.servo_status()
+    }
+
+    /// Problems since the last call.
+    pub fn take_errors(&mut self) -> Vec<PortError> {
+        core::mem::take(&mut self.errors)
+    }
+
+    fn mirror(&mut self, station: &Station<Vec<u8>>) {
+        *self.clock.borrow_mut() = EphcClock::new(station.ephc().clone(), station.ring().consumed());
+    }
+
+    fn apply(&mut self, station: &mut Station<Vec<u8>>) {
+        let adj = self.clock.borrow_mut().take_adjustments();
+        for (_, a) in adj {
+            if station.adjust_clock(a).is_err() {
+                self.errors.push(PortError::Adjust);
+            }
+        }
+    }
+
+    fn outputs(&mut self, outs: Vec<Output>, station: &mut Station<Vec<u8>>, now: Tai) {
+        for o in outs {
+            match o {
+                Output::SetTimer { timer, after } => {
+                    self.timers.insert(timer, now + after);
+                }
+                Output::SendEvent { data, token } => {
+                    if let Some(id) = self.submit(&data, station, now) {
+                        self.tokens.insert(id, token);
+                    }
+                }
+                Output::SendGeneral { data } => {
+                    let _ = self.submit(&data, station, now);
+                }
+            }
+        }
+    }
+
+    /// Schedule a message into the next free slot of the PTP class at least `lead` ahead.
+    fn submit(&mut self, msg: &[u8], station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
+        let data = match self.cfg.transport.emit(self.cfg.mac, msg) {
+            Ok(d) => d,
+            Err(e) => {
+                self.errors.push(PortError::Wire(e));
+                return None;
+            }
+        };
+        let own = &station.config().ownership;
+        let n = station.ring().len();
+        let phase = station.phase();
+        let soon = station.ephc().time_of(station.ring().consumed()) + self.cfg.lead;
+        let Some(mut k) = station.slot_of(soon) else {
+            self.errors.push(PortError::NoSlot);
+            return None;
+        };
+        if let Some(last) = self.last_slot {
+            k = k.max(last + 1);
+        }
+        // The first slot at or after k that the PTP class owns (within one ring).
+        let Some(k) = (k..k + n).find(|&j| own.owner_of((j + phase) % n) == Some(self.cfg.class)) else {
+            self.errors.push(PortError::NoSlot);
+            return None;
+        };
+        self.last_slot = Some(k);
+        let j = u64::try_from(i128::from(k) + i128::from(station.schedule_shift())).ok()?;
+        let txtime = station.schedule().time_of(j);
+        self.next_id += 1;
+        let id = FrameId(PTP_ID_BIT | self.next_id);
+        match station.submit(Frame { id, class: self.cfg.class, txtime: Some(txtime), data }, now) {
+            Ok(()) => Some(id),
+            Err(why) => {
+                self.errors.push(PortError::Rejected(why));
+                None
+            }
+        }
+    }
+
+    /// A frame arrived; `rx` is its arrival in EPHC time (before the RX latency correction).
+    pub fn on_rx(&mut self, frame: &[u8], rx: Tai, station: &mut Station<Vec<u8>>, now: Tai) {
+        let (msg, class) = match self.cfg.transport.parse(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                self.errors.push(PortError::Wire(e));
+                return;
+            }
+        };
+        self.mirror(station);
+        let outs = match class {
+            Class::Event => self.engine.on_event(msg, rx - self.cfg.rx_latency),
+            Class::General => self.engine.on_general(msg),
+        };
+        self.apply(station);
+        self.outputs(outs, station, now);
+    }
+
+    /// An outcome from the station: if it is a PTP frame's, it is consumed here (returns true).
+    pub fn on_outcome(&mut self, o: &Outcome, station: &mut Station<Vec<u8>>, now: Tai) -> bool {
+        if o.id.0 & PTP_ID_BIT == 0 {
+            return false;
+        }
+        let token = self.tokens.remove(&o.id);
+        match (o.result, token) {
+            (Ok(sent), Some(token)) => {
+                self.mirror(station);
+                let outs = self.engine.on_tx_time(token, sent.time + self.cfg.tx_constant);
+                self.apply(station);
+                self.outputs(outs, station, now);
+            }
+            (Err(why), _) => self.errors.push(PortError::Rejected(why)),
+            (Ok(_), None) => {}
+        }
+        true
+    }
+
+    /// Fire the timers due at host time `now`.
+    pub fn poll(&mut self, station: &mut Station<Vec<u8>>, now: Tai) {
+        let mut due: Vec<(Tai, usize, Timer)> = TIMER_ORDER
+            .iter()
+            .enumerate()
+            .filter_map(|(o, k)| self.timers.get(k).filter(|t| **t <= now).map(|t| (*t, o, *k)))
+            .collect();
+        due.sort_by_key(|(t, o, _)| (*t, *o));
+        for (_, _, t) in due {
+            self.timers.remove(&t);
+            self.mirror(station);
+            let outs = self.engine.on_timer(t);
+            self.apply(station);
+            self.outputs(outs, station, now);
+        }
+    }
+}

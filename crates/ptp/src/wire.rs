@@ -1,0 +1,274 @@
+//! PTP messages on the wire: the two transports keepon offers, as checked views and emitters.
+//!
+//! - **L2** (IEEE 1588 Annex F): Ethernet, ethertype `0x88F7`, to `01:1B:19:00:00:00` (E2E and general
+//!   messages) or the link-local `01:80:C2:00:00:0E` (peer-delay messages).
+//! - **UDPv4** (Annex C): IPv4 to `224.0.1.129` (or `224.0.0.107` for peer delay), UDP port 319 for event
+//!   messages and 320 for general ones, TTL 1; the UDP checksum may be 0 over IPv4.
+//!
+//! [`Transport::emit`] wraps a PTP message (as the engine produced it) in a frame; [`Transport::parse`] takes a
+//! received frame apart, checking every length and header field it relies on, and says whether the message
+//! is an event (timestamped) or a general message. Frames shorter than the minimum are padded by the station
+//! (every keepon frame fills its slot), so trailing bytes after the PTP message are ignored.
+
+use core::fmt;
+
+/// The PTP ethertype.
+pub const ETHERTYPE_PTP: u16 = 0x88F7;
+/// The IPv4 ethertype.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// Multicast MAC of PTP over L2 (all but peer delay).
+pub const MAC_PTP: [u8; 6] = [0x01, 0x1B, 0x19, 0x00, 0x00, 0x00];
+/// Link-local multicast MAC of PTP peer-delay messages.
+pub const MAC_PTP_PDELAY: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x0E];
+/// IPv4 multicast group of PTP (all but peer delay).
+pub const IP_PTP: [u8; 4] = [224, 0, 1, 129];
+/// IPv4 multicast group of PTP peer-delay messages.
+pub const IP_PTP_PDELAY: [u8; 4] = [224, 0, 0, 107];
+/// UDP port of event messages.
+pub const PORT_EVENT: u16 = 319;
+/// UDP port of general messages.
+pub const PORT_GENERAL: u16 = 320;
+
+const ETH: usize = 14;
+const IP: usize = 20;
+const UDP: usize = 8;
+/// The PTP common header's length.
+pub const PTP_HEADER: usize = 34;
+
+/// How PTP messages travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Ethernet, ethertype 0x88F7.
+    L2,
+    /// UDP over IPv4, from this source address.
+    UdpV4 {
+        /// The station's IPv4 address.
+        src: [u8; 4],
+    },
+}
+
+/// A PTP message's class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Sync, Delay_Req, Pdelay_Req, Pdelay_Resp: timestamped on TX and RX.
+    Event,
+    /// Everything else.
+    General,
+}
+
+/// Why a frame is not a PTP message for us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// Shorter than its headers say.
+    Truncated,
+    /// Not PTP (another ethertype, protocol or port).
+    NotPtp,
+    /// An IPv4 header we do not take (options, fragments, a bad header checksum).
+    BadIpv4,
+    /// A PTP version other than 2.
+    BadVersion(u8),
+    /// The message is longer than a frame may be.
+    TooLong(usize),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Truncated => write!(f, "frame shorter than its headers"),
+            WireError::NotPtp => write!(f, "not a PTP frame"),
+            WireError::BadIpv4 => write!(f, "IPv4 header with options, fragmentation or a bad checksum"),
+            WireError::BadVersion(v) => write!(f, "PTP version {v}, expected 2"),
+            WireError::TooLong(n) => write!(f, "PTP message of {n} bytes does not fit a frame"),
+        }
+    }
+}
+
+/// Class of a PTP message from its header's messageType.
+pub fn class_of(msg: &[u8]) -> Result<Class, WireError> {
+    if msg.len() < PTP_HEADER {
+        return Err(WireError::Truncated);
+    }
+    let version = msg[1] & 0x0F;
+    if version != 2 {
+        return Err(WireError::BadVersion(version));
+    }
+    Ok(if msg[0] & 0x0F < 0x8 { Class::Event } else { Class::General })
+}
+
+/// True for peer-delay messages (messageType 2, 3, 0xA), which go to the link-local addresses.
+fn is_pdelay(msg: &[u8]) -> bool {
+    matches!(msg[0] & 0x0F, 0x2 | 0x3 | 0xA)
+}
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]))).sum();
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl Transport {
+    /// Bytes of headers before the PTP message.
+    pub fn overhead(self) -> usize {
+        match self {
+            Transport::L2 => ETH,
+            Transport::UdpV4 { .. } => ETH + IP + UDP,
+        }
+    }
+
+    /// The frame (without FCS) carrying `msg` from MAC `src`.
+    pub fn emit(self, src: [u8; 6], msg: &[u8]) -> Result<Vec<u8>, WireError> {
+        let class = class_of(msg)?;
+        let pdelay = is_pdelay(msg);
+        if msg.len() > 1500 - IP - UDP {
+            return Err(WireError::TooLong(msg.len()));
+        }
+        let mut f = Vec::with_capacity(self.overhead() + msg.len());
+        match self {
+            Transport::L2 => {
+                f.extend_from_slice(if pdelay { &MAC_PTP_PDELAY } else { &MAC_PTP });
+                f.extend_from_slice(&src);
+                f.extend_from_slice(&ETHERTYPE_PTP.to_be_bytes());
+            }
+            Transport::UdpV4 { src: ip } => {
+                let group = if pdelay { IP_PTP_PDELAY } else { IP_PTP };
+                // IPv4 multicast MAC: 01:00:5E + the low 23 bits of the group.
+                f.extend_from_slice(&[0x01, 0x00, 0x5E, group[1] & 0x7F, group[2], group[3]]);
+                f.extend_from_slice(&src);
+                f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+                let total = (IP + UDP + msg.len()) as u16;
+                let mut h = [0u8; IP];
+                h[0] = 0x45;
+                h[2..4].copy_from_slice(&total.to_be_bytes());
+                h[6] = 0x40; // don't fragment
+                h[8] = 1; // TTL 1: PTP stays on the link
+                h[9] = 17; // UDP
+                h[12..16].copy_from_slice(&ip);
+                h[16..20].copy_from_slice(&group);
+                let c = ipv4_checksum(&h);
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+                f.extend_from_slice(&h);
+                let port = if class == Class::Event { PORT_EVENT } else { PORT_GENERAL };
+                f.extend_from_slice(&port.to_be_bytes());
+                f.extend_from_slice(&port.to_be_bytes());
+                f.extend_from_slice(&((UDP + msg.len()) as u16).to_be_bytes());
+                f.extend_from_slice(&[0, 0]); // checksum not used (allowed over IPv4)
+            }
+        }
+        f.extend_from_slice(msg);
+        Ok(f)
+    }
+
+    /// Take a received frame apart: the PTP message (exactly its header's messageLength) and its class. Frames
+    /// of the other transport are [`WireError::NotPtp`].
+    pub fn parse(self, frame: &[u8]) -> Result<(&[u8], Class), WireError> {
+        if frame.len() < ETH {
+            return Err(WireError::Truncated);
+        }
+        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        let msg = match self {
+            Transport::L2 => {
+                if ethertype != ETHERTYPE_PTP {
+                    return Err(WireError::NotPtp);
+                }
+                &frame[ETH..]
+            }
+            Transport::UdpV4 { .. } => {
+                if ethertype != ETHERTYPE_IPV4 {
+                    return Err(WireError::NotPtp);
+                }
+                let ip = frame.get(ETH..ETH + IP).ok_or(WireError::Truncated)?;
+                if ip[0] != 0x45 || ip[6] & 0x3F != 0 || ip[7] != 0 || ipv4_checksum(ip) != 0 {
+                    return Err(WireError::BadIpv4);
+                }
+                if ip[9] != 17 {
+                    return Err(WireError::NotPtp);
+                }
+                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+                let udp = frame.get(ETH + IP..ETH + IP + UDP).ok_or(WireError::Truncated)?;
+                let port = u16::from_be_bytes([udp[2], udp[3]]);
+                if port != PORT_EVENT && port != PORT_GENERAL {
+                    return Err(WireError::NotPtp);
+                }
+                let end = ETH + total;
+                frame.get(ETH + IP + UDP..end).ok_or(WireError::Truncated)?
+            }
+        };
+        let class = class_of(msg)?;
+        let len = usize::from(u16::from_be_bytes([msg[2], msg[3]]));
+        if len < PTP_HEADER {
+            return Err(WireError::Truncated);
+        }
+        let msg = msg.get(..len).ok_or(WireError::Truncated)?;
+        Ok((msg, class))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Sync (messageType 0, version 2, length 44) and a Follow_Up (type 8).
+    fn msg(kind: u8, len: u16) -> Vec<u8> {
+        let mut m = vec![0u8; usize::from(len)];
+        m[0] = kind;
+        m[1] = 0x12; // minor version 1, version 2
+        m[2..4].copy_from_slice(&len.to_be_bytes());
+        m
+    }
+
+    #[test]
+    fn l2_round_trip_and_bytes() {
+        let src = [2, 0, 0, 0, 0, 1];
+        let sync = msg(0x0, 44);
+        let f = Transport::L2.emit(src, &sync).unwrap();
+        assert_eq!(&f[..14], &[0x01, 0x1B, 0x19, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xF7]);
+        // Padded to a slot by the station: trailing zeros are ignored.
+        let mut padded = f.clone();
+        padded.resize(300, 0);
+        assert_eq!(Transport::L2.parse(&padded), Ok((&sync[..], Class::Event)));
+        let pdelay = msg(0x2, 54);
+        assert_eq!(&Transport::L2.emit(src, &pdelay).unwrap()[..6], &MAC_PTP_PDELAY);
+        assert_eq!(Transport::L2.parse(&Transport::L2.emit(src, &msg(0x8, 44)).unwrap()).unwrap().1, Class::General);
+    }
+
+    #[test]
+    fn udp_round_trip_ports_and_checksum() {
+        let t = Transport::UdpV4 { src: [10, 0, 0, 1] };
+        let src = [2, 0, 0, 0, 0, 1];
+        let sync = msg(0x0, 44);
+        let f = t.emit(src, &sync).unwrap();
+        assert_eq!(&f[..6], &[0x01, 0x00, 0x5E, 0x00, 0x01, 0x81]);
+        assert_eq!(ipv4_checksum(&f[14..34]), 0, "the header checksum verifies");
+        assert_eq!(&f[30..34], &IP_PTP);
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), PORT_EVENT);
+        assert_eq!(t.parse(&f), Ok((&sync[..], Class::Event)));
+        let ann = msg(0xB, 64);
+        let f = t.emit(src, &ann).unwrap();
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), PORT_GENERAL);
+        assert_eq!(t.parse(&f), Ok((&ann[..], Class::General)));
+        // The other transport's frames are not ours.
+        assert_eq!(Transport::L2.parse(&f), Err(WireError::NotPtp));
+    }
+
+    #[test]
+    fn bad_input_is_a_precise_error() {
+        let t = Transport::UdpV4 { src: [10, 0, 0, 1] };
+        let src = [0; 6];
+        let f = t.emit(src, &msg(0x1, 44)).unwrap();
+        for cut in 0..f.len() {
+            assert!(t.parse(&f[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut bad = f.clone();
+        bad[24] ^= 1; // header checksum
+        assert_eq!(t.parse(&bad), Err(WireError::BadIpv4));
+        let mut v1 = msg(0x0, 44);
+        v1[1] = 0x01;
+        assert_eq!(Transport::L2.emit(src, &v1), Err(WireError::BadVersion(1)));
+        let mut short = msg(0x0, 44);
+        short[2..4].copy_from_slice(&20u16.to_be_bytes());
+        assert_eq!(Transport::L2.parse(&Transport::L2.emit(src, &short).unwrap()), Err(WireError::Truncated));
+        assert_eq!(Transport::L2.emit(src, &msg(0x0, 1600)), Err(WireError::TooLong(1600)));
+    }
+}
