@@ -255,3 +255,47 @@ fn hostile_inputs_fail_fast_with_a_clear_message() {
     let (ok, text) = keepon_out(&["table3", "--span-ms", &i64::MAX.to_string()]);
     assert!(!ok && text.contains("--span-ms"), "{text}");
 }
+
+/// The summary says what a schedule's user needs (points 2 and 3 of issue 12): frames in the slot that holds their
+/// txtime, the deviation distribution, and the frames beyond the tolerance — the same count the records flag and
+/// `keepon report` shows.
+#[test]
+fn summary_and_report_show_the_deviation_from_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e2.csv");
+    let (ok, text) = keepon_out(&[
+        "run",
+        "--config",
+        example("example2.toml").to_str().unwrap(),
+        "--records",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(text.contains("6000/6000 real-time frames in the slot that holds their txtime; 0 beyond"), "{text}");
+
+    // The underrun example moves some frames off their schedule slot: counted, flagged and reported alike.
+    let csv = dir.path().join("u.csv");
+    let (ok, text) = keepon_out(&[
+        "run",
+        "--config",
+        example("underrun.toml").to_str().unwrap(),
+        "--records",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    let recs = record::read(&csv).unwrap();
+    let flagged = recs.iter().filter(|r| r.off_schedule == Some(true)).count();
+    let line = text.lines().find(|l| l.starts_with("schedule:")).expect("schedule line");
+    assert!(line.contains(&format!("; {flagged} beyond the tolerance")), "{line} vs {flagged} flagged records");
+    // Every sent real-time record carries its schedule slot, and the flag is exactly |deviation| > δ/2 (1280 ns).
+    for r in recs.iter().filter(|r| r.sent() && r.txtime_ns.is_some()) {
+        let d = r.deviation().expect("sched_ns and tx_ns");
+        assert_eq!(r.off_schedule, Some(d.abs() > 1280), "{r:?}");
+        assert!(r.sched_ns.unwrap() <= r.txtime_ns.unwrap() && r.txtime_ns.unwrap() - r.sched_ns.unwrap() < 2560);
+    }
+    let (ok, report) = keepon_out(&["report", csv.to_str().unwrap()]);
+    assert!(ok, "{report}");
+    if flagged > 0 {
+        assert!(report.contains(&format!("off schedule   {flagged} sent frames")), "{report}");
+    }
+}
