@@ -302,21 +302,7 @@ fn stop_under_load() -> u32 {
     }
     std::thread::sleep(Duration::from_millis(400));
     let stats = d.finish().unwrap();
-    let mut shutdown = 0;
-    for (i, (writer, reader)) in clients.into_iter().enumerate() {
-        let sent = writer.join().unwrap();
-        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("client {i}: {e}"));
-        let mut seen = vec![0u32; sent as usize];
-        for (tag, dl) in &got {
-            assert!(*tag < sent, "client {i}: outcome for tag {tag} never submitted");
-            seen[*tag as usize] += 1;
-            shutdown += u32::from(*dl == Delivery::Rejected(Reason::Shutdown));
-        }
-        let missing = seen.iter().filter(|&&n| n == 0).count();
-        let doubled = seen.iter().filter(|&&n| n > 1).count();
-        assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
-        assert!(sent > 100, "client {i} submitted only {sent}");
-    }
+    let shutdown = support::every_submit_answered_once(clients);
     eprintln!("stop under load: {shutdown} submits answered `shutdown` ({stats:?})");
     shutdown
 }

@@ -15,7 +15,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keepon::api::{Client, Delivery, Request, Response};
-use keepon_core::outcome::Reason;
 use keepon_core::testframe::TestHeader;
 
 use support::{bridged, chmod, is_root, Proc};
@@ -107,22 +106,7 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
     assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
     let out = daemon.success(Duration::from_secs(10));
     println!("{out}");
-    let mut shutdown = 0;
-    for (i, (writer, reader)) in clients.into_iter().enumerate() {
-        let sent = writer.join().unwrap();
-        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("client {i}: {e}"));
-        let mut seen = vec![0u32; sent as usize];
-        for (tag, dl) in &got {
-            assert!(*tag < sent, "client {i}: outcome for tag {tag} never submitted");
-            seen[*tag as usize] += 1;
-            shutdown += u32::from(*dl == Delivery::Rejected(Reason::Shutdown));
-        }
-        let missing = seen.iter().filter(|&&n| n == 0).count();
-        let doubled = seen.iter().filter(|&&n| n > 1).count();
-        println!("client {i}: {sent} submitted, {} outcomes", got.len());
-        assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
-        assert!(sent > 100, "client {i} submitted only {sent}");
-    }
+    let shutdown = support::every_submit_answered_once(clients);
     assert!(shutdown > 0, "no submit met the stopping daemon");
     assert!(!sock.exists(), "the daemon removed its socket");
 }

@@ -50,15 +50,6 @@ const COUNT: usize = 10;
 const STRAY_OFFSET: i64 = 5 * SLOT;
 const SOON: i64 = 300_000;
 
-/// A network namespace deleted when the guard goes out of scope (also on panic).
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -275,10 +266,7 @@ fn preload_on_a_simulated_daemon() {
     let d = dir.path();
     let sock = d.join("keepon.sock");
     std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
-    let ns = format!("kpt-{}", std::process::id());
-    ip(&["netns", "add", &ns]);
-    let _guard = Netns(ns.clone());
-    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+    let (ns, _guard) = support::lone_namespace("kpt");
 
     let mut daemon =
         Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
@@ -369,10 +357,7 @@ fn preload_edge_cases() {
     let d = dir.path();
     let sock = d.join("keepon.sock");
     std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
-    let ns = format!("kpe-{}", std::process::id());
-    ip(&["netns", "add", &ns]);
-    let _guard = Netns(ns.clone());
-    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+    let (ns, _guard) = support::lone_namespace("kpe");
     // A second interface for traffic keepon must leave alone (this kernel has no `dummy`).
     ip(&["-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
     for dev in ["d0", "d1"] {

@@ -30,6 +30,15 @@ impl Drop for Namespaces {
     }
 }
 
+/// One namespace named `PREFIX-PID` with its loopback up, deleted when the guard goes out of scope.
+pub fn lone_namespace(prefix: &str) -> (String, Namespaces) {
+    let ns = format!("{prefix}-{}", std::process::id());
+    ip(&["netns", "add", &ns]);
+    let guard = Namespaces(vec![ns.clone()]);
+    ip(&["-n", &ns, "link", "set", "dev", "lo", "up"]);
+    (ns, guard)
+}
+
 /// `talker` (interface `kp0`) ─veth─ `bridge` (`br0`, STP off) ─veth─ `listener` (interface `kp1`).
 pub struct Bridged {
     /// Talker namespace.
@@ -206,4 +215,32 @@ socket = "{}"
 "#,
         sock.display()
     )
+}
+
+/// The writer (submits taken) and reader (outcomes by tag) threads of one client of a stopping daemon.
+pub type ClientThreads =
+    (std::thread::JoinHandle<u64>, std::thread::JoinHandle<Result<Vec<(u64, keepon::api::Delivery)>, String>>);
+
+/// Join clients that submitted tags `0..sent` to a daemon that was stopped under them: every submit the socket
+/// took has exactly one outcome, and each client submitted more than 100. Returns how many outcomes were
+/// `shutdown`.
+pub fn every_submit_answered_once(clients: Vec<ClientThreads>) -> u32 {
+    let mut shutdown = 0;
+    for (i, (writer, reader)) in clients.into_iter().enumerate() {
+        let sent = writer.join().unwrap();
+        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("client {i}: {e}"));
+        let mut seen = vec![0u32; sent as usize];
+        for (tag, dl) in &got {
+            assert!(*tag < sent, "client {i}: outcome for tag {tag} never submitted");
+            seen[*tag as usize] += 1;
+            let stopped = keepon::api::Delivery::Rejected(keepon_core::outcome::Reason::Shutdown);
+            shutdown += u32::from(*dl == stopped);
+        }
+        let missing = seen.iter().filter(|&&n| n == 0).count();
+        let doubled = seen.iter().filter(|&&n| n > 1).count();
+        println!("client {i}: {sent} submitted, {} outcomes", got.len());
+        assert_eq!((missing, doubled), (0, 0), "client {i}: {sent} submitted, {} outcomes", got.len());
+        assert!(sent > 100, "client {i} submitted only {sent}");
+    }
+    shutdown
 }
