@@ -1,6 +1,7 @@
 //! Choosing and opening a backend from the command line and configuration.
 
 use keepon_core::time::{Nanos, Tai};
+use keepon_nic::linux::etf::{EtfNic, EtfOptions};
 use keepon_nic::linux::{self, Backend, FillerMode, LinuxNicConfig, Pacing};
 use keepon_nic::sim::SimNic;
 use keepon_nic::{Nic, Timing};
@@ -11,7 +12,7 @@ use crate::config::Config;
 /// Backend options given on the command line.
 #[derive(Clone, Debug, Default)]
 pub struct BackendOptions {
-    /// `sim`, `afpacket`, `afpacket-ring` or `afxdp` (default: `run.backend` of the config).
+    /// `sim`, `afpacket`, `afpacket-ring`, `afxdp` or `etf` (default: `run.backend` of the config).
     pub backend: Option<String>,
     /// Interface for real backends.
     pub iface: Option<String>,
@@ -23,6 +24,8 @@ pub struct BackendOptions {
     pub pacing: Option<String>,
     /// AF_XDP zero-copy.
     pub zero_copy: bool,
+    /// ETF backend: who installs the qdisc, and how.
+    pub etf: EtfOptions,
 }
 
 /// The shortest lead (`batch·δ`, how far the posted slots reach ahead of the wire) a host-paced link can keep:
@@ -63,11 +66,17 @@ pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<d
         }
         return Ok((Box::new(SimNic::new(sim)), sim.t0));
     }
+    if name == "etf" {
+        let iface = o.iface.clone().ok_or("backend `etf` needs --iface")?;
+        let nic = EtfNic::open(&LinuxNicConfig::new(&iface, cfg.geometry), &o.etf).map_err(|e| e.to_string())?;
+        let t0 = nic.now() + nic.post_latency();
+        return Ok((Box::new(nic), t0));
+    }
     let backend = match name.as_str() {
         "afpacket" => Backend::AfPacket,
         "afpacket-ring" => Backend::AfPacketRing,
         "afxdp" => Backend::AfXdp,
-        other => return Err(format!("unknown backend `{other}`: use sim, afpacket, afpacket-ring or afxdp")),
+        other => return Err(format!("unknown backend `{other}`: use sim, afpacket, afpacket-ring, afxdp or etf")),
     };
     let iface = o.iface.clone().ok_or_else(|| format!("backend `{name}` needs --iface"))?;
     let mut lc = LinuxNicConfig::new(&iface, cfg.geometry);

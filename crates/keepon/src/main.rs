@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keepon::backend::{self, BackendOptions};
+use keepon_nic::linux::etf::EtfOptions;
 use keepon::config::{parse_duration, Config};
 use keepon::daemon::{serve, DaemonConfig};
 use keepon::record;
@@ -19,7 +20,7 @@ use keepon_core::time::Nanos;
 /// Backend selection shared by `run` and `daemon`.
 #[derive(clap::Args, Clone, Debug)]
 struct BackendArgs {
-    /// Backend (overrides run.backend): sim, afpacket, afpacket-ring, afxdp.
+    /// Backend (overrides run.backend): sim, afpacket, afpacket-ring, afxdp, etf.
     #[arg(long)]
     backend: Option<String>,
     /// Interface for afpacket/afxdp.
@@ -37,6 +38,15 @@ struct BackendArgs {
     /// AF_XDP zero-copy (fails if the driver has none).
     #[arg(long)]
     zero_copy: bool,
+    /// etf: install a root ETF qdisc on --iface with tc (needs CAP_NET_ADMIN) instead of requiring one.
+    #[arg(long)]
+    install_qdisc: bool,
+    /// etf: `delta` (ns) of the qdisc --install-qdisc installs.
+    #[arg(long, default_value_t = 500_000)]
+    etf_delta: i32,
+    /// etf: install the qdisc with `offload` (the NIC's LaunchTime).
+    #[arg(long)]
+    etf_offload: bool,
 }
 
 impl BackendArgs {
@@ -48,6 +58,7 @@ impl BackendArgs {
             filler: self.filler.clone(),
             pacing: self.pacing.clone(),
             zero_copy: self.zero_copy,
+            etf: EtfOptions { install_qdisc: self.install_qdisc, delta_ns: self.etf_delta, offload: self.etf_offload },
         }
     }
 }

@@ -27,7 +27,7 @@
 //! returns [`DriverError::Timeout`]. Every frame handed in thus ends with exactly one outcome, and the loop
 //! always ends.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
 use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
@@ -117,6 +117,9 @@ pub struct Driver<N: Nic> {
     sent: VecDeque<(u64, FrameId, Tai)>,
     /// Frames given up on (`link-fault`) after a timed-out drain: any later outcome of theirs is dropped.
     abandoned: HashSet<FrameId>,
+    /// Frames the backend reported refused by the kernel after they were posted (see [`Nic::drain_refused`]).
+    refused: HashMap<FrameId, Reason>,
+    refused_buf: Vec<(FrameId, Reason)>,
 }
 
 impl<N: Nic> Driver<N> {
@@ -126,7 +129,11 @@ impl<N: Nic> Driver<N> {
         station.post_latency = nic.post_latency();
         let t0 = nic.now() + nic.post_latency();
         let station = Station::new(station, t0).map_err(DriverError::Station)?;
-        Ok(Driver { nic, station, cfg, wire: Vec::new(), sent: VecDeque::new(), abandoned: HashSet::new() })
+        Ok(Driver { nic, station, cfg, wire: Vec::new(), sent: VecDeque::new(),
+            abandoned: HashSet::new(),
+            refused: HashMap::new(),
+            refused_buf: Vec::new(),
+        })
     }
 
     /// Bring the link up before any frame is handed in: poll (posting fillers) until the station's schedule grid
@@ -153,6 +160,8 @@ impl<N: Nic> Driver<N> {
     /// One poll-loop iteration, submitting what is due first.
     pub fn step(&mut self, source: &mut dyn Source, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
         let obs = self.nic.observe()?;
+        self.nic.drain_refused(&mut self.refused_buf);
+        self.refused.extend(self.refused_buf.drain(..));
         while let Some(due) = source.next_due() {
             if due > obs.now {
                 break;
@@ -167,9 +176,14 @@ impl<N: Nic> Driver<N> {
         for u in poll.underruns {
             sink(Event::Underrun(u));
         }
-        for o in self.station.drain_outcomes() {
+        for mut o in self.station.drain_outcomes() {
             if !self.abandoned.is_empty() && self.abandoned.contains(&o.id) {
                 continue;
+            }
+            if o.result.is_ok() && !self.refused.is_empty() {
+                if let Some(r) = self.refused.remove(&o.id) {
+                    o.result = Err(r);
+                }
             }
             if let Ok(s) = o.result {
                 self.sent.push_back((s.slot, o.id, s.time));

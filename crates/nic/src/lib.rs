@@ -48,6 +48,9 @@ pub enum Timing {
     LineRate,
     /// Paced from the host clock (links without a line rate, e.g. veth): microseconds, approximate.
     HostPaced,
+    /// The kernel's ETF qdisc (or the NIC's LaunchTime) sends each frame at its txtime: keepon records the
+    /// txtime it asked for; the real send time is the kernel's, not measured.
+    KernelTxtime,
 }
 
 impl fmt::Display for Timing {
@@ -56,6 +59,7 @@ impl fmt::Display for Timing {
             Timing::Simulated => "simulated (exact, virtual time)",
             Timing::LineRate => "line rate (as exact as the PHY)",
             Timing::HostPaced => "host-paced (approximate, µs)",
+            Timing::KernelTxtime => "kernel ETF, not measured (sent at the txtime keepon asked for)",
         })
     }
 }
@@ -133,6 +137,10 @@ pub trait Nic {
     fn unfinished(&self) -> u64 {
         0
     }
+    /// Real frames among the consumed slots that the kernel refused after they were posted (the ETF backend
+    /// learns this from the socket's error queue), each with its reason. The driver turns their outcomes into
+    /// these rejections. Must be reported no later than the observation that counts their slots consumed.
+    fn drain_refused(&mut self, _out: &mut Vec<(keepon_core::outcome::FrameId, keepon_core::outcome::Reason)>) {}
 }
 
 /// A boxed backend is a backend (so `linux::open`'s `Box<dyn Nic + Send>` drives a station like any other).
@@ -163,5 +171,8 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn unfinished(&self) -> u64 {
         (**self).unfinished()
+    }
+    fn drain_refused(&mut self, out: &mut Vec<(keepon_core::outcome::FrameId, keepon_core::outcome::Reason)>) {
+        (**self).drain_refused(out)
     }
 }

@@ -7,6 +7,8 @@
 //!   forwards it).
 //! - [`Pacing`]: links without a wire clock (veth, tap) complete instantly, so a slot count would mean
 //!   nothing in time; host pacing releases slot `k` at `T0 + k·δ` by `CLOCK_TAI` instead.
+//! - [`etf::EtfNic`]: the conventional path: real frames only, each with `SO_TXTIME` through the kernel's ETF
+//!   qdisc (software or LaunchTime offload), for comparing keepon's ring with the kernel's own timing.
 //! - [`rx::Receiver`]: AF_PACKET capture with kernel timestamps, for the listener.
 //!
 //! Open a backend from plain parameters with [`open`]. Errors name the problem: no such interface, missing
@@ -20,8 +22,10 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod engine;
+pub mod etf;
 pub mod frame;
 pub mod link;
+pub mod qdisc;
 pub mod rx;
 mod sys;
 
