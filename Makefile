@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 clean soak
+.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 clean soak qemu-test
 
 build:
 	$(CARGO) build --release -p keepon
@@ -81,6 +81,11 @@ py-env: $(VENV)/.installed
 
 py-test: py-env build c-client
 	$(VENV)/bin/pytest -q python/tests
+
+# The real-kernel bench (tests/qemu): Debian's stock kernel in QEMU (TCG) with the kernel's ETF qdisc; about a
+# minute once the kernel package is cached in target/qemu/cache. Skips with a message without QEMU.
+qemu-test:
+	KEEPON_QEMU=1 $(CARGO) test -p keepon --test qemu_etf -- --nocapture
 
 bench:
 	$(CARGO) bench -p keepon --bench core

@@ -2,11 +2,11 @@
 # Build the keepon QEMU bench: Debian's stock kernel (pinned) and a busybox initramfs holding the kernel modules
 # the tests need, `tc`, and the test binaries given on the command line.
 #
-#   tests/qemu/build.sh OUT_DIR GUEST_SCRIPT [BINARY...]
+#   tests/qemu/build.sh OUT_DIR GUEST_SCRIPT [FILE...]
 #
 # OUT_DIR receives vmlinuz and initrd.cpio.gz; GUEST_SCRIPT becomes /bench.sh in the guest (run by /init after the
-# modules are loaded); each BINARY is copied to /bin with the shared libraries `ldd` names (so a dynamically linked
-# host binary such as `tc` or `keepon` runs unchanged). Downloads are cached in $KEEPON_QEMU_CACHE (default
+# modules are loaded); each executable FILE is copied to /bin with the shared libraries `ldd` names (so a
+# dynamically linked host binary such as `tc` or `keepon` runs unchanged), any other FILE to / (configurations). Downloads are cached in $KEEPON_QEMU_CACHE (default
 # target/qemu/cache); nothing is installed on the host and nothing touches /boot.
 #
 # Exit status 77: a host tool or package is unavailable (the caller reports a skip).
@@ -18,8 +18,8 @@ KERNEL_VER=6.1.192-2
 KREL=6.1.0-56-amd64
 MODULES=(sch_etf e1000e af_packet veth sch_taprio sch_mqprio)
 
-out=${1:?usage: build.sh OUT_DIR GUEST_SCRIPT [BINARY...]}
-script=${2:?usage: build.sh OUT_DIR GUEST_SCRIPT [BINARY...]}
+out=${1:?usage: build.sh OUT_DIR GUEST_SCRIPT [FILE...]}
+script=${2:?usage: build.sh OUT_DIR GUEST_SCRIPT [FILE...]}
 shift 2
 cache=${KEEPON_QEMU_CACHE:-$(cd "$(dirname "$0")/../.." && pwd)/target/qemu/cache}
 mkdir -p "$out" "$cache"
@@ -92,8 +92,8 @@ tc=$(command -v tc || echo /usr/sbin/tc)
 add_binary "$tc"
 ln -sf ../../bin/tc "$root/usr/sbin/tc"
 for b in "$@"; do
-  [ -x "$b" ] || { echo "build.sh: $b is not an executable" >&2; exit 1; }
-  add_binary "$b"
+  [ -f "$b" ] || { echo "build.sh: no such file: $b" >&2; exit 1; }
+  if [ -x "$b" ]; then add_binary "$b"; else cp "$b" "$root/$(basename "$b")"; fi
 done
 cp "$script" "$root/bench.sh"
 cat > "$root/init" <<INIT

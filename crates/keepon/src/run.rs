@@ -223,7 +223,7 @@ fn drive_with<N: Nic>(
     Ok(RunOutput {
         summary,
         records_written,
-        counters: *driver.station.counters(),
+        counters: driver.counters(),
         underruns,
         wire: wire_stats(&driver.nic),
         backend: driver.nic.describe(),

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
-use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
+use keepon_core::outcome::{Counters, Frame, FrameId, Outcome, Reason};
 use keepon_core::ring::{RingError, SlotKind};
 use keepon_core::station::{Observation, Station, StationConfig, StationError, Underrun};
 use keepon_core::time::{Nanos, Tai};
@@ -120,6 +120,8 @@ pub struct Driver<N: Nic> {
     /// Frames the backend reported refused by the kernel after they were posted (see [`Nic::drain_refused`]).
     refused: HashMap<FrameId, Reason>,
     refused_buf: Vec<(FrameId, Reason)>,
+    /// Of those, how many the station had counted sent, by reason.
+    refused_counts: [u64; Reason::COUNT],
 }
 
 impl<N: Nic> Driver<N> {
@@ -133,6 +135,7 @@ impl<N: Nic> Driver<N> {
             abandoned: HashSet::new(),
             refused: HashMap::new(),
             refused_buf: Vec::new(),
+            refused_counts: [0; Reason::COUNT],
         })
     }
 
@@ -183,6 +186,7 @@ impl<N: Nic> Driver<N> {
             if o.result.is_ok() && !self.refused.is_empty() {
                 if let Some(r) = self.refused.remove(&o.id) {
                     o.result = Err(r);
+                    self.refused_counts[r.index()] += 1;
                 }
             }
             if let Ok(s) = o.result {
@@ -269,6 +273,17 @@ impl<N: Nic> Driver<N> {
             return Err(DriverError::Timeout(self.cfg.max_duration));
         }
         Ok(())
+    }
+
+    /// The station's counters, with the frames the backend reported refused after posting (see
+    /// [`Nic::drain_refused`]) moved from `sent` to their rejection reasons.
+    pub fn counters(&self) -> Counters {
+        let mut c = *self.station.counters();
+        for (i, n) in self.refused_counts.iter().enumerate() {
+            c.sent = c.sent.saturating_sub(*n);
+            c.rejected[i] += n;
+        }
+        c
     }
 
     /// One ring of slot periods: the longest a healthy NIC needs to finish what is posted.

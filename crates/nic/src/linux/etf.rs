@@ -193,7 +193,18 @@ impl EtfNic {
         t + Nanos(i64::try_from(self.period.floor_mul(k.saturating_sub(s))).unwrap_or(i64::MAX))
     }
 
+    /// Restart the grid at slot `k`, no earlier than `at`: on the first slot boundary of the old grid at or after
+    /// `at`, so that slot times keep their phase (frames stay in the slots that hold their txtimes).
     fn reanchor(&mut self, k: u64, at: Tai) {
+        let at = match self.anchor {
+            Some(_) => {
+                let old = self.slot_time(k);
+                let p = self.period_ns().0.max(1);
+                let behind = (at - old).0.max(0);
+                old + Nanos((behind + p - 1) / p * p)
+            }
+            None => at,
+        };
         self.anchor = Some((k, at));
         self.anchors.push_back((k, at));
         self.gaps.push(Gap { at: k, restart: at });

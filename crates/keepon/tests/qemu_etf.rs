@@ -1,0 +1,190 @@
+//! The kernel's real ETF qdisc, in QEMU (TCG): Debian's stock kernel with two emulated e1000e NICs on one hub
+//! (tests/qemu: `build.sh` makes the initramfs, `run.sh` boots it, `etf_guest.sh` is what the guest runs).
+//! Function, not timing: the guest is emulated, its times are only as good as TCG's.
+//!
+//! Runs only with `KEEPON_QEMU=1` (`make qemu-test`, about a minute); skips with a message otherwise, or when QEMU,
+//! the kernel package or a static C toolchain is unavailable. It checks:
+//! - keepon `--backend etf` refuses an interface without an ETF qdisc and names the `tc` command;
+//! - `clients/txtime/etf_sender.c` (the program the preload test runs under keepon) on ETF: a passed txtime is
+//!   refused `ENOBUFS` with `EINVAL`/`SO_EE_CODE_TXTIME_INVALID_PARAM` carrying its txtime; every frame ETF
+//!   accepted either reaches the second NIC (no earlier than `txtime − delta`) or is reported `MISSED`;
+//! - `keepon run --backend etf --install-qdisc` with `tests/qemu/etf.toml`: keepon installs the qdisc, every
+//!   frame gets exactly one record, and the frames recorded `sent` are exactly those the listener on the other NIC
+//!   received, each no earlier than its slot time minus ETF's delta.
+
+#![cfg(target_os = "linux")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use keepon::record::{self, Record};
+
+const BIN: &str = env!("CARGO_BIN_EXE_keepon");
+/// ETF's `delta` in the guest script (ns).
+const DELTA: i64 = 5_000_000;
+/// How late a frame may arrive after its txtime in the emulated guest (function, not timing).
+const TCG_SLACK: i64 = 200_000_000;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The text between `BEGIN-name` and `END-name` (and the END line's rest, e.g. `status=0`).
+fn section<'a>(log: &'a str, name: &str) -> (&'a str, &'a str) {
+    let begin = format!("BEGIN-{name}\n");
+    let end = format!("END-{name}");
+    let a = log.find(&begin).unwrap_or_else(|| panic!("no BEGIN-{name} in the console log:\n{log}")) + begin.len();
+    let b = a + log[a..].find(&end).unwrap_or_else(|| panic!("no END-{name} in the console log"));
+    let rest = log[b + end.len()..].lines().next().unwrap_or("").trim();
+    (&log[a..b], rest)
+}
+
+fn records(text: &str, dir: &Path, name: &str) -> Vec<Record> {
+    let csv: String = text.lines().take_while(|l| !l.starts_with("listen:")).map(|l| format!("{l}\n")).collect();
+    let p = dir.join(name);
+    std::fs::write(&p, csv).unwrap();
+    record::read(&p).unwrap()
+}
+
+fn field(line: &str, name: &str) -> Option<String> {
+    line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{name}=")).map(str::to_string))
+}
+
+/// Check one etf-sender run on ETF; returns (accepted, received, missed) for the report.
+fn check_sender(out: &str, rx: &[Record], what: &str) -> (usize, usize, usize) {
+    let sends: Vec<&str> = out.lines().filter(|l| l.starts_with("send ")).collect();
+    let late: Vec<&&str> = sends.iter().filter(|l| field(l, "flow").as_deref() == Some("99")).collect();
+    assert_eq!(late.len(), 1, "{what}: one frame with a passed txtime");
+    assert!(late[0].ends_with("error=ENOBUFS"), "{what}: ETF refuses a passed txtime at send: {}", late[0]);
+    let late_t = field(late[0], "txtime").unwrap();
+    let invalid: Vec<&str> = out.lines().filter(|l| l.starts_with("errq txtime") && l.contains("INVALID_PARAM")).collect();
+    assert_eq!(invalid.len(), 1, "{what}: exactly one INVALID_PARAM: {invalid:?}");
+    assert!(invalid[0].contains("errno=EINVAL"), "{}", invalid[0]);
+    assert_eq!(field(invalid[0], "txtime").unwrap(), late_t, "{what}: the error carries the frame's txtime");
+    let accepted: BTreeMap<i64, (String, String)> = sends
+        .iter()
+        .filter(|l| l.ends_with(" ok"))
+        .map(|l| {
+            (field(l, "txtime").unwrap().parse().unwrap(), (field(l, "flow").unwrap(), field(l, "seq").unwrap()))
+        })
+        .collect();
+    assert_eq!(accepted.len(), sends.len() - 1, "{what}: every other frame is accepted: {sends:?}");
+    let missed: BTreeSet<i64> = out
+        .lines()
+        .filter(|l| l.starts_with("errq txtime") && l.contains("code=MISSED"))
+        .map(|l| {
+            assert!(l.contains("errno=ECANCELED"), "{l}");
+            field(l, "txtime").unwrap().parse().unwrap()
+        })
+        .collect();
+    let mut received = BTreeSet::new();
+    for r in rx {
+        let t = r.txtime_ns.expect("the sender's frames carry their txtime");
+        let rx_ns = r.rx_ns.expect("receive timestamp");
+        assert!(accepted.contains_key(&t), "{what}: received a frame ETF did not accept: {r:?}");
+        assert!(rx_ns >= t - DELTA, "{what}: frame for {t} arrived at {rx_ns}, before txtime − delta");
+        assert!(rx_ns <= t + TCG_SLACK, "{what}: frame for {t} arrived {} ms late", (rx_ns - t) / 1_000_000);
+        assert!(received.insert(t), "{what}: frame for {t} received twice");
+    }
+    for t in accepted.keys() {
+        assert!(
+            received.contains(t) != missed.contains(t),
+            "{what}: the frame for {t} must be either received or reported MISSED, exactly one (received {}, \
+             missed {})",
+            received.contains(t),
+            missed.contains(t)
+        );
+    }
+    assert!(out.contains("done sent="), "{what}: the program finished");
+    (accepted.len(), received.len(), missed.len())
+}
+
+#[test]
+fn keepon_and_an_etf_program_on_the_kernels_etf_in_qemu() {
+    if std::env::var("KEEPON_QEMU").as_deref() != Ok("1") {
+        eprintln!("skipped: the QEMU bench runs only with KEEPON_QEMU=1 (make qemu-test)");
+        return;
+    }
+    let root = repo();
+    let work = root.join("target/qemu/etf-test");
+    std::fs::create_dir_all(&work).unwrap();
+    let sender = work.join("etf-sender");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-O2", "-Wall", "-static", "-o"])
+        .arg(&sender)
+        .arg(root.join("clients/txtime/etf_sender.c"))
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot build a static etf-sender with {cc} -static (install libc6-dev)");
+        return;
+    }
+    let build = Command::new(root.join("tests/qemu/build.sh"))
+        .arg(work.join("vm"))
+        .arg(root.join("tests/qemu/etf_guest.sh"))
+        .arg(&sender)
+        .arg(BIN)
+        .arg(root.join("tests/qemu/etf.toml"))
+        .status()
+        .unwrap();
+    if build.code() == Some(77) {
+        eprintln!("skipped: the bench cannot be built here (see above)");
+        return;
+    }
+    assert!(build.success(), "tests/qemu/build.sh failed");
+    let run = Command::new(root.join("tests/qemu/run.sh")).arg(work.join("vm")).arg("240").output().unwrap();
+    if run.status.code() == Some(77) {
+        eprintln!("skipped: {}", String::from_utf8_lossy(&run.stderr));
+        return;
+    }
+    let log = String::from_utf8_lossy(&run.stdout).replace('\r', "");
+    std::fs::write(work.join("console.log"), &log).unwrap();
+    assert!(log.contains("BENCH-EXIT status=0"), "the guest did not finish (status {:?}):\n{log}", run.status);
+
+    // Without a qdisc, keepon refuses and says what to do.
+    let (noq, status) = section(&log, "NOQDISC");
+    assert_eq!(status, "status=1", "{noq}");
+    assert!(noq.contains("eth0 has no ETF qdisc"), "{noq}");
+    assert!(noq.contains("tc qdisc replace dev eth0 root etf clockid CLOCK_TAI"), "{noq}");
+
+    // The ETF program on the kernel's ETF.
+    let (out, status) = section(&log, "SENDER");
+    assert_eq!(status, "status=0");
+    let rx = records(section(&log, "SENDER-RX").0, &work, "sender-rx.csv");
+    let (acc, got, missed) = check_sender(out, &rx, "20 ms apart");
+    assert_eq!(acc, 21);
+    let (out, _) = section(&log, "EXACT");
+    let rx = records(section(&log, "EXACT-RX").0, &work, "exact-rx.csv");
+    let exact = check_sender(out, &rx, "the preload test's arguments");
+    eprintln!("etf-sender on ETF: 20 ms apart {acc} accepted, {got} received, {missed} missed; the preload test's arguments: {exact:?}");
+
+    // keepon's flows through the ETF qdisc keepon installed.
+    let (out, status) = section(&log, "KEEPON");
+    assert_eq!(status, "status=0", "{out}");
+    assert!(out.contains("backend: etf on eth0") && out.contains("kernel ETF, not measured"), "{out}");
+    assert!(log.contains("qdisc etf") && log.contains("clockid TAI delta 5000000"), "keepon installed ETF");
+    let tx = records(section(&log, "TX").0, &work, "tx.csv");
+    let rx = records(section(&log, "RX").0, &work, "rx.csv");
+    let mut seen = BTreeSet::new();
+    for r in &tx {
+        assert!(seen.insert((r.flow.clone(), r.seq)), "one record per frame: {r:?}");
+        assert!(r.outcome == "sent" || r.outcome == "rejected", "{r:?}");
+    }
+    assert_eq!(tx.len(), 80, "every frame of etf.toml has its record");
+    let sent: BTreeMap<(String, u64), i64> =
+        tx.iter().filter(|r| r.outcome == "sent").map(|r| ((r.flow.clone(), r.seq), r.ephc_ns.unwrap())).collect();
+    let heard: BTreeMap<(String, u64), i64> =
+        rx.iter().map(|r| ((r.flow.clone(), r.seq), r.rx_ns.expect("receive timestamp"))).collect();
+    assert_eq!(
+        sent.keys().collect::<Vec<_>>(),
+        heard.keys().collect::<Vec<_>>(),
+        "the frames recorded sent are exactly the frames received"
+    );
+    for (k, t) in &sent {
+        let rx_ns = heard[k];
+        assert!(rx_ns >= t - DELTA && rx_ns <= t + TCG_SLACK, "{k:?}: slot time {t}, received {rx_ns}");
+    }
+    assert!(sent.len() >= tx.len() / 2, "most frames are sent even under TCG: {} of {}", sent.len(), tx.len());
+    eprintln!("keepon --backend etf: {} of {} frames sent and received", sent.len(), tx.len());
+}
