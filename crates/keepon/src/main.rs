@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keepon::backend::{self, BackendOptions};
-use keepon_nic::linux::etf::EtfOptions;
 use keepon::config::{parse_duration, Config};
 use keepon::daemon::{serve, DaemonConfig};
 use keepon::record;
 use keepon::run::{drive, run_sim, RunOptions};
 use keepon::{listen, report, table3, talk, TIMING_DIAGRAM};
 use keepon_core::time::Nanos;
+use keepon_nic::linux::etf::EtfOptions;
 
 /// Backend selection shared by `run` and `daemon`.
 #[derive(clap::Args, Clone, Debug)]
@@ -295,12 +295,17 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
         cfg.batch,
         cfg.policy
     );
+    let fillers = if out.timing == keepon_nic::Timing::KernelTxtime {
+        "none (the kernel's ETF paces the frames)".to_string()
+    } else {
+        c.fillers_sent.to_string()
+    };
     println!(
         "frames: {} submitted, {} sent, {} rejected · fillers sent {} · underruns {}",
         c.submitted,
         c.sent,
         c.rejected_total(),
-        c.fillers_sent,
+        fillers,
         c.underruns
     );
     if let Some(w) = out.wire {

@@ -58,16 +58,15 @@ fn check_sender(out: &str, rx: &[Record], what: &str) -> (usize, usize, usize) {
     assert_eq!(late.len(), 1, "{what}: one frame with a passed txtime");
     assert!(late[0].ends_with("error=ENOBUFS"), "{what}: ETF refuses a passed txtime at send: {}", late[0]);
     let late_t = field(late[0], "txtime").unwrap();
-    let invalid: Vec<&str> = out.lines().filter(|l| l.starts_with("errq txtime") && l.contains("INVALID_PARAM")).collect();
+    let invalid: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("errq txtime") && l.contains("INVALID_PARAM")).collect();
     assert_eq!(invalid.len(), 1, "{what}: exactly one INVALID_PARAM: {invalid:?}");
     assert!(invalid[0].contains("errno=EINVAL"), "{}", invalid[0]);
     assert_eq!(field(invalid[0], "txtime").unwrap(), late_t, "{what}: the error carries the frame's txtime");
     let accepted: BTreeMap<i64, (String, String)> = sends
         .iter()
         .filter(|l| l.ends_with(" ok"))
-        .map(|l| {
-            (field(l, "txtime").unwrap().parse().unwrap(), (field(l, "flow").unwrap(), field(l, "seq").unwrap()))
-        })
+        .map(|l| (field(l, "txtime").unwrap().parse().unwrap(), (field(l, "flow").unwrap(), field(l, "seq").unwrap())))
         .collect();
     assert_eq!(accepted.len(), sends.len() - 1, "{what}: every other frame is accepted: {sends:?}");
     let missed: BTreeSet<i64> = out

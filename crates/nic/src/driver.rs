@@ -131,7 +131,12 @@ impl<N: Nic> Driver<N> {
         station.post_latency = nic.post_latency();
         let t0 = nic.now() + nic.post_latency();
         let station = Station::new(station, t0).map_err(DriverError::Station)?;
-        Ok(Driver { nic, station, cfg, wire: Vec::new(), sent: VecDeque::new(),
+        Ok(Driver {
+            nic,
+            station,
+            cfg,
+            wire: Vec::new(),
+            sent: VecDeque::new(),
             abandoned: HashSet::new(),
             refused: HashMap::new(),
             refused_buf: Vec::new(),

@@ -138,9 +138,12 @@ impl EtfNic {
     pub fn open(cfg: &LinuxNicConfig, o: &EtfOptions) -> Result<EtfNic, NicError> {
         let link = super::checked_link(cfg)?;
         let params = etf_qdisc(&link.iface, link.ifindex, o)?;
+        Self::with_params(cfg, &link, params)
+    }
+
+    fn with_params(cfg: &LinuxNicConfig, link: &super::LinkInfo, params: EtfParams) -> Result<EtfNic, NicError> {
         let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| os_error("AF_PACKET socket", e))?;
-        sys::bind_packet(fd.as_fd(), link.ifindex, 0)
-            .map_err(|e| os_error(&format!("bind to {}", link.iface), e))?;
+        sys::bind_packet(fd.as_fd(), link.ifindex, 0).map_err(|e| os_error(&format!("bind to {}", link.iface), e))?;
         #[repr(C)]
         #[derive(Clone, Copy)]
         struct SockTxtime {
@@ -444,5 +447,96 @@ impl Nic for EtfNic {
 impl EtfNic {
     fn period_ns(&self) -> Nanos {
         Nanos(i64::try_from(self.period.floor_mul(1)).unwrap_or(i64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use keepon_core::isolation::ClassId;
+    use keepon_core::time::{LinkRate, SlotGeometry};
+
+    fn cfg() -> LinuxNicConfig {
+        // δ = (1230 + 20)·8 / 100 Mb/s = 100 µs exactly.
+        LinuxNicConfig::new("lo", SlotGeometry::new(LinkRate::from_mbps(100).unwrap(), 1230).unwrap())
+    }
+
+    #[test]
+    fn an_interface_without_etf_is_refused_with_the_tc_command() {
+        let Err(e) = EtfNic::open(&cfg(), &EtfOptions::default()) else { panic!("lo has no ETF qdisc") };
+        let e = e.to_string();
+        assert!(e.contains("lo has no ETF qdisc"), "{e}");
+        assert!(e.contains("tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 500000"), "{e}");
+    }
+
+    fn views(bufs: &[Vec<u8>], from: u64) -> Vec<SlotView<'_>> {
+        bufs.iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let k = from + i as u64;
+                let kind = if b[0] != 0 {
+                    SlotKind::Real { id: FrameId(k), class: ClassId(0), txtime: None, len: 60, ring_slot: k as u32 }
+                } else {
+                    SlotKind::Filler
+                };
+                SlotView { slot: k, kind, bytes: b }
+            })
+            .collect()
+    }
+
+    /// The bookkeeping on loopback, which has no ETF (the kernel ignores the txtime, loopback timestamps every
+    /// frame): slots are consumed by time, a real frame once its TX timestamp is in; an idle grid restarts on its
+    /// own phase. Root (AF_PACKET); skips otherwise.
+    #[test]
+    fn slots_follow_the_clock_and_frames_their_timestamps_on_loopback() {
+        if !super::super::is_root() {
+            eprintln!("skipped: needs root (AF_PACKET)");
+            return;
+        }
+        let c = cfg();
+        let link = super::super::checked_link(&c).unwrap();
+        let params = EtfParams { delta_ns: 100_000, clockid: qdisc::CLOCKID_TAI, offload: false, deadline_mode: false };
+        let mut nic = EtfNic::with_params(&c, &link, params).unwrap();
+        assert_eq!(nic.timing(), Timing::KernelTxtime);
+        let mut bufs = vec![vec![0u8; 1226]; 20];
+        for k in [3usize, 4, 17] {
+            bufs[k][0] = 0x02; // a unicast destination: a real frame
+        }
+        let before = nic.now();
+        nic.post(&mut views(&bufs, 0).into_iter()).unwrap();
+        let obs = nic.observe().unwrap();
+        assert_eq!(obs.gaps.len(), 1, "the first post anchors the grid");
+        let t0 = obs.gaps[0].restart;
+        assert!(t0 >= before + nic.post_latency(), "the first slot is one lead ahead");
+        let mut wire = Vec::new();
+        let deadline = before + Nanos::from_ms(2_000);
+        let mut consumed = obs.consumed;
+        while consumed < 20 && nic.now() < deadline {
+            nic.wait(Nanos::from_us(200));
+            let o = nic.observe().unwrap();
+            if o.consumed > 0 {
+                // A slot is consumed only once it has ended.
+                assert!(o.now >= t0 + Nanos(100_000 * o.consumed as i64), "slot {} consumed early", o.consumed - 1);
+            }
+            consumed = o.consumed;
+        }
+        assert_eq!(consumed, 20, "every slot consumed within 2 s");
+        nic.drain_wire(&mut wire);
+        let ids: Vec<u64> = wire.iter().filter_map(|w| w.frame.map(|f| f.0)).collect();
+        assert_eq!(ids, vec![3, 4, 17], "each real frame reported sent once, in order");
+        assert!(wire.iter().all(|w| w.bytes.as_ref().is_some_and(|b| b.len() == 60)));
+        let mut refused = Vec::new();
+        nic.drain_refused(&mut refused);
+        assert!(refused.is_empty(), "{refused:?}");
+        // Idle now; a later post restarts the grid on its phase: a whole number of δ after the old grid.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let more = vec![vec![0u8; 1226]; 4];
+        nic.post(&mut views(&more, 20).into_iter()).unwrap();
+        let o = nic.observe().unwrap();
+        assert_eq!(o.gaps.len(), 1, "{:?}", o.gaps);
+        let shift = (o.gaps[0].restart - t0).0;
+        assert_eq!(shift % 100_000, 0, "restart {shift} ns after the first slot: not on the grid");
+        assert!(o.gaps[0].restart >= o.now, "the restart lies ahead");
     }
 }

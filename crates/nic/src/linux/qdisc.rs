@@ -265,6 +265,9 @@ mod tests {
         let lo = sys::if_index("lo").unwrap();
         let q = qdiscs(lo).unwrap();
         assert!(q.iter().all(|q| q.kind != "etf"), "{q:?}");
-        assert_eq!(etf_command("eth0", 300_000, true), "tc qdisc replace dev eth0 root etf clockid CLOCK_TAI delta 300000 offload");
+        assert_eq!(
+            etf_command("eth0", 300_000, true),
+            "tc qdisc replace dev eth0 root etf clockid CLOCK_TAI delta 300000 offload"
+        );
     }
 }
