@@ -335,6 +335,9 @@ mod tests {
         stop_at: u64,
         reals: VecDeque<(u64, FrameId)>,
         wire: Vec<WireEvent>,
+        /// Refuse (like ETF's error queue) every real frame whose id is a multiple of this.
+        refuse_every: Option<u64>,
+        refused: Vec<(FrameId, Reason)>,
     }
 
     impl CountingNic {
@@ -347,6 +350,8 @@ mod tests {
                 stop_at,
                 reals: VecDeque::new(),
                 wire: Vec::new(),
+                refuse_every: None,
+                refused: Vec::new(),
             }
         }
     }
@@ -367,6 +372,10 @@ mod tests {
                     let frame = match self.reals.front() {
                         Some(&(s, id)) if s == k => {
                             self.reals.pop_front();
+                            if self.refuse_every.is_some_and(|n| id.0 % n == 0) {
+                                self.refused.push((id, Reason::Late));
+                                continue;
+                            }
                             Some(id)
                         }
                         _ => None,
@@ -390,6 +399,9 @@ mod tests {
         }
         fn drain_wire(&mut self, out: &mut Vec<WireEvent>) {
             out.append(&mut self.wire);
+        }
+        fn drain_refused(&mut self, out: &mut Vec<(FrameId, Reason)>) {
+            out.append(&mut self.refused);
         }
         fn wait(&mut self, period: Nanos) {
             self.now += period;
@@ -463,6 +475,39 @@ mod tests {
         }
         assert_eq!(wire.iter().filter(|w| w.frame.is_some()).count(), 200);
         assert!(d.sent.is_empty(), "remembered times are forgotten once used");
+    }
+
+    #[test]
+    fn frames_the_kernel_refused_after_posting_end_rejected_and_are_counted_so() {
+        let mut d = driver(u64::MAX, Nanos::from_ms(1_000));
+        d.nic.refuse_every = Some(5);
+        let mut src = source(d.nic.now());
+        let mut outcomes: HashMap<FrameId, Result<u64, Reason>> = HashMap::new();
+        let mut wire_frames = HashSet::new();
+        d.run(&mut src, &mut |e| match e {
+            Event::Outcome(o) => {
+                assert!(outcomes.insert(o.id, o.result.map(|s| s.slot)).is_none(), "two outcomes for {:?}", o.id);
+            }
+            Event::Wire(w) => {
+                if let Some(id) = w.frame {
+                    wire_frames.insert(id);
+                }
+            }
+            Event::Underrun(_) => {}
+        })
+        .unwrap();
+        assert_eq!(outcomes.len(), 200);
+        for (id, r) in &outcomes {
+            if id.0 % 5 == 0 {
+                assert_eq!(*r, Err(Reason::Late), "frame {id:?} was refused by the backend");
+                assert!(!wire_frames.contains(id), "a refused frame has no wire event");
+            } else {
+                assert!(r.is_ok() && wire_frames.contains(id), "frame {id:?}: {r:?}");
+            }
+        }
+        let c = d.counters();
+        assert_eq!((c.sent, c.rejected[Reason::Late.index()], c.rejected_total()), (160, 40, 40));
+        assert_eq!(d.station.counters().sent, 200, "the station itself counted them sent when consumed");
     }
 
     #[test]
