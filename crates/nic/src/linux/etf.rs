@@ -10,7 +10,8 @@
 //! ```
 //!
 //! A refusal at `sendmsg` (`ENOBUFS` with `SO_EE_CODE_TXTIME_INVALID_PARAM`: the txtime had passed) and a drop at
-//! dequeue (`SO_EE_CODE_TXTIME_MISSED`) become the frame's rejection `late`; any other error `link-fault`. A frame
+//! dequeue (`SO_EE_CODE_TXTIME_MISSED`) become the frame's rejection `late`; any other refusal (a full qdisc)
+//! `link-fault`. A frame
 //! with neither a timestamp nor an error [`VERDICT_GRACE`] after its txtime is rejected `link-fault` (the driver
 //! timestamps nothing, or the kernel lost it): nothing is reported sent without evidence. The sent time recorded is
 //! the slot time, i.e. the txtime ETF was asked for: the timing is the kernel's, not measured by keepon
@@ -225,8 +226,13 @@ impl EtfNic {
         match send_txtime(&self.fd, &frame, txtime) {
             Ok(()) => {}
             Err(e) => match e.raw_os_error() {
-                // ENOBUFS: ETF dropped it at enqueue (INVALID_PARAM); the error queue says the same.
-                Some(libc::ENOBUFS) | Some(libc::EINVAL) => f.verdict = Some(Err(Reason::Late)),
+                // ENOBUFS: the qdisc dropped it at enqueue. ETF does so for a txtime that has passed (and queues
+                // INVALID_PARAM, which then finds the verdict set); a full qdisc drops silently.
+                Some(libc::ENOBUFS) => {
+                    let passed = txtime <= tai_now();
+                    f.verdict = Some(Err(if passed { Reason::Late } else { Reason::LinkFault }));
+                }
+                Some(libc::EINVAL) => f.verdict = Some(Err(Reason::LinkFault)),
                 // The socket buffer is full: refused before the skb (and its OPT_ID key) existed.
                 Some(libc::EAGAIN) => {
                     self.next_key = key;
