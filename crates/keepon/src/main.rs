@@ -139,6 +139,20 @@ enum Cmd {
         /// Records (CSV) from `keepon run` or `keepon listen`.
         records: PathBuf,
     },
+    /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
+    Eval {
+        /// Experiment: fig15.
+        name: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Frames per cell (default: the experiment's).
+        #[arg(long)]
+        frames: Option<u64>,
+        /// Seed of every draw (default 1).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// The paper's Table 3 (relative throughput vs batch × poll period) on the simulated NIC.
     Table3 {
         /// Simulated time per cell, ms.
@@ -252,6 +266,11 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Report { records } => {
             let recs = record::read(&records)?;
             print!("{}", report::render(&recs));
+            Ok(())
+        }
+        Cmd::Eval { name, out, frames, seed } => {
+            let summary = keepon_eval::cli::run(&name, &out, &keepon_eval::cli::EvalOptions { frames, seed })?;
+            print!("{summary}");
             Ok(())
         }
         Cmd::Table3 { span_ms } => {

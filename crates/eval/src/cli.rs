@@ -1,0 +1,50 @@
+//! `keepon eval NAME --out DIR`: run one experiment, write its raw per-frame CSV and its summary table (next to
+//! the paper's values) into `DIR`. Plots are drawn from the CSV by `python -m keepon_plan.evalplot`.
+
+use std::fs;
+use std::io::BufWriter;
+use std::path::Path;
+
+use crate::fig15;
+
+/// The experiments `keepon eval` knows.
+pub const EXPERIMENTS: [&str; 1] = ["fig15"];
+
+/// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
+pub const MAX_FRAMES: u64 = 10_000_000;
+
+/// Options common to the experiments.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// Frames per cell; `None` = the experiment's default.
+    pub frames: Option<u64>,
+    /// Seed; `None` = 1.
+    pub seed: Option<u64>,
+}
+
+/// Run experiment `name` into `out`; returns the summary (also written to `out/NAME-summary.md`).
+pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String> {
+    if let Some(f) = opts.frames {
+        if !(2..=MAX_FRAMES).contains(&f) {
+            return Err(format!("--frames {f}: must be within 2..={MAX_FRAMES}"));
+        }
+    }
+    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut progress = |line: &str| eprintln!("{line}");
+    match name {
+        "fig15" => {
+            let mut p = fig15::Params::paper(opts.frames.unwrap_or(20_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig15.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let cells = fig15::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig15::render(&p, &cells);
+            let sum_path = out.join("fig15-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        _ => Err(format!("unknown experiment `{name}`; known: {}", EXPERIMENTS.join(", "))),
+    }
+}

@@ -1,0 +1,25 @@
+//! # keepon-eval
+//!
+//! The paper's evaluation on the simulated NIC: keepon (the real station, run by the real loop) against
+//! explicit, seeded models of its baselines — an i210-like LaunchTime NIC and the stock driver with ETF — all
+//! through the same wire and receiver model, measured side by side in one run. Every result is **simulated**;
+//! every distribution states its source, and those tuned to land on a paper value say so.
+//!
+//! - [`dist`]: seeded draws (normal, log-normal, AR(1)).
+//! - [`realism`]: oscillators, PHY jitter, cable, the receiver's clock and 8 ns timestamps.
+//! - [`model`]: what station models produce; the shared best-effort background.
+//! - [`keepon`]: keepon's station on the simulated NIC.
+//! - [`baseline`]: the LaunchTime and stock-driver models.
+//! - [`stats`]: inter-arrival jitter.
+//! - [`fig15`]: the paper's Fig 15.
+//! - [`cli`]: `keepon eval NAME --out DIR`.
+#![deny(missing_docs)]
+
+pub mod baseline;
+pub mod cli;
+pub mod dist;
+pub mod fig15;
+pub mod keepon;
+pub mod model;
+pub mod realism;
+pub mod stats;
