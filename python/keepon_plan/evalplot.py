@@ -1,0 +1,127 @@
+"""Plots of ``keepon eval`` results, drawn from the raw per-frame CSVs (never from the summaries).
+
+    python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
+
+Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
+frame size, one panel per background, one line per station model; and the inter-arrival histogram of the
+largest frame size, idle, per model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+MODELS = ("keepon", "launchtime", "stock-etf")
+LABELS = {"keepon": "keepon", "launchtime": "i210 LaunchTime (model)", "stock-etf": "stock driver + ETF (model)"}
+
+
+class PlotError(Exception):
+    """Bad input: the message says what and where."""
+
+
+def read_arrivals(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
+    """(model, background, frame_bytes) -> [(seq, rx_ns)] of the frames that arrived, in seq order."""
+    series: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"model", "background", "frame_bytes", "seq", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a fig15 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                if not r["rx_ns"]:
+                    continue
+                try:
+                    key = (r["model"], r["background"], int(r["frame_bytes"]))
+                    series[key].append((int(r["seq"]), int(r["rx_ns"])))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def inter_arrivals(arrivals: list[tuple[int, int]]) -> list[int]:
+    """Inter-arrival times of consecutive instances (seq k and k+1 both received)."""
+    return [b[1] - a[1] for a, b in itertools.pairwise(arrivals) if b[0] == a[0] + 1]
+
+
+def jitter(ia: list[int]) -> float:
+    """Standard deviation of the inter-arrival times (population), ns."""
+    if not ia:
+        return math.nan
+    m = sum(ia) / len(ia)
+    return math.sqrt(sum((x - m) ** 2 for x in ia) / len(ia))
+
+
+def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig15.png (jitter vs frame size) and fig15-hist.png; return their paths."""
+    series = read_arrivals(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no received frames")
+    backgrounds = sorted({k[1] for k in series}, key=lambda b: (b != "idle", b))
+    fig, axes = plt.subplots(1, len(backgrounds), figsize=(5 * len(backgrounds), 4), sharey=True, squeeze=False)
+    for ax, bg in zip(axes[0], backgrounds, strict=True):
+        for m in MODELS:
+            pts = sorted((k[2], jitter(inter_arrivals(v))) for k, v in series.items() if k[0] == m and k[1] == bg)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+        ax.set_yscale("log")
+        ax.set_xlabel("frame size (bytes)")
+        ax.set_title(f"{bg} background (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
+    axes[0][0].legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    main_png = out / "fig15.png"
+    fig.savefig(main_png, dpi=120)
+    plt.close(fig)
+
+    biggest = max(k[2] for k in series)
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(15, 3.5), squeeze=False)
+    for ax, m in zip(axes[0], MODELS, strict=True):
+        ia = inter_arrivals(series.get((m, "idle", biggest), []))
+        if ia:
+            base = round(sum(ia) / len(ia))
+            ax.hist([x - base for x in ia], bins=60)
+            ax.set_xlabel(f"inter-arrival − {base} ns")
+        ax.set_yscale("log")
+        ax.set_title(f"{LABELS[m]}, idle, {biggest} B")
+    fig.tight_layout()
+    hist_png = out / "fig15-hist.png"
+    fig.savefig(hist_png, dpi=120)
+    plt.close(fig)
+    return [main_png, hist_png]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", choices=["fig15"])
+    ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
+    ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
+    a = ap.parse_args(argv)
+    try:
+        for p in plot_fig15(a.csv, a.out):
+            print(p)
+    except PlotError as e:
+        print(f"evalplot: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
