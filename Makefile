@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build bench table3 clean
+.PHONY: run test lint rust-test py-test py-env build bench table3 eval clean
 
 build:
 	$(CARGO) build --release -p keepon
@@ -45,6 +45,14 @@ bench:
 
 table3: build
 	./target/release/keepon table3
+
+# The paper's evaluation on the simulated NIC: raw CSVs in $(OUT)/eval, summaries and plots in validation/.
+EVAL_FRAMES ?= 100000
+eval: build py-env
+	./target/release/keepon eval fig15 --out $(OUT)/eval/fig15 --frames $(EVAL_FRAMES)
+	mkdir -p validation/fig15
+	cp $(OUT)/eval/fig15/fig15-summary.md validation/fig15/summary.md
+	$(VPY) -m keepon_plan.evalplot fig15 $(OUT)/eval/fig15/fig15.csv --out validation/fig15
 
 clean:
 	$(CARGO) clean

@@ -102,12 +102,12 @@ pub fn run(p: &Params, csv: &mut dyn std::io::Write, progress: &mut dyn FnMut(&s
                 let recs = match mi {
                     0 => {
                         let setup =
-                            KeeponSetup { stream, background: *bg, slot_bytes: SLOT_BYTES, batch: 8, seed: cell_seed };
+                            KeeponSetup { stream, offsets: vec![0], background: *bg, slot_bytes: SLOT_BYTES, batch: 8, seed: cell_seed };
                         let r = keepon::run(&setup, &mut |f| {
                             progress(&format!("  {model} {bg_name} {bytes} B: {:.0} %", f * 100.0))
                         })?;
                         background_sent = Some(r.background_sent);
-                        r.records
+                        r.records.into_iter().next().unwrap_or_default()
                     }
                     1 => p.launchtime.run(&stream, bg, &p.realism.tx, cell_seed),
                     _ => p.stock.run(&stream, bg, cell_seed),

@@ -23,10 +23,12 @@ use crate::model::{Background, Stream, TxRecord};
 pub const SLOT_BYTES: u32 = 1230;
 
 /// keepon's station for one microbenchmark cell.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct KeeponSetup {
-    /// The real-time stream.
+    /// The real-time stream (one flow per entry of `offsets`, each its own class owning one ring slot).
     pub stream: Stream,
+    /// Offset of each real-time flow within the period, ns (each a whole number of slots; `[0]` for one flow).
+    pub offsets: Vec<i64>,
     /// Best-effort traffic through the station's unowned slots.
     pub background: Background,
     /// Slot size, bytes.
@@ -40,9 +42,9 @@ pub struct KeeponSetup {
 /// What keepon's run produced.
 #[derive(Clone, Debug)]
 pub struct KeeponRun {
-    /// The real-time frames' records, on the station's own (simulated NIC) timescale, relative to the flow's
-    /// epoch.
-    pub records: Vec<TxRecord>,
+    /// Per real-time flow, its frames' records, on the station's own (simulated NIC) timescale, relative to
+    /// the flows' epoch (`txtime` includes the flow's offset).
+    pub records: Vec<Vec<TxRecord>>,
     /// Best-effort background frames that left on the wire.
     pub background_sent: u64,
 }
@@ -61,11 +63,17 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
         ));
     }
     let ring = u32::try_from(slots_per_period).map_err(|_| "period too long for one ring".to_string())?;
-    let ownership = Ownership::new(
-        ring,
-        &[ClassSpec { name: "rt".into(), slots: vec![0] }, ClassSpec { name: "be".into(), slots: vec![] }],
-    )
-    .map_err(|e| e.to_string())?;
+    let mut classes = Vec::new();
+    for (i, &o) in setup.offsets.iter().enumerate() {
+        let k = geometry.period().slots_in(Nanos(o));
+        if o < 0 || o >= s.period || geometry.period().floor_mul(k) != o as u128 {
+            return Err(format!("flow offset {o} ns: must be a whole number of {} ns slots within the period", geometry.period()));
+        }
+        classes.push(ClassSpec { name: format!("rt{i}"), slots: vec![k as u32] });
+    }
+    let n_rt = classes.len();
+    classes.push(ClassSpec { name: "be".into(), slots: vec![] });
+    let ownership = Ownership::new(ring, &classes).map_err(|e| e.to_string())?;
     let station = StationConfig {
         geometry,
         ownership,
@@ -89,28 +97,34 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     let span = Nanos(s.period.saturating_mul(s.count as i64 + 20));
     let loop_cfg = LoopConfig { poll_period: Nanos(20_000), max_duration: span };
     let mut d = Driver::new(SimNic::new(sim), station, loop_cfg).map_err(|e| e.to_string())?;
-    let mut recs: Vec<TxRecord> =
-        (0..s.count).map(|seq| TxRecord { seq, txtime: 0.0, wire: None, outcome: "no-outcome".into() }).collect();
+    let mut recs: Vec<Vec<TxRecord>> = (0..n_rt)
+        .map(|_| (0..s.count).map(|seq| TxRecord { seq, txtime: 0.0, wire: None, outcome: "no-outcome".into() }).collect())
+        .collect();
     let mut ignore = |_: Event| {};
     d.bring_up(&mut ignore).map_err(|e| e.to_string())?;
     let from = d.nic.now() + Nanos::from_ms(1);
     let epoch = d.station.cycle_start_at_or_after(from).ok_or("epoch beyond the clock's range")?;
-    let mut flows = vec![FlowSpec {
-        flow: 0,
-        class: ClassId(0),
-        pattern: Pattern::Periodic { offset: Nanos(0), period: Nanos(s.period) },
-        frame_bytes: s.frame_bytes,
-        count: s.count,
-        lead: Nanos(s.advance),
-        dst: [2, 0, 0, 0, 0, 2],
-        src: [2, 0, 0, 0, 0, 1],
-    }];
+    let mut flows: Vec<FlowSpec> = setup
+        .offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| FlowSpec {
+            flow: i as u16,
+            class: ClassId(i as u8),
+            pattern: Pattern::Periodic { offset: Nanos(o), period: Nanos(s.period) },
+            frame_bytes: s.frame_bytes,
+            count: s.count,
+            lead: Nanos(s.advance),
+            dst: [2, 0, 0, 0, 0, 2],
+            src: [2, 0, 0, 0, 0, 1],
+        })
+        .collect();
     if setup.background.load > 0.0 {
         // Best effort at `load` of the line rate: one frame every (frame time / load), for the whole run.
         let every = (setup.background.frame_ns() / setup.background.load).round() as i64;
         flows.push(FlowSpec {
-            flow: 1,
-            class: ClassId(1),
+            flow: n_rt as u16,
+            class: ClassId(n_rt as u8),
             pattern: Pattern::BestEffort { offset: Nanos(0), period: Nanos(every.max(1)) },
             frame_bytes: setup.background.frame_bytes.min(setup.slot_bytes),
             count: (s.period as u64 * s.count) / every.max(1) as u64,
@@ -119,18 +133,20 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
             src: [2, 0, 0, 0, 0, 1],
         });
     }
-    for (seq, r) in recs.iter_mut().enumerate() {
-        r.txtime = (flows[0].time_of(epoch, seq as u64) - epoch).0 as f64;
+    for (f, rs) in recs.iter_mut().enumerate() {
+        for (seq, r) in rs.iter_mut().enumerate() {
+            r.txtime = (flows[f].time_of(epoch, seq as u64) - epoch).0 as f64;
+        }
     }
     let mut source = FlowSource::new(flows, epoch);
-    let total = s.count.max(1) as f64;
+    let total = (s.count.max(1) * n_rt as u64) as f64;
     let mut done = 0u64;
     let mut background_sent = 0u64;
     let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
             let (flow, seq) = split_id(o.id);
-            if flow == 0 {
-                if let Some(r) = recs.get_mut(seq as usize) {
+            if usize::from(flow) < n_rt {
+                if let Some(r) = recs[usize::from(flow)].get_mut(seq as usize) {
                     match o.result {
                         Ok(_) => r.outcome = "sent".into(),
                         Err(why) => r.outcome = why.as_str().into(),
@@ -145,9 +161,9 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
         Event::Wire(w) => {
             if let (Some(id), Some(start)) = (w.frame, w.start) {
                 let (flow, seq) = split_id(id);
-                if flow == 1 {
+                if usize::from(flow) >= n_rt {
                     background_sent += 1;
-                } else if let Some(r) = recs.get_mut(seq as usize) {
+                } else if let Some(r) = recs[usize::from(flow)].get_mut(seq as usize) {
                     r.wire = Some((start - epoch).0 as f64);
                 }
             }
