@@ -48,11 +48,17 @@ table3: build
 
 # The paper's evaluation on the simulated NIC: raw CSVs in $(OUT)/eval, summaries and plots in validation/.
 EVAL_FRAMES ?= 100000
+EVAL_HYPERPERIODS ?= 10000
 eval: build py-env
 	./target/release/keepon eval fig15 --out $(OUT)/eval/fig15 --frames $(EVAL_FRAMES)
 	mkdir -p validation/fig15
 	cp $(OUT)/eval/fig15/fig15-summary.md validation/fig15/summary.md
 	$(VPY) -m keepon_plan.evalplot fig15 $(OUT)/eval/fig15/fig15.csv --out validation/fig15
+	./target/release/keepon eval casestudy --out $(OUT)/eval/casestudy --frames $(EVAL_HYPERPERIODS)
+	mkdir -p validation/casestudy
+	cp $(OUT)/eval/casestudy/casestudy-summary.md validation/casestudy/summary.md
+	cp $(OUT)/eval/casestudy/gcl.txt validation/casestudy/gcl.txt
+	$(VPY) -m keepon_plan.evalplot casestudy $(OUT)/eval/casestudy/casestudy.csv --out validation/casestudy
 
 clean:
 	$(CARGO) clean

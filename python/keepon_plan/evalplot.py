@@ -1,10 +1,14 @@
 """Plots of ``keepon eval`` results, drawn from the raw per-frame CSVs (never from the summaries).
 
     python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
+    python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
 frame size, one panel per background, one line per station model; and the inter-arrival histogram of the
 largest frame size, idle, per model.
+
+Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
+station under test.
 """
 
 from __future__ import annotations
@@ -108,14 +112,66 @@ def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
     return [main_png, hist_png]
 
 
+def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
+    series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"scenario", "flow", "seq", "delay_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a casestudy CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                if not r["delay_ns"]:
+                    continue
+                try:
+                    series[(r["scenario"], int(r["flow"]))].append((int(r["seq"]), float(r["delay_ns"])))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int, ...] = (2, 3, 4, 7, 8)) -> list[Path]:
+    """Write casestudy-fig26.png (delay of the first frames of the gateway flows per scenario)."""
+    series = read_delays(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no delivered frames")
+    scenarios = [s for s in ("stock-etf", "keepon", "launchtime") if any(k[0] == s for k in series)]
+    fig, axes = plt.subplots(
+        len(scenarios), 1, figsize=(10, 3 * len(scenarios)), sharex=True, sharey=True, squeeze=False
+    )
+    for ax, sc in zip(axes[:, 0], scenarios, strict=True):
+        for f in flows:
+            pts = series.get((sc, f), [])[:first]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], marker=".", linewidth=0.6, label=f"F{f}")
+        ax.set_yscale("log")
+        ax.set_ylabel("delay (µs)")
+        ax.set_title(f"gateways run {sc} (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="center right", fontsize="small")
+    axes[-1][0].set_xlabel("frame (hyperperiod) index")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "casestudy-fig26.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15"])
+    ap.add_argument("experiment", choices=["fig15", "casestudy"])
     ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
     try:
-        for p in plot_fig15(a.csv, a.out):
+        plot = plot_fig15 if a.experiment == "fig15" else plot_casestudy
+        for p in plot(a.csv, a.out):
             print(p)
     except PlotError as e:
         print(f"evalplot: {e}", file=sys.stderr)

@@ -101,8 +101,14 @@ pub fn run(p: &Params, csv: &mut dyn std::io::Write, progress: &mut dyn FnMut(&s
                 let mut background_sent = None;
                 let recs = match mi {
                     0 => {
-                        let setup =
-                            KeeponSetup { stream, offsets: vec![0], background: *bg, slot_bytes: SLOT_BYTES, batch: 8, seed: cell_seed };
+                        let setup = KeeponSetup {
+                            stream,
+                            offsets: vec![0],
+                            background: *bg,
+                            slot_bytes: SLOT_BYTES,
+                            batch: 8,
+                            seed: cell_seed,
+                        };
                         let r = keepon::run(&setup, &mut |f| {
                             progress(&format!("  {model} {bg_name} {bytes} B: {:.0} %", f * 100.0))
                         })?;

@@ -67,7 +67,10 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     for (i, &o) in setup.offsets.iter().enumerate() {
         let k = geometry.period().slots_in(Nanos(o));
         if o < 0 || o >= s.period || geometry.period().floor_mul(k) != o as u128 {
-            return Err(format!("flow offset {o} ns: must be a whole number of {} ns slots within the period", geometry.period()));
+            return Err(format!(
+                "flow offset {o} ns: must be a whole number of {} ns slots within the period",
+                geometry.period()
+            ));
         }
         classes.push(ClassSpec { name: format!("rt{i}"), slots: vec![k as u32] });
     }
@@ -98,7 +101,9 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     let loop_cfg = LoopConfig { poll_period: Nanos(20_000), max_duration: span };
     let mut d = Driver::new(SimNic::new(sim), station, loop_cfg).map_err(|e| e.to_string())?;
     let mut recs: Vec<Vec<TxRecord>> = (0..n_rt)
-        .map(|_| (0..s.count).map(|seq| TxRecord { seq, txtime: 0.0, wire: None, outcome: "no-outcome".into() }).collect())
+        .map(|_| {
+            (0..s.count).map(|seq| TxRecord { seq, txtime: 0.0, wire: None, outcome: "no-outcome".into() }).collect()
+        })
         .collect();
     let mut ignore = |_: Event| {};
     d.bring_up(&mut ignore).map_err(|e| e.to_string())?;

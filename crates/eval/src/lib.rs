@@ -12,14 +12,18 @@
 //! - [`baseline`]: the LaunchTime and stock-driver models.
 //! - [`stats`]: inter-arrival jitter.
 //! - [`fig15`]: the paper's Fig 15.
+//! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
+//! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
 #![deny(missing_docs)]
 
 pub mod baseline;
+pub mod casestudy;
 pub mod cli;
 pub mod dist;
 pub mod fig15;
 pub mod keepon;
 pub mod model;
+pub mod network;
 pub mod realism;
 pub mod stats;
