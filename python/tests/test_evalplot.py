@@ -42,3 +42,23 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     assert main(["fig15", str(p), "--out", str(tmp_path)]) == 3
     assert "f.csv:2" in capsys.readouterr().err
     assert main(["fig15", str(tmp_path / "missing.csv"), "--out", str(tmp_path)]) == 3
+
+
+def test_casestudy_plot_from_raw_rows(tmp_path, capsys):
+    from keepon_plan.evalplot import read_delays
+
+    p = tmp_path / "c.csv"
+    rows = ["scenario,flow,seq,delay_ns"]
+    for sc, extra in (("keepon", 0), ("stock-etf", 1_000_000)):
+        for f in (2, 3, 4, 7, 8):
+            rows += [f"{sc},{f},{s},{12_400 + (extra if s > 5 and f == 7 else 0)}" for s in range(20)]
+    rows.append("keepon,2,20,")  # never arrived: skipped
+    p.write_text("\n".join(rows) + "\n")
+    d = read_delays(p)
+    assert len(d[("keepon", 2)]) == 20
+    assert d[("stock-etf", 7)][10] == (10, 1_012_400.0)
+    assert main(["casestudy", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "casestudy-fig26.png").stat().st_size > 0
+    p.write_text("flow\n1\n")
+    assert main(["casestudy", str(p), "--out", str(tmp_path)]) == 3
+    assert "not a casestudy CSV" in capsys.readouterr().err
