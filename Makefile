@@ -49,11 +49,16 @@ table3: build
 # The paper's evaluation on the simulated NIC: raw CSVs in $(OUT)/eval, summaries and plots in validation/.
 EVAL_FRAMES ?= 100000
 EVAL_HYPERPERIODS ?= 10000
+EVAL_FIG16_FRAMES ?= 20000
 eval: build py-env
 	./target/release/keepon eval fig15 --out $(OUT)/eval/fig15 --frames $(EVAL_FRAMES)
 	mkdir -p validation/fig15
 	cp $(OUT)/eval/fig15/fig15-summary.md validation/fig15/summary.md
 	$(VPY) -m keepon_plan.evalplot fig15 $(OUT)/eval/fig15/fig15.csv --out validation/fig15
+	./target/release/keepon eval fig16 --out $(OUT)/eval/fig16 --frames $(EVAL_FIG16_FRAMES)
+	mkdir -p validation/fig16
+	cp $(OUT)/eval/fig16/fig16-summary.md validation/fig16/summary.md
+	$(VPY) -m keepon_plan.evalplot fig16 $(OUT)/eval/fig16/fig16.csv --out validation/fig16
 	./target/release/keepon eval casestudy --out $(OUT)/eval/casestudy --frames $(EVAL_HYPERPERIODS)
 	mkdir -p validation/casestudy
 	cp $(OUT)/eval/casestudy/casestudy-summary.md validation/casestudy/summary.md

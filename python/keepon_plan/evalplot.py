@@ -1,11 +1,15 @@
 """Plots of ``keepon eval`` results, drawn from the raw per-frame CSVs (never from the summaries).
 
     python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
+    python -m keepon_plan.evalplot fig16 OUT/fig16.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
 frame size, one panel per background, one line per station model; and the inter-arrival histogram of the
 largest frame size, idle, per model.
+
+Fig 16: jitter against the application's advance (period 1 ms) and against the period (advance 100 µs);
+points where frames left late or were refused are drawn hollow and annotated with the on-time share.
 
 Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
 station under test.
@@ -112,6 +116,65 @@ def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
     return [main_png, hist_png]
 
 
+def read_sweeps(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int | None, str]]]:
+    """(sweep, model, x_us) -> [(seq, rx_ns or None, outcome)] in seq order."""
+    series: dict[tuple[str, str, int], list[tuple[int, int | None, str]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"sweep", "x_us", "model", "seq", "outcome", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a fig16 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    rx = int(r["rx_ns"]) if r["rx_ns"] else None
+                    series[(r["sweep"], r["model"], int(r["x_us"]))].append((int(r["seq"]), rx, r["outcome"]))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig16.png (jitter vs advance, jitter vs period)."""
+    series = read_sweeps(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no frames")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    titles = {"advance": "(a) advance time, period 1 ms", "period": "(b) period, advance 100 µs"}
+    for ax, sweep in zip(axes[0], ("advance", "period"), strict=True):
+        for m in ("keepon", "launchtime"):
+            xs = sorted(k[2] for k in series if k[0] == sweep and k[1] == m)
+            pts = []
+            for x in xs:
+                frames = series[(sweep, m, x)]
+                arrived = [(s, rx) for s, rx, _ in frames if rx is not None]
+                on_time = sum(1 for _, rx, o in frames if o == "sent" and rx is not None) / len(frames)
+                pts.append((x, jitter(inter_arrivals(arrived)), on_time))
+            if not pts:
+                continue
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+            for x, j, share in pts:
+                if share < 0.999:
+                    ax.plot([x], [j if j == j and j > 0 else 1.0], marker="o", mfc="white", color=line.get_color())
+                    ax.annotate(f"{share:.1%} on time", (x, j if j == j and j > 0 else 1.0), fontsize=7)
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{sweep} (µs)")
+        ax.set_title(f"{titles[sweep]} (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
+    axes[0][0].legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig16.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
 def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
     """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
@@ -165,12 +228,12 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "casestudy"])
+    ap.add_argument("experiment", choices=["fig15", "fig16", "casestudy"])
     ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
     try:
-        plot = plot_fig15 if a.experiment == "fig15" else plot_casestudy
+        plot = {"fig15": plot_fig15, "fig16": plot_fig16, "casestudy": plot_casestudy}[a.experiment]
         for p in plot(a.csv, a.out):
             print(p)
     except PlotError as e:

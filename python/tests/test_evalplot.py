@@ -62,3 +62,23 @@ def test_casestudy_plot_from_raw_rows(tmp_path, capsys):
     p.write_text("flow\n1\n")
     assert main(["casestudy", str(p), "--out", str(tmp_path)]) == 3
     assert "not a casestudy CSV" in capsys.readouterr().err
+
+
+def test_fig16_plot_from_raw_rows(tmp_path):
+    from keepon_plan.evalplot import read_sweeps
+
+    p = tmp_path / "s.csv"
+    rows = ["sweep,x_us,model,seq,txtime_ns,outcome,tx_true_ns,rx_ns"]
+    for sweep in ("advance", "period"):
+        for m in ("keepon", "launchtime"):
+            for x in (5, 50):
+                for s in range(20):
+                    late = m == "launchtime" and x == 5 and s % 2
+                    rx = s * 1_000_000 + (3_000 if late else 0)
+                    rows.append(f"{sweep},{x},{m},{s},{s * 1_000_000},{'late' if late else 'sent'},0,{rx}")
+    rows.append("advance,5,keepon,20,0,late,,")  # refused: no arrival
+    p.write_text("\n".join(rows) + "\n")
+    series = read_sweeps(p)
+    assert series[("advance", "keepon", 5)][-1] == (20, None, "late")
+    assert main(["fig16", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig16.png").stat().st_size > 0

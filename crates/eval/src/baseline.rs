@@ -25,7 +25,8 @@ fn local_of(osc: &OscillatorSpec, t: f64) -> f64 {
 /// first cycle at which the PHC, read at 32 ns granularity, has reached the launch time read the same way.
 /// The PHC follows true time up to the PTP servo's error (`sync_sd`, `sync_tau`).
 ///
-/// **Path.** The application wakes `advance` before the txtime (overshoot `app_wake_*`), the frame goes
+/// **Path.** One application thread wakes `advance` before each txtime (overshoot `app_wake_*`; a send
+/// starts no earlier than the previous one returned), the frame goes
 /// through the socket, the ETF qdisc in offload mode and igb's xmit to the descriptor ring (`driver_*`),
 /// and the NIC must fetch descriptor and data before the launch (`fetch`). A frame whose data arrives after
 /// `launch − fetch` misses its launch time: it is sent as soon as it is fetched, recorded `late`.
@@ -85,6 +86,7 @@ impl LaunchTime {
         // Phase of the NIC's cycle grid on its own timescale.
         let phase = path.uniform(0.0, c);
         let mut last_wire = f64::NEG_INFINITY;
+        let mut app_free = f64::NEG_INFINITY;
         (0..s.count)
             .map(|seq| {
                 let txtime = (seq as f64) * s.period as f64 + s.period as f64;
@@ -93,10 +95,10 @@ impl LaunchTime {
                 let launch = (txtime / g).floor() * g;
                 let at = local_of(tx, launch - e);
                 let mut wire = phase + ((at - phase) / c).ceil() * c;
-                let ready = txtime - s.advance as f64
-                    + path.lognormal(self.app_wake_median, self.app_wake_sigma)
-                    + path.lognormal(self.driver_median, self.driver_sigma)
-                    + self.fetch;
+                // One application thread: a send starts when it woke and the previous send returned.
+                let woke = txtime - s.advance as f64 + path.lognormal(self.app_wake_median, self.app_wake_sigma);
+                app_free = woke.max(app_free) + path.lognormal(self.driver_median, self.driver_sigma);
+                let ready = app_free + self.fetch;
                 let mut outcome = "sent";
                 let ready_local = local_of(tx, ready);
                 if ready_local > wire {
@@ -174,11 +176,14 @@ impl StockEtf {
         let mut d = Draw::new(seed, 200);
         let mut wire_draw = Draw::new(seed, 201);
         let mut last_wire = f64::NEG_INFINITY;
+        let mut app_free = f64::NEG_INFINITY;
         (0..s.count)
             .map(|seq| {
                 let txtime = (seq as f64) * s.period as f64 + s.period as f64;
-                let enq =
-                    txtime - s.advance as f64 + d.lognormal(self.app_wake_median, self.app_wake_sigma) + self.enqueue;
+                // One application thread: a send starts when it woke and the previous send returned.
+                let woke = txtime - s.advance as f64 + d.lognormal(self.app_wake_median, self.app_wake_sigma);
+                let enq = woke.max(app_free) + self.enqueue;
+                app_free = enq;
                 let release = txtime - self.delta;
                 if enq > release {
                     // ETF drops a frame whose release time has passed when it is enqueued.

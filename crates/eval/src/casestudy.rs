@@ -167,6 +167,7 @@ pub fn run_scenario(
                 background: Background::IDLE,
                 slot_bytes: FRAME_BYTES,
                 batch: 32,
+                host: keepon::Host::example(),
                 seed: p.seed.wrapping_mul(100).wrapping_add(flows[0] as u64),
             };
             progress(&format!(

@@ -5,10 +5,10 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
-use crate::{casestudy, fig15};
+use crate::{casestudy, fig15, fig16};
 
 /// The experiments `keepon eval` knows.
-pub const EXPERIMENTS: [&str; 2] = ["fig15", "casestudy"];
+pub const EXPERIMENTS: [&str; 3] = ["fig15", "fig16", "casestudy"];
 
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
@@ -42,6 +42,19 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
             let summary = fig15::render(&p, &cells);
             let sum_path = out.join("fig15-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "fig16" => {
+            let mut p = fig16::Params::paper(opts.frames.unwrap_or(5_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig16.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let points = fig16::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig16::render(&p, &points);
+            let sum_path = out.join("fig16-summary.md");
             fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
             Ok(summary)
         }

@@ -70,9 +70,9 @@ pub struct Cell {
     pub frame_bytes: u32,
     /// Frames that left on time.
     pub sent: u64,
-    /// Frames that left after their schedule could be kept (or were dropped for it).
+    /// Frames that left, but after their schedule could be kept.
     pub late: u64,
-    /// Frames that never left (rejections).
+    /// Frames that never left (rejected; the reason is in the CSV).
     pub lost: u64,
     /// Inter-arrival statistics at the receiver.
     pub rx: Jitter,
@@ -107,6 +107,7 @@ pub fn run(p: &Params, csv: &mut dyn std::io::Write, progress: &mut dyn FnMut(&s
                             background: *bg,
                             slot_bytes: SLOT_BYTES,
                             batch: 8,
+                            host: keepon::Host::example(),
                             seed: cell_seed,
                         };
                         let r = keepon::run(&setup, &mut |f| {
@@ -141,44 +142,18 @@ fn measure(
     wire: &mut Wire,
     csv: &mut dyn std::io::Write,
 ) -> Result<Cell, String> {
-    // The wire sees frames in the order they leave.
-    let mut order: Vec<usize> = (0..recs.len()).filter(|&i| recs[i].wire.is_some()).collect();
-    order.sort_by(|&a, &b| recs[a].wire.partial_cmp(&recs[b].wire).unwrap_or(std::cmp::Ordering::Equal));
-    let mut arrivals = vec![None; recs.len()];
-    for i in order {
-        if let Some(t) = recs[i].wire {
-            arrivals[i] = Some(wire.deliver(t));
-        }
-    }
-    let mut cell = Cell {
+    let m = crate::measure::deliver(recs, wire, &format!("{model},{background},{frame_bytes}"), csv)?;
+    Ok(Cell {
         model,
         background,
         frame_bytes,
-        sent: 0,
-        late: 0,
-        lost: 0,
-        rx: Jitter::default(),
-        tx: Jitter::default(),
+        sent: m.sent,
+        late: m.late,
+        lost: m.lost,
+        rx: m.rx,
+        tx: m.tx,
         background_sent: None,
-    };
-    let (mut rx, mut tx) = (Vec::new(), Vec::new());
-    for (r, a) in recs.iter().zip(&arrivals) {
-        match (r.outcome.as_str(), a) {
-            ("sent", Some(_)) => cell.sent += 1,
-            ("late", _) => cell.late += 1,
-            _ => cell.lost += 1,
-        }
-        if let Some(a) = a {
-            rx.push((r.seq, a.rx as f64));
-            tx.push((r.seq, a.tx_true));
-        }
-        let (t, x) = a.map_or((String::new(), String::new()), |a| (format!("{:.3}", a.tx_true), a.rx.to_string()));
-        writeln!(csv, "{model},{background},{frame_bytes},{},{:.0},{},{t},{x}", r.seq, r.txtime, r.outcome)
-            .map_err(|e| e.to_string())?;
-    }
-    cell.rx = Jitter::of(&rx);
-    cell.tx = Jitter::of(&tx);
-    Ok(cell)
+    })
 }
 
 /// Jitter averaged over frame sizes, per model and background (the paper quotes one number per model).

@@ -22,6 +22,51 @@ use crate::model::{Background, Stream, TxRecord};
 /// Slot size of the microbenchmarks (L2 bytes incl. FCS): δ = 10 µs at 1 Gb/s.
 pub const SLOT_BYTES: u32 = 1230;
 
+/// The simulated host's poll loop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Host {
+    /// Requested sleep between polls (0 = busy poll).
+    pub poll_period: Nanos,
+    /// Costs and jitter of the loop (the simulator's model).
+    pub model: HostModel,
+}
+
+impl Host {
+    /// The example configuration's loop: 20 µs sleeps overshooting by 4 µs + 6.6 %, 1 µs + 10 ns/slot per
+    /// iteration, 5 µs uniform jitter.
+    pub fn example() -> Host {
+        Host {
+            poll_period: Nanos(20_000),
+            model: HostModel {
+                poll_overhead: Nanos(1_000),
+                per_slot: Nanos(10),
+                wake_latency: Nanos(4_000),
+                wake_slack_ppm: 66_000,
+                jitter: Nanos(5_000),
+                spike_ppm: 0,
+                spike: Nanos(0),
+            },
+        }
+    }
+
+    /// A busy-polling core (the paper's CP-PMD for short advances): 500 ns + 5 ns/slot per iteration,
+    /// 200 ns uniform jitter, no sleeps.
+    pub fn busy_poll() -> Host {
+        Host {
+            poll_period: Nanos(0),
+            model: HostModel {
+                poll_overhead: Nanos(500),
+                per_slot: Nanos(5),
+                wake_latency: Nanos(0),
+                wake_slack_ppm: 0,
+                jitter: Nanos(200),
+                spike_ppm: 0,
+                spike: Nanos(0),
+            },
+        }
+    }
+}
+
 /// keepon's station for one microbenchmark cell.
 #[derive(Clone, Debug)]
 pub struct KeeponSetup {
@@ -35,6 +80,8 @@ pub struct KeeponSetup {
     pub slot_bytes: u32,
     /// Descriptors the station keeps posted ahead of the wire.
     pub batch: u32,
+    /// The host's poll loop.
+    pub host: Host,
     /// Seed of the simulated host.
     pub seed: u64,
 }
@@ -88,17 +135,10 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     };
     let mut sim = SimConfig::new(geometry, Tai(1_700_000_000_000_000_000));
     sim.seed = setup.seed;
-    sim.host = HostModel {
-        poll_overhead: Nanos(1_000),
-        per_slot: Nanos(10),
-        wake_latency: Nanos(4_000),
-        wake_slack_ppm: 66_000,
-        jitter: Nanos(5_000),
-        spike_ppm: 0,
-        spike: Nanos(0),
-    };
-    let span = Nanos(s.period.saturating_mul(s.count as i64 + 20));
-    let loop_cfg = LoopConfig { poll_period: Nanos(20_000), max_duration: span };
+    sim.host = setup.host.model;
+    // The stream, the epoch's 1 ms after bring-up, and 10 ms of margin.
+    let span = Nanos(s.period.saturating_mul(s.count as i64 + 20).saturating_add(s.advance).saturating_add(11_000_000));
+    let loop_cfg = LoopConfig { poll_period: setup.host.poll_period, max_duration: span };
     let mut d = Driver::new(SimNic::new(sim), station, loop_cfg).map_err(|e| e.to_string())?;
     let mut recs: Vec<Vec<TxRecord>> = (0..n_rt)
         .map(|_| {

@@ -11,7 +11,9 @@
 //! - [`keepon`]: keepon's station on the simulated NIC.
 //! - [`baseline`]: the LaunchTime and stock-driver models.
 //! - [`stats`]: inter-arrival jitter.
+//! - [`measure`]: deliver a model's frames through the wire and measure them.
 //! - [`fig15`]: the paper's Fig 15.
+//! - [`fig16`]: the paper's Fig 16 (advance time, periods).
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
@@ -22,7 +24,9 @@ pub mod casestudy;
 pub mod cli;
 pub mod dist;
 pub mod fig15;
+pub mod fig16;
 pub mod keepon;
+pub mod measure;
 pub mod model;
 pub mod network;
 pub mod realism;
