@@ -50,6 +50,7 @@ table3: build
 EVAL_FRAMES ?= 100000
 EVAL_HYPERPERIODS ?= 10000
 EVAL_FIG16_FRAMES ?= 20000
+EVAL_FIG18_CYCLES ?= 5000
 eval: build py-env
 	./target/release/keepon eval fig15 --out $(OUT)/eval/fig15 --frames $(EVAL_FRAMES)
 	mkdir -p validation/fig15
@@ -59,6 +60,11 @@ eval: build py-env
 	mkdir -p validation/fig16
 	cp $(OUT)/eval/fig16/fig16-summary.md validation/fig16/summary.md
 	$(VPY) -m keepon_plan.evalplot fig16 $(OUT)/eval/fig16/fig16.csv --out validation/fig16
+	./target/release/keepon eval fig18 --out $(OUT)/eval/fig18 --frames $(EVAL_FIG18_CYCLES)
+	mkdir -p validation/fig18
+	cp $(OUT)/eval/fig18/fig18-summary.md validation/fig18/summary.md
+	cp $(OUT)/eval/fig18/fig18.csv validation/fig18/fig18.csv
+	$(VPY) -m keepon_plan.evalplot fig18 $(OUT)/eval/fig18/fig18.csv --out validation/fig18
 	./target/release/keepon eval casestudy --out $(OUT)/eval/casestudy --frames $(EVAL_HYPERPERIODS)
 	mkdir -p validation/casestudy
 	cp $(OUT)/eval/casestudy/casestudy-summary.md validation/casestudy/summary.md

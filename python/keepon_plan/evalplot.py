@@ -2,6 +2,7 @@
 
     python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
     python -m keepon_plan.evalplot fig16 OUT/fig16.csv --out OUT
+    python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
@@ -10,6 +11,9 @@ largest frame size, idle, per model.
 
 Fig 16: jitter against the application's advance (period 1 ms) and against the period (advance 100 µs);
 points where frames left late or were refused are drawn hollow and annotated with the on-time share.
+
+Fig 18: best-effort UDP throughput against the offered rate, one panel per packet size, one line per
+isolation share and the stock driver's line bound (one CSV row per point).
 
 Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
 station under test.
@@ -175,6 +179,46 @@ def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
     return [png]
 
 
+def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig18.png (throughput vs offered rate per packet size)."""
+    pts: dict[tuple[int, str], list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with csv_path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"packet_bytes", "share_pct", "offered_mbps", "model", "throughput_mbps"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{csv_path}: not a fig18 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    label = f"keepon-{r['share_pct']}%" if r["model"] == "keepon" else "stock (line bound)"
+                    pts[(int(r["packet_bytes"]), label)].append((int(r["offered_mbps"]), float(r["throughput_mbps"])))
+                except ValueError as e:
+                    raise PlotError(f"{csv_path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {csv_path}: {e}") from e
+    if not pts:
+        raise PlotError(f"{csv_path}: no points")
+    sizes = sorted({k[0] for k in pts})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.6), sharey=True, squeeze=False)
+    for ax, b in zip(axes[0], sizes, strict=True):
+        for (size, label), v in sorted(pts.items()):
+            if size == b:
+                v.sort()
+                style = "--" if label.startswith("stock") else "-"
+                ax.plot([x for x, _ in v], [y for _, y in v], style, marker="o", label=label)
+        ax.set_title(f"{b} B UDP payload (simulated)")
+        ax.set_xlabel("offered (Mb/s)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("best-effort throughput (Mb/s)")
+    axes[0][0].legend(fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig18.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
 def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
     """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
@@ -228,12 +272,14 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "fig16", "casestudy"])
+    ap.add_argument("experiment", choices=["fig15", "fig16", "fig18", "casestudy"])
     ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
     try:
-        plot = {"fig15": plot_fig15, "fig16": plot_fig16, "casestudy": plot_casestudy}[a.experiment]
+        plot = {"fig15": plot_fig15, "fig16": plot_fig16, "fig18": plot_fig18, "casestudy": plot_casestudy}[
+            a.experiment
+        ]
         for p in plot(a.csv, a.out):
             print(p)
     except PlotError as e:

@@ -82,3 +82,18 @@ def test_fig16_plot_from_raw_rows(tmp_path):
     assert series[("advance", "keepon", 5)][-1] == (20, None, "late")
     assert main(["fig16", str(p), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "fig16.png").stat().st_size > 0
+
+
+def test_fig18_plot_from_points(tmp_path, capsys):
+    p = tmp_path / "p.csv"
+    rows = ["packet_bytes,share_pct,offered_mbps,model,sent,refused,throughput_mbps"]
+    for b in (200, 1400):
+        for share in (25, 100):
+            rows += [f"{b},{share},{r},keepon,1,0,{min(r, share * 9)}" for r in (100, 1000)]
+        rows += [f"{b},100,{r},stock,1,0,{r}" for r in (100, 1000)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig18", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig18.png").stat().st_size > 0
+    p.write_text(rows[0] + "\n200,25,x,keepon,1,0,3\n")
+    assert main(["fig18", str(p), "--out", str(tmp_path)]) == 3
+    assert "p.csv:2" in capsys.readouterr().err

@@ -165,6 +165,7 @@ pub fn run_scenario(
                 stream,
                 offsets: flows.iter().map(|&f| sched.offsets[f].round() as i64).collect(),
                 background: Background::IDLE,
+                reserved: Vec::new(),
                 slot_bytes: FRAME_BYTES,
                 batch: 32,
                 host: keepon::Host::example(),

@@ -105,6 +105,7 @@ pub fn run(p: &Params, csv: &mut dyn std::io::Write, progress: &mut dyn FnMut(&s
                             stream,
                             offsets: vec![0],
                             background: *bg,
+                            reserved: Vec::new(),
                             slot_bytes: SLOT_BYTES,
                             batch: 8,
                             host: keepon::Host::example(),

@@ -98,6 +98,7 @@ pub fn run(p: &Params, csv: &mut dyn std::io::Write, progress: &mut dyn FnMut(&s
                     stream,
                     offsets: vec![0],
                     background: Background::IDLE,
+                    reserved: Vec::new(),
                     slot_bytes: SLOT_BYTES,
                     batch: p.batch,
                     host: Host::busy_poll(),

@@ -3,7 +3,7 @@
 //!
 //! Setup (shared by the microbenchmarks): 1 Gb/s, 1230-byte slots (δ = 10 µs exactly, so a 1 ms period is
 //! exactly 100 slots and every frame of the stream falls in ring slot 0), a 100-slot ring whose slot 0 the
-//! real-time class owns, best effort in every other slot, batch 8, strict policy. Smaller frames travel in the
+//! real-time class owns, best effort in every other slot, batch 8, strict policy, at most 256 frames pending per class (a bounded backlog, like a socket buffer). Smaller frames travel in the
 //! same slots (keepon pads them). The host poll loop is the simulator's model with the example
 //! configuration's costs (20 µs poll period, 4 µs + 6.6 % wake-up overshoot, 5 µs uniform jitter): host
 //! jitter that never reaches the wire as long as the ring stays ahead.
@@ -76,6 +76,8 @@ pub struct KeeponSetup {
     pub offsets: Vec<i64>,
     /// Best-effort traffic through the station's unowned slots.
     pub background: Background,
+    /// Ring slots reserved for an idle class (best effort may not use them; they carry fillers).
+    pub reserved: Vec<u32>,
     /// Slot size, bytes.
     pub slot_bytes: u32,
     /// Descriptors the station keeps posted ahead of the wire.
@@ -92,8 +94,11 @@ pub struct KeeponRun {
     /// Per real-time flow, its frames' records, on the station's own (simulated NIC) timescale, relative to
     /// the flows' epoch (`txtime` includes the flow's offset).
     pub records: Vec<Vec<TxRecord>>,
-    /// Best-effort background frames that left on the wire.
+    /// Best-effort background frames that left on the wire within the stream's span (`count` periods from the
+    /// epoch).
     pub background_sent: u64,
+    /// Best-effort background frames the station refused (e.g. `queue-full` when offered beyond its share).
+    pub background_rejected: u64,
 }
 
 /// Run keepon for one cell. `progress` is called with the fraction of the run done, now and then.
@@ -123,13 +128,16 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     }
     let n_rt = classes.len();
     classes.push(ClassSpec { name: "be".into(), slots: vec![] });
+    if !setup.reserved.is_empty() {
+        classes.push(ClassSpec { name: "reserved".into(), slots: setup.reserved.clone() });
+    }
     let ownership = Ownership::new(ring, &classes).map_err(|e| e.to_string())?;
     let station = StationConfig {
         geometry,
         ownership,
         batch: setup.batch.min(ring - 1),
         policy: Policy::Strict,
-        max_pending: 4_096,
+        max_pending: 256,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(0),
     };
@@ -186,10 +194,15 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     let mut source = FlowSource::new(flows, epoch);
     let total = (s.count.max(1) * n_rt as u64) as f64;
     let mut done = 0u64;
+    let stream_span = s.period.saturating_mul(s.count as i64);
     let mut background_sent = 0u64;
+    let mut background_rejected = 0u64;
     let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
             let (flow, seq) = split_id(o.id);
+            if usize::from(flow) >= n_rt && o.result.is_err() {
+                background_rejected += 1;
+            }
             if usize::from(flow) < n_rt {
                 if let Some(r) = recs[usize::from(flow)].get_mut(seq as usize) {
                     match o.result {
@@ -207,7 +220,10 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
             if let (Some(id), Some(start)) = (w.frame, w.start) {
                 let (flow, seq) = split_id(id);
                 if usize::from(flow) >= n_rt {
-                    background_sent += 1;
+                    // Only the stream's span counts (not the drain of a backlog after it).
+                    if (start - epoch).0 < stream_span {
+                        background_sent += 1;
+                    }
                 } else if let Some(r) = recs[usize::from(flow)].get_mut(seq as usize) {
                     r.wire = Some((start - epoch).0 as f64);
                 }
@@ -216,5 +232,5 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
         Event::Underrun(_) => {}
     };
     d.run(&mut source, &mut sink).map_err(|e| format!("keepon station: {e}"))?;
-    Ok(KeeponRun { records: recs, background_sent })
+    Ok(KeeponRun { records: recs, background_sent, background_rejected })
 }
