@@ -60,6 +60,11 @@ eval: build py-env
 	mkdir -p validation/fig16
 	cp $(OUT)/eval/fig16/fig16-summary.md validation/fig16/summary.md
 	$(VPY) -m keepon_plan.evalplot fig16 $(OUT)/eval/fig16/fig16.csv --out validation/fig16
+	./target/release/keepon eval fig17 --out $(OUT)/eval/fig17 --frames 2000
+	mkdir -p validation/fig17
+	cp $(OUT)/eval/fig17/fig17-summary.md validation/fig17/summary.md
+	cp $(OUT)/eval/fig17/fig17.csv validation/fig17/fig17.csv
+	$(VPY) -m keepon_plan.evalplot fig17 $(OUT)/eval/fig17/fig17.csv --out validation/fig17
 	./target/release/keepon eval fig18 --out $(OUT)/eval/fig18 --frames $(EVAL_FIG18_CYCLES)
 	mkdir -p validation/fig18
 	cp $(OUT)/eval/fig18/fig18-summary.md validation/fig18/summary.md

@@ -2,6 +2,7 @@
 
     python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
     python -m keepon_plan.evalplot fig16 OUT/fig16.csv --out OUT
+    python -m keepon_plan.evalplot fig17 OUT/fig17.csv --out OUT
     python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
 
@@ -11,6 +12,8 @@ largest frame size, idle, per model.
 
 Fig 16: jitter against the application's advance (period 1 ms) and against the period (advance 100 µs);
 points where frames left late or were refused are drawn hollow and annotated with the on-time share.
+
+Fig 17: UDP throughput against slot size for 100 B and 500 B payloads, with the paper's quoted points.
 
 Fig 18: best-effort UDP throughput against the offered rate, one panel per packet size, one line per
 isolation share and the stock driver's line bound (one CSV row per point).
@@ -179,6 +182,46 @@ def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
     return [png]
 
 
+PAPER_FIG17 = {100: [(200, 218.0), (1500, 73.3)], 500: [(600, 895.0), (1500, 367.0)]}
+
+
+def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig17.png (throughput vs slot size per payload, the paper's quoted points as crosses)."""
+    pts: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with csv_path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"payload_bytes", "slot_bytes", "throughput_mbps"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{csv_path}: not a fig17 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    pts[int(r["payload_bytes"])].append((int(r["slot_bytes"]), float(r["throughput_mbps"])))
+                except ValueError as e:
+                    raise PlotError(f"{csv_path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {csv_path}: {e}") from e
+    if not pts:
+        raise PlotError(f"{csv_path}: no points")
+    fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
+    for ax, b in zip(axes[0], sorted(pts), strict=True):
+        v = sorted(pts[b])
+        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", label="keepon (simulated)")
+        if b in PAPER_FIG17:
+            ax.plot(*zip(*PAPER_FIG17[b], strict=True), "x", markersize=9, label="paper")
+        ax.set_title(f"{b} B UDP payload")
+        ax.set_xlabel("slot size (bytes)")
+        ax.set_ylabel("throughput (Mb/s)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig17.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
 def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
     """Write fig18.png (throughput vs offered rate per packet size)."""
     pts: dict[tuple[int, str], list[tuple[int, float]]] = defaultdict(list)
@@ -272,14 +315,18 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "fig16", "fig18", "casestudy"])
+    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "casestudy"])
     ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
     try:
-        plot = {"fig15": plot_fig15, "fig16": plot_fig16, "fig18": plot_fig18, "casestudy": plot_casestudy}[
-            a.experiment
-        ]
+        plot = {
+            "fig15": plot_fig15,
+            "fig16": plot_fig16,
+            "fig17": plot_fig17,
+            "fig18": plot_fig18,
+            "casestudy": plot_casestudy,
+        }[a.experiment]
         for p in plot(a.csv, a.out):
             print(p)
     except PlotError as e:

@@ -97,3 +97,15 @@ def test_fig18_plot_from_points(tmp_path, capsys):
     p.write_text(rows[0] + "\n200,25,x,keepon,1,0,3\n")
     assert main(["fig18", str(p), "--out", str(tmp_path)]) == 3
     assert "p.csv:2" in capsys.readouterr().err
+
+
+def test_fig17_plot_from_points(tmp_path):
+    p = tmp_path / "p.csv"
+    rows = ["payload_bytes,slot_bytes,sent,refused,throughput_mbps,bound_mbps"]
+    rows += [f"100,{s},1,1,{100_000 / (s + 20):.3},0" for s in (146, 400, 1518)]
+    rows += [f"500,{s},1,1,{500_000 / (s + 20):.3},0" for s in (546, 1518)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig17", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig17.png").stat().st_size > 0
+    p.write_text("slot\n1\n")
+    assert main(["fig17", str(p), "--out", str(tmp_path)]) == 3

@@ -5,10 +5,10 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
-use crate::{casestudy, fig15, fig16, fig18};
+use crate::{casestudy, fig15, fig16, fig17, fig18};
 
 /// The experiments `keepon eval` knows.
-pub const EXPERIMENTS: [&str; 4] = ["fig15", "fig16", "fig18", "casestudy"];
+pub const EXPERIMENTS: [&str; 5] = ["fig15", "fig16", "fig17", "fig18", "casestudy"];
 
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
@@ -16,7 +16,7 @@ pub const MAX_FRAMES: u64 = 10_000_000;
 /// Options common to the experiments.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
-    /// Frames per cell (fig15, fig16), ring cycles per point (fig18) or hyperperiods (casestudy); `None` = the
+    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18) or hyperperiods (casestudy); `None` = the
     /// experiment's default.
     pub frames: Option<u64>,
     /// Seed; `None` = 1.
@@ -56,6 +56,19 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
             let summary = fig16::render(&p, &points);
             let sum_path = out.join("fig16-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "fig17" => {
+            let mut p = fig17::Params::paper(opts.frames.unwrap_or(2_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig17.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let points = fig17::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig17::render(&p, &points);
+            let sum_path = out.join("fig17-summary.md");
             fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
             Ok(summary)
         }

@@ -14,6 +14,7 @@
 //! - [`measure`]: deliver a model's frames through the wire and measure them.
 //! - [`fig15`]: the paper's Fig 15.
 //! - [`fig16`]: the paper's Fig 16 (advance time, periods).
+//! - [`fig17`]: the paper's Fig 17 (padding).
 //! - [`fig18`]: the paper's Fig 18 (best-effort share under isolation).
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
@@ -26,6 +27,7 @@ pub mod cli;
 pub mod dist;
 pub mod fig15;
 pub mod fig16;
+pub mod fig17;
 pub mod fig18;
 pub mod keepon;
 pub mod measure;
