@@ -70,6 +70,10 @@ eval: build py-env
 	cp $(OUT)/eval/fig18/fig18-summary.md validation/fig18/summary.md
 	cp $(OUT)/eval/fig18/fig18.csv validation/fig18/fig18.csv
 	$(VPY) -m keepon_plan.evalplot fig18 $(OUT)/eval/fig18/fig18.csv --out validation/fig18
+	./target/release/keepon eval table3 --out $(OUT)/eval/table3 --frames 100
+	mkdir -p validation/table3
+	cp $(OUT)/eval/table3/table3-summary.md validation/table3/summary.md
+	cp $(OUT)/eval/table3/table3.csv validation/table3/table3.csv
 	./target/release/keepon eval casestudy --out $(OUT)/eval/casestudy --frames $(EVAL_HYPERPERIODS)
 	mkdir -p validation/casestudy
 	cp $(OUT)/eval/casestudy/casestudy-summary.md validation/casestudy/summary.md

@@ -5,10 +5,10 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
-use crate::{casestudy, fig15, fig16, fig17, fig18};
+use crate::{casestudy, fig15, fig16, fig17, fig18, table3};
 
 /// The experiments `keepon eval` knows.
-pub const EXPERIMENTS: [&str; 5] = ["fig15", "fig16", "fig17", "fig18", "casestudy"];
+pub const EXPERIMENTS: [&str; 6] = ["fig15", "fig16", "fig17", "fig18", "table3", "casestudy"];
 
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
@@ -16,7 +16,7 @@ pub const MAX_FRAMES: u64 = 10_000_000;
 /// Options common to the experiments.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
-    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18) or hyperperiods (casestudy); `None` = the
+    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18), ms per cell (table3) or hyperperiods (casestudy); `None` = the
     /// experiment's default.
     pub frames: Option<u64>,
     /// Seed; `None` = 1.
@@ -82,6 +82,27 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
             let summary = fig18::render(&p, &points);
             let sum_path = out.join("fig18-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "table3" => {
+            let span_ms = opts.frames.unwrap_or(100) as i64;
+            if span_ms > table3::MAX_SPAN_MS {
+                return Err(format!("--frames {span_ms}: table3 takes ms per cell, at most {}", table3::MAX_SPAN_MS));
+            }
+            let model = table3::default_model();
+            let span = keepon_core::time::Nanos::from_ms(span_ms);
+            let cells = table3::table(model, span)?;
+            let mut csv = String::from("batch,poll_period_us,busy_ppm,underruns,paper_pct\n");
+            for (i, b) in table3::BATCHES.iter().enumerate() {
+                for (j, p) in table3::PERIODS_US.iter().enumerate() {
+                    csv.push_str(&format!("{b},{p},{},{},{}\n", cells[i][j].0, cells[i][j].1, table3::PAPER[i][j]));
+                }
+            }
+            let csv_path = out.join("table3.csv");
+            fs::write(&csv_path, csv).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = table3::render(model, span, &cells);
+            let sum_path = out.join("table3-summary.md");
             fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
             Ok(summary)
         }

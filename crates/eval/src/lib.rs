@@ -16,6 +16,7 @@
 //! - [`fig16`]: the paper's Fig 16 (advance time, periods).
 //! - [`fig17`]: the paper's Fig 17 (padding).
 //! - [`fig18`]: the paper's Fig 18 (best-effort share under isolation).
+//! - [`table3`]: the paper's Table 3 (poll loop: throughput vs batch × poll period), also `keepon table3`.
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
@@ -35,3 +36,4 @@ pub mod model;
 pub mod network;
 pub mod realism;
 pub mod stats;
+pub mod table3;
