@@ -5,6 +5,7 @@
     python -m keepon_plan.evalplot fig17 OUT/fig17.csv --out OUT
     python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
+    python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
 frame size, one panel per background, one line per station model; and the inter-arrival histogram of the
@@ -17,6 +18,10 @@ Fig 17: UDP throughput against slot size for 100 B and 500 B payloads, with the 
 
 Fig 18: best-effort UDP throughput against the offered rate, one panel per packet size, one line per
 isolation share and the stock driver's line bound (one CSV row per point).
+
+Records (`keepon report FILE --plot DIR`): for every real-time flow of a records file, the inter-arrival
+histogram (receiver timestamps when present, else wire times) and the deviation from the schedule over time
+(`tx_ns − sched_ns`, or `tx_ns − txtime_ns` for v1 files) — the way the paper shows its results.
 
 Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
 station under test.
@@ -262,6 +267,73 @@ def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
     return [png]
 
 
+def read_records(path: Path) -> dict[str, list[dict[str, str]]]:
+    """Sent real-time frames of a keepon records file (v1 or v2), per flow, in seq order."""
+    flows: dict[str, list[dict[str, str]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            lines = (line for line in f if not line.startswith("#"))
+            rows = csv.DictReader(lines)
+            need = {"seq", "flow", "txtime_ns", "outcome", "tx_ns", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a keepon records file (need columns {sorted(need)})")
+            for r in rows:
+                if r["outcome"] == "sent" and r["txtime_ns"]:
+                    flows[r["flow"]].append(r)
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in flows.values():
+        v.sort(key=lambda r: int(r["seq"]) if r["seq"].isdigit() else 0)
+    return flows
+
+
+def plot_records(csv_path: Path, out: Path) -> list[Path]:
+    """Write records-interarrival.png and records-deviation.png for every real-time flow of a records file."""
+    flows = read_records(csv_path)
+    if not flows:
+        raise PlotError(f"{csv_path}: no sent real-time frames")
+    names = sorted(flows)
+    series = {}
+    try:
+        for n in names:
+            rows = flows[n]
+            stamp = "rx_ns" if all(r["rx_ns"] for r in rows) else "tx_ns"
+            arrivals = [(int(r["seq"]), int(r[stamp])) for r in rows if r[stamp]]
+            ref = "sched_ns" if rows and "sched_ns" in rows[0] and all(r["sched_ns"] for r in rows) else "txtime_ns"
+            dev = [(int(r["seq"]), int(r["tx_ns"]) - int(r[ref])) for r in rows if r["tx_ns"]]
+            series[n] = (stamp, inter_arrivals(arrivals), ref, dev)
+    except ValueError as e:
+        raise PlotError(f"{csv_path}: {e}") from e
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], names, strict=True):
+        stamp, ia, _, _ = series[n]
+        if ia:
+            base = round(sum(ia) / len(ia))
+            ax.hist([x - base for x in ia], bins=50)
+            ax.set_xlabel(f"inter-arrival − {base} ns ({stamp}); jitter {jitter(ia):.2f} ns")
+        ax.set_yscale("log")
+        ax.set_title(f"flow {n}")
+    fig.tight_layout()
+    paths.append(out / "records-interarrival.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for n in names:
+        _, _, ref, dev = series[n]
+        ax.plot([s for s, _ in dev], [d for _, d in dev], marker=".", linewidth=0.5, label=f"{n} (tx − {ref[:-3]})")
+    ax.set_xlabel("seq")
+    ax.set_ylabel("deviation from schedule (ns)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    paths.append(out / "records-deviation.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
 def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
     """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
@@ -315,8 +387,8 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "casestudy"])
-    ap.add_argument("csv", type=Path, help="raw per-frame CSV written by `keepon eval`")
+    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "casestudy", "records"])
+    ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
     try:
@@ -326,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             "fig17": plot_fig17,
             "fig18": plot_fig18,
             "casestudy": plot_casestudy,
+            "records": plot_records,
         }[a.experiment]
         for p in plot(a.csv, a.out):
             print(p)

@@ -109,3 +109,25 @@ def test_fig17_plot_from_points(tmp_path):
     assert (tmp_path / "o" / "fig17.png").stat().st_size > 0
     p.write_text("slot\n1\n")
     assert main(["fig17", str(p), "--out", str(tmp_path)]) == 3
+
+
+def test_records_plot_reads_v2_records(tmp_path, capsys):
+    p = tmp_path / "r.csv"
+    head = "seq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns,sched_ns,off_schedule"
+    rows = ["# keepon-records v2", head]
+    for s in range(30):
+        t = 1_000_000 + s * 320_000
+        rows.append(f"{s},tc0,tc-0,{t},sent,,{s},0,{t},{t + (8 if s % 3 else 0)},{t + 16},{t},false")
+    rows.append("0,be,tc-2,,sent,,5,3,1,1,,,false")  # best effort: no txtime, not plotted
+    rows.append("31,tc0,tc-0,2,rejected,late,,,,,,,")
+    p.write_text("\n".join(rows) + "\n")
+    from keepon_plan.evalplot import read_records
+
+    assert list(read_records(p)) == ["tc0"]
+    assert len(read_records(p)["tc0"]) == 30
+    assert main(["records", str(p), "--out", str(tmp_path / "o")]) == 0
+    for name in ("records-interarrival.png", "records-deviation.png"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+    p.write_text("# keepon-records v2\nseq,flow\n1,a\n")
+    assert main(["records", str(p), "--out", str(tmp_path)]) == 3
+    assert "not a keepon records file" in capsys.readouterr().err

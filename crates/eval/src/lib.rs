@@ -19,6 +19,7 @@
 //! - [`table3`]: the paper's Table 3 (poll loop: throughput vs batch × poll period), also `keepon table3`.
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
+//! - [`plot`]: `keepon report --plot` (the Python plotting code on any records file).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
 #![deny(missing_docs)]
 
@@ -34,6 +35,7 @@ pub mod keepon;
 pub mod measure;
 pub mod model;
 pub mod network;
+pub mod plot;
 pub mod realism;
 pub mod stats;
 pub mod table3;

@@ -138,6 +138,10 @@ enum Cmd {
     Report {
         /// Records (CSV) from `keepon run` or `keepon listen`.
         records: PathBuf,
+        /// Also draw its inter-arrival histogram and deviation over time into this directory (Python with
+        /// keepon-plan: `KEEPON_PYTHON`, default python3).
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
     Eval {
@@ -263,9 +267,12 @@ fn run(cli: Cli) -> Result<(), String> {
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())
         }
-        Cmd::Report { records } => {
+        Cmd::Report { records, plot } => {
             let recs = record::read(&records)?;
             print!("{}", report::render(&recs));
+            if let Some(dir) = plot {
+                print!("{}", keepon_eval::plot::records(&keepon_eval::plot::python(), &records, &dir)?);
+            }
             Ok(())
         }
         Cmd::Eval { name, out, frames, seed } => {
