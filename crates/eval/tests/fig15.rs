@@ -107,3 +107,20 @@ fn short_advances_make_the_baselines_late_and_frame_sizes_are_checked() {
     let e = fig15::run(&bad, &mut std::io::sink(), &mut |_| {}).unwrap_err();
     assert!(e.contains("1500") && e.contains("1230"), "{e}");
 }
+
+#[test]
+fn keepon_stays_within_half_a_receiver_quantum_for_any_pair_of_oscillators() {
+    // The receiver sees keepon's exact slot grid through its 8 ns quantisation of the two oscillators'
+    // relative drift: at most half a quantum of standard deviation whatever the pair (PHY noise aside).
+    for (tx, rx) in [(0.0, 0.0), (4.0, 0.0), (12.0, -2.5), (-37.0, 21.0), (50.0, -50.0), (0.3, 0.0)] {
+        let mut p = small(400);
+        p.sizes = vec![256];
+        p.realism.tx.ppm = tx;
+        p.realism.rx.ppm = rx;
+        let (cells, _) = run(&p);
+        let k = cell(&cells, "keepon", "idle", 256);
+        let half = p.realism.rx_quantum / 2.0;
+        assert!(k.rx.sd <= half + 3.0 * p.realism.phy_jitter_sd, "tx {tx} / rx {rx} ppm: {}", k.rx.sd);
+        assert!(k.rx.sd < cell(&cells, "stock-etf", "idle", 256).rx.sd);
+    }
+}
