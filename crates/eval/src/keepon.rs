@@ -1,12 +1,12 @@
 //! keepon itself: the real station (`keepon-core`) driven by the real loop (`keepon-nic::driver`) on the
 //! simulated NIC. Nothing here models keepon; it only configures and runs it and reads the wire.
 //!
-//! Setup (shared by the microbenchmarks): 1 Gb/s, 1230-byte slots (δ = 10 µs exactly, so a 1 ms period is
-//! exactly 100 slots and every frame of the stream falls in ring slot 0), a 100-slot ring whose slot 0 the
-//! real-time class owns, best effort in every other slot, batch 8, strict policy, at most 256 frames pending per class (a bounded backlog, like a socket buffer). Smaller frames travel in the
-//! same slots (keepon pads them). The host poll loop is the simulator's model with the example
-//! configuration's costs (20 µs poll period, 4 µs + 6.6 % wake-up overshoot, 5 µs uniform jitter): host
-//! jitter that never reaches the wire as long as the ring stays ahead.
+//! The caller chooses the slot size, the batch, the host loop ([`Host`]) and the real-time flows (each its own
+//! class owning the ring slot of its offset); the ring is one period of slots, so the period must be a whole
+//! number of slots. Best effort uses every slot no class owns (minus `reserved`), at most 256 frames pending
+//! per class (a bounded backlog, like a socket buffer). Frames shorter than the slot travel padded. Fig 15's
+//! setup: 1 Gb/s, 1230-byte slots (δ = 10 µs, a 1 ms period is 100 slots), batch 8, strict policy, the
+//! example host loop ([`Host::example`]), whose jitter never reaches the wire while the ring stays ahead.
 
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
