@@ -13,6 +13,9 @@ pub const EXPERIMENTS: [&str; 6] = ["fig15", "fig16", "fig17", "fig18", "table3"
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
 
+/// Largest case study (hyperperiods; every frame's delay is kept in memory).
+pub const MAX_HYPERPERIODS: u64 = 1_000_000;
+
 /// Options common to the experiments.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
@@ -107,6 +110,9 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             Ok(summary)
         }
         "casestudy" => {
+            if opts.frames.is_some_and(|f| f > MAX_HYPERPERIODS) {
+                return Err(format!("--frames: the case study takes at most {MAX_HYPERPERIODS} hyperperiods"));
+            }
             let mut p = casestudy::Params::new(opts.frames.unwrap_or(10_000));
             p.seed = opts.seed.unwrap_or(1);
             let csv_path = out.join("casestudy.csv");

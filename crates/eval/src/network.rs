@@ -90,6 +90,12 @@ fn overlaps(a: (f64, f64), b: (f64, f64), period: f64) -> bool {
 
 /// Place every flow (in order) at the earliest grid offset whose windows are free on every port of its path.
 pub fn schedule(net: &NetSpec, routes: &[Route], grid: f64) -> Result<Schedule, String> {
+    if !(net.guard >= 0.0 && net.period > 0.0 && grid > 0.0 && net.propagation >= 0.0 && net.switching >= 0.0) {
+        return Err(format!(
+            "network timing must be non-negative with a positive period and grid (guard {}, period {}, grid {grid})",
+            net.guard, net.period
+        ));
+    }
     let mut busy: HashMap<Port, Vec<(f64, f64)>> = HashMap::new();
     let mut offsets = Vec::new();
     let mut gcl: BTreeMap<Port, Vec<(f64, f64)>> = BTreeMap::new();
@@ -144,7 +150,9 @@ impl Schedule {
         s
     }
 
-    /// Earliest start `≥ t` at which a frame of serialisation `ser` fits in an open window of `port`.
+    /// Earliest start `≥ t` at which a frame of serialisation `ser` fits in an open window of `port`. Every
+    /// window is at least one serialisation long ([`schedule`] refuses a negative guard), so the search ends
+    /// within two cycles.
     fn next_fit(&self, port: &Port, t: f64, ser: f64, period: f64) -> f64 {
         let Some(wins) = self.gcl.get(port) else { return t };
         let mut cycle = (t / period).floor();

@@ -93,3 +93,22 @@ fn keepon_gateways_keep_the_schedule_and_stock_gateways_cascade() {
     assert!(stock_worst > 0.9 * p.net.period, "stock P99 {stock_worst}");
     assert_eq!(csv.iter().filter(|&&b| b == b'\n').count(), 1 + 3 * 12 * 400);
 }
+
+#[test]
+fn bad_network_timing_and_oversized_runs_are_refused() {
+    let mut p = Params::new(1);
+    p.net.guard = -1.0;
+    let e = schedule(&p.net, &casestudy::routes(), GRID).unwrap_err();
+    assert!(e.contains("guard -1"), "{e}");
+    let dir = std::env::temp_dir().join(format!("keepon-eval-cli-{}", std::process::id()));
+    let opts = keepon_eval::cli::EvalOptions { frames: Some(keepon_eval::cli::MAX_HYPERPERIODS + 1), seed: None };
+    let e = keepon_eval::cli::run("casestudy", &dir, &opts).unwrap_err();
+    assert!(e.contains("at most"), "{e}");
+    let e = keepon_eval::cli::run("nonesuch", &dir, &keepon_eval::cli::EvalOptions { frames: None, seed: None })
+        .unwrap_err();
+    assert!(e.contains("fig15") && e.contains("casestudy"), "{e}");
+    let e = keepon_eval::cli::run("fig15", &dir, &keepon_eval::cli::EvalOptions { frames: Some(1), seed: None })
+        .unwrap_err();
+    assert!(e.contains("--frames 1"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
