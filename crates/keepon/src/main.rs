@@ -145,7 +145,7 @@ enum Cmd {
     },
     /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
     Eval {
-        /// Experiment: fig15.
+        /// Experiment: fig15, fig16, fig17, fig18, table3, casestudy.
         name: String,
         /// Output directory.
         #[arg(long)]
