@@ -16,7 +16,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod summary;
-pub mod table3;
+pub use keepon_eval::table3;
 pub mod talk;
 
 /// The timing diagram shown by `keepon --help`.

@@ -149,6 +149,24 @@ enum Cmd {
     Report {
         /// Records (CSV) from `keepon run` or `keepon listen`.
         records: PathBuf,
+        /// Also draw its inter-arrival histogram and deviation over time into this directory (Python with
+        /// keepon-plan: `KEEPON_PYTHON`, default python3).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
+    Eval {
+        /// Experiment: fig15, fig16, fig17, fig18, table3, casestudy.
+        name: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Frames per cell (default: the experiment's).
+        #[arg(long)]
+        frames: Option<u64>,
+        /// Seed of every draw (default 1).
+        #[arg(long)]
+        seed: Option<u64>,
     },
     /// The paper's Table 3 (relative throughput vs batch × poll period) on the simulated NIC.
     Table3 {
@@ -261,9 +279,17 @@ fn run(cli: Cli) -> Result<(), String> {
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())
         }
-        Cmd::Report { records } => {
+        Cmd::Report { records, plot } => {
             let recs = record::read(&records)?;
             print!("{}", report::render(&recs));
+            if let Some(dir) = plot {
+                print!("{}", keepon_eval::plot::records(&keepon_eval::plot::python(), &records, &dir)?);
+            }
+            Ok(())
+        }
+        Cmd::Eval { name, out, frames, seed } => {
+            let summary = keepon_eval::cli::run(&name, &out, &keepon_eval::cli::EvalOptions { frames, seed })?;
+            print!("{summary}");
             Ok(())
         }
         Cmd::Table3 { span_ms } => {

@@ -1,0 +1,309 @@
+//! The paper's §7 case study: the 12 flows of Table 4 across four TSN switches, the gateway flows (F2–F4,
+//! F7–F8) sent by keepon, by the stock driver + ETF, or by LaunchTime, every other flow by a TSN NIC
+//! (LaunchTime); Table 1 (schedule-to-delivery delay) and Fig 26 (the cascade) from the per-frame records.
+//!
+//! **Topology (an assumption: the paper's Fig 20(b) is not in its text).** A chain SW3 — SW2 — SW1 — SW4.
+//! SW1: RT simulator. SW2: power load, gateway RPi-C (thermocouple). SW3: gateways RPi-A (power supply,
+//! power amplifier) and RPi-B (PV simulator, pressure sensor). SW4: structural sensor, GPU workstation. So
+//! F2–F4 and F7 cross three switches, F1 and F8 two, F11–F12 one — the paper's delays (12.4, 8.5–8.8, 5.2 µs)
+//! have that shape. All flows: 180-byte frames (200 bytes on the wire with preamble and gap, the paper's
+//! "200-byte packets and slots": δ = 1.6 µs, 625 slots per ms), 1 ms period, one 1 ms hyperperiod.
+//!
+//! **End stations.** Software stations (keepon, stock driver) keep network time through PTP with a residual
+//! error, AR(1) σ = 100 ns, τ = 1 s (assumption, the same for both). keepon: the real station and loop on the
+//! simulated NIC, one station per gateway, each flow its own class owning the ring slot of its offset. Stock
+//! driver: the [`StockEtf`] model with `delta` set to its median path latency (the operator's calibration, so
+//! frames leave centred on their txtime). LaunchTime (TSN NICs, and the third gateway variant): the
+//! [`LaunchTime`] model with its own PHC error. Delay = receiver timestamp (8 ns) − scheduled txtime.
+
+use std::fmt::Write as _;
+
+use crate::baseline::{LaunchTime, StockEtf};
+use crate::dist::{Ar1, Draw};
+use crate::keepon::{self, KeeponSetup};
+use crate::model::{Background, Stream, TxRecord};
+use crate::network::{forward, schedule, NetSpec, Route, Schedule};
+use crate::realism::OscillatorSpec;
+
+/// Frame size (L2 incl. FCS): 200 bytes on the wire.
+pub const FRAME_BYTES: u32 = 180;
+/// keepon's slot period for it, ns (the schedule's grid).
+pub const GRID: f64 = 1_600.0;
+/// The flows Table 1 reports.
+pub const TABLE1_FLOWS: [usize; 7] = [1, 2, 3, 4, 7, 8, 12];
+/// The gateway flows (sent by the station under test).
+pub const GATEWAY_FLOWS: [usize; 5] = [2, 3, 4, 7, 8];
+/// The station under test at the gateways.
+pub const SCENARIOS: [&str; 3] = ["keepon", "stock-etf", "launchtime"];
+/// The paper's Table 1, µs: flow, GENET (mean, P99, max), KeepON (mean, P99, max).
+pub const PAPER_TABLE1: [(usize, [f64; 3], [f64; 3]); 7] = [
+    (1, [8.8, 8.8, 8.8], [8.8, 8.8, 12.7]),
+    (2, [15.5, 15.6, 19.7], [12.4, 12.4, 16.5]),
+    (3, [29.2, 1008.8, 1008.8], [12.4, 12.4, 12.4]),
+    (4, [936.7, 1010.5, 1010.5], [12.1, 12.1, 12.1]),
+    (7, [980.6, 1009.2, 1009.2], [12.4, 12.4, 12.4]),
+    (8, [10.3, 10.5, 12.4], [8.5, 8.5, 8.6]),
+    (12, [5.2, 5.2, 5.2], [5.2, 5.2, 5.2]),
+];
+
+/// The end stations, in a fixed order (their PTP error streams are numbered by it).
+pub const NODES: [&str; 7] = ["power-load", "rpi-a", "rpi-b", "rpi-c", "rt-sim", "struct-sensor", "gpu"];
+
+/// Table 4's flows as routes (index 0 = F1).
+pub fn routes() -> Vec<Route> {
+    let r = |n: &[&'static str]| Route { nodes: n.to_vec() };
+    vec![
+        r(&["power-load", "SW2", "SW1", "rt-sim"]),
+        r(&["rpi-a", "SW3", "SW2", "SW1", "rt-sim"]),
+        r(&["rpi-a", "SW3", "SW2", "SW1", "rt-sim"]),
+        r(&["rpi-b", "SW3", "SW2", "SW1", "rt-sim"]),
+        r(&["rt-sim", "SW1", "SW2", "power-load"]),
+        r(&["rt-sim", "SW1", "SW2", "SW3", "rpi-a"]),
+        r(&["rpi-b", "SW3", "SW2", "SW1", "rt-sim"]),
+        r(&["rpi-c", "SW2", "SW1", "rt-sim"]),
+        r(&["rt-sim", "SW1", "SW2", "rpi-c"]),
+        r(&["rt-sim", "SW1", "SW2", "SW3", "rpi-b"]),
+        r(&["struct-sensor", "SW4", "gpu"]),
+        r(&["gpu", "SW4", "struct-sensor"]),
+    ]
+}
+
+/// Parameters of the case study.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Hyperperiods simulated.
+    pub hyperperiods: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Network timing.
+    pub net: NetSpec,
+    /// Residual PTP error of the software stations, σ ns (AR(1), τ 1 s).
+    pub sw_sync_sd: f64,
+    /// Application advance, ns.
+    pub advance: i64,
+    /// LaunchTime model.
+    pub launchtime: LaunchTime,
+    /// Stock driver model.
+    pub stock: StockEtf,
+}
+
+impl Params {
+    /// The defaults for `hyperperiods`.
+    pub fn new(hyperperiods: u64) -> Params {
+        Params {
+            hyperperiods,
+            seed: 1,
+            net: NetSpec { propagation: 10.0, switching: 2_600.0, guard: 500.0, frame_bytes: FRAME_BYTES, period: 1e6 },
+            sw_sync_sd: 100.0,
+            advance: 100_000,
+            launchtime: LaunchTime::default(),
+            stock: StockEtf::default(),
+        }
+    }
+}
+
+/// Every scenario's frames, by scenario name.
+pub type Scenarios = Vec<(&'static str, Vec<FrameDelay>)>;
+
+/// One delivered (or lost) frame of one scenario.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameDelay {
+    /// Flow number (1-based, as in the paper).
+    pub flow: usize,
+    /// Instance.
+    pub seq: u64,
+    /// Receiver timestamp − scheduled txtime, ns; `None` if the frame never arrived.
+    pub delay: Option<f64>,
+}
+
+/// Mean, P99 and max of a flow's delays, ns.
+pub fn delay_stats(v: &[f64]) -> [f64; 3] {
+    if v.is_empty() {
+        return [f64::NAN; 3];
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let p99 = s[((s.len() as f64 * 0.99).ceil() as usize).clamp(1, s.len()) - 1];
+    [s.iter().sum::<f64>() / s.len() as f64, p99, s[s.len() - 1]]
+}
+
+/// Network-time departures of one station model's records (txtime shifted onto the flow's offset).
+fn shift(recs: &[TxRecord], offset: f64, period: f64, base: impl Fn(u64) -> f64) -> Vec<(u64, f64)> {
+    recs.iter().filter_map(|r| r.wire.map(|w| (r.seq, w - base(r.seq) + offset + r.seq as f64 * period))).collect()
+}
+
+/// Run one scenario (the station under test at the gateways); frames in flow, seq order.
+pub fn run_scenario(
+    p: &Params,
+    scenario: &str,
+    sched: &Schedule,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<FrameDelay>, String> {
+    let routes = routes();
+    let period = p.net.period;
+    let n = p.hyperperiods;
+    let exact = OscillatorSpec { offset_ns: 0.0, ppm: 0.0, adev_1s: 0.0 };
+    let stream = Stream { period: period as i64, advance: p.advance, frame_bytes: FRAME_BYTES, count: n };
+    let mut sent: Vec<Vec<(u64, f64)>> = vec![Vec::new(); routes.len()];
+    // Software stations' PTP error, one process per talker.
+    let sw_error = |talker: usize, times: &mut Vec<(u64, f64)>| {
+        let mut d = Draw::new(p.seed, 500 + talker as u64);
+        let mut e = Ar1::new(p.sw_sync_sd, 1e9, &mut d);
+        for (_, t) in times.iter_mut() {
+            *t += e.step(period, &mut d);
+        }
+    };
+    let gateway = |f: usize| GATEWAY_FLOWS.contains(&(f + 1));
+    let talker_id = |f: usize| NODES.iter().position(|n| *n == routes[f].nodes[0]).unwrap_or(NODES.len());
+    // keepon: one real station per gateway node.
+    if scenario == "keepon" {
+        let mut talkers: Vec<&str> = GATEWAY_FLOWS.iter().map(|&f| routes[f - 1].nodes[0]).collect();
+        talkers.dedup();
+        for t in &talkers {
+            let flows: Vec<usize> = (0..routes.len()).filter(|&f| gateway(f) && routes[f].nodes[0] == *t).collect();
+            let setup = KeeponSetup {
+                stream,
+                offsets: flows.iter().map(|&f| sched.offsets[f].round() as i64).collect(),
+                background: Background::IDLE,
+                reserved: Vec::new(),
+                slot_bytes: FRAME_BYTES,
+                batch: 32,
+                host: keepon::Host::example(),
+                seed: p.seed.wrapping_mul(100).wrapping_add(flows[0] as u64),
+            };
+            progress(&format!(
+                "casestudy keepon station {t}: flows {:?}",
+                flows.iter().map(|f| f + 1).collect::<Vec<_>>()
+            ));
+            let run = keepon::run(&setup, &mut |_| {})?;
+            for (i, &f) in flows.iter().enumerate() {
+                let mut v: Vec<(u64, f64)> = run.records[i].iter().filter_map(|r| r.wire.map(|w| (r.seq, w))).collect();
+                sw_error(talker_id(f), &mut v);
+                sent[f] = v;
+            }
+        }
+    }
+    for (f, slot) in sent.iter_mut().enumerate() {
+        let seed = p.seed.wrapping_mul(100).wrapping_add(f as u64);
+        let off = sched.offsets[f];
+        let base = |seq: u64| (seq + 1) as f64 * period;
+        if gateway(f) && scenario == "keepon" {
+            continue;
+        }
+        if gateway(f) && scenario == "stock-etf" {
+            let recs = p.stock.run(&stream, &Background::IDLE, seed);
+            // The operator's calibration: delta = the median path latency, so frames leave centred on txtime.
+            let mut lat: Vec<f64> = recs.iter().filter_map(|r| r.wire.map(|w| w - r.txtime)).collect();
+            lat.sort_by(f64::total_cmp);
+            let median = lat.get(lat.len() / 2).copied().unwrap_or(0.0);
+            let mut v = shift(&recs, off - median, period, base);
+            sw_error(talker_id(f), &mut v);
+            *slot = v;
+        } else {
+            let recs = p.launchtime.run(&stream, &Background::IDLE, &exact, seed);
+            *slot = shift(&recs, off, period, base);
+        }
+    }
+    let delivered = forward(&p.net, &routes, sched, &sent);
+    let mut got = vec![vec![None; n as usize]; routes.len()];
+    for d in delivered {
+        if let Some(slot) = got[d.flow].get_mut(d.seq as usize) {
+            let rx = (d.arrival / 8.0).floor() * 8.0;
+            *slot = Some(rx - (sched.offsets[d.flow] + d.seq as f64 * period));
+        }
+    }
+    Ok(got
+        .into_iter()
+        .enumerate()
+        .flat_map(|(f, v)| {
+            v.into_iter().enumerate().map(move |(seq, delay)| FrameDelay { flow: f + 1, seq: seq as u64, delay })
+        })
+        .collect())
+}
+
+/// Every scenario: the schedule, and per scenario its frames. Rows go to `csv`
+/// (`scenario,flow,seq,delay_ns`, empty delay for a frame that never arrived).
+pub fn run(
+    p: &Params,
+    csv: &mut dyn std::io::Write,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Schedule, Scenarios), String> {
+    let sched = schedule(&p.net, &routes(), GRID)?;
+    writeln!(csv, "scenario,flow,seq,delay_ns").map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    for s in SCENARIOS {
+        progress(&format!("casestudy: gateways run {s}, {} hyperperiods", p.hyperperiods));
+        let frames = run_scenario(p, s, &sched, progress)?;
+        for f in &frames {
+            let d = f.delay.map_or(String::new(), |d| format!("{d:.0}"));
+            writeln!(csv, "{s},{},{},{d}", f.flow, f.seq).map_err(|e| e.to_string())?;
+        }
+        all.push((s, frames));
+    }
+    Ok((sched, all))
+}
+
+/// Per-scenario, per-flow delay statistics (µs) for the flows of Table 1.
+pub fn table(all: &[(&'static str, Vec<FrameDelay>)]) -> Vec<(&'static str, usize, [f64; 3], u64)> {
+    let mut out = Vec::new();
+    for (s, frames) in all {
+        for f in TABLE1_FLOWS {
+            let v: Vec<f64> = frames.iter().filter(|x| x.flow == f).filter_map(|x| x.delay).map(|d| d / 1e3).collect();
+            let lost = frames.iter().filter(|x| x.flow == f && x.delay.is_none()).count() as u64;
+            out.push((*s, f, delay_stats(&v), lost));
+        }
+    }
+    out
+}
+
+/// Table 1 next to the paper's.
+pub fn render(p: &Params, sched: &Schedule, all: &[(&'static str, Vec<FrameDelay>)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Case study (§7) — schedule-to-delivery delay (SIMULATED), {} hyperperiods of 1 ms, seed {}",
+        p.hyperperiods, p.seed
+    );
+    let _ = writeln!(
+        s,
+        "switching {} ns, guard {} ns, frames {} B (200 B on the wire); talker offsets (µs): {}\n",
+        p.net.switching,
+        p.net.guard,
+        FRAME_BYTES,
+        sched
+            .offsets
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("F{}={:.1}", i + 1, o / 1e3))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let t = table(all);
+    let _ = writeln!(s, "| flow | switches | stock-etf mean / P99 / max µs | paper GENET | keepon mean / P99 / max µs | paper KeepON | launchtime mean / P99 / max µs |");
+    let _ = writeln!(s, "|---:|---:|---|---|---|---|---|");
+    let routes = routes();
+    for (f, genet, kp) in PAPER_TABLE1 {
+        let get = |sc: &str| t.iter().find(|x| x.0 == sc && x.1 == f).map(|x| (x.2, x.3));
+        let fmt = |x: Option<([f64; 3], u64)>| {
+            x.map_or("—".into(), |(v, lost)| {
+                let l = if lost > 0 { format!(" ({lost} lost)") } else { String::new() };
+                format!("{:.1} / {:.1} / {:.1}{l}", v[0], v[1], v[2])
+            })
+        };
+        let _ = writeln!(
+            s,
+            "| {f} | {} | {} | {:.1} / {:.1} / {:.1} | {} | {:.1} / {:.1} / {:.1} | {} |",
+            routes[f - 1].switches(),
+            fmt(get("stock-etf")),
+            genet[0],
+            genet[1],
+            genet[2],
+            fmt(get("keepon")),
+            kp[0],
+            kp[1],
+            kp[2],
+            fmt(get("launchtime"))
+        );
+    }
+    s
+}

@@ -1,0 +1,133 @@
+//! `keepon eval NAME --out DIR`: run one experiment, write its raw per-frame CSV and its summary table (next to
+//! the paper's values) into `DIR`. Plots are drawn from the CSV by `python -m keepon_plan.evalplot`.
+
+use std::fs;
+use std::io::BufWriter;
+use std::path::Path;
+
+use crate::{casestudy, fig15, fig16, fig17, fig18, table3};
+
+/// The experiments `keepon eval` knows.
+pub const EXPERIMENTS: [&str; 6] = ["fig15", "fig16", "fig17", "fig18", "table3", "casestudy"];
+
+/// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
+pub const MAX_FRAMES: u64 = 10_000_000;
+
+/// Largest case study (hyperperiods; every frame's delay is kept in memory).
+pub const MAX_HYPERPERIODS: u64 = 1_000_000;
+
+/// Options common to the experiments.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18), ms per cell (table3) or hyperperiods (casestudy); `None` = the
+    /// experiment's default.
+    pub frames: Option<u64>,
+    /// Seed; `None` = 1.
+    pub seed: Option<u64>,
+}
+
+/// Run experiment `name` into `out`; returns the summary (also written to `out/NAME-summary.md`).
+pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String> {
+    if let Some(f) = opts.frames {
+        if !(2..=MAX_FRAMES).contains(&f) {
+            return Err(format!("--frames {f}: must be within 2..={MAX_FRAMES}"));
+        }
+    }
+    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut progress = |line: &str| eprintln!("{line}");
+    match name {
+        "fig15" => {
+            let mut p = fig15::Params::paper(opts.frames.unwrap_or(20_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig15.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let cells = fig15::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig15::render(&p, &cells);
+            let sum_path = out.join("fig15-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "fig16" => {
+            let mut p = fig16::Params::paper(opts.frames.unwrap_or(5_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig16.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let points = fig16::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig16::render(&p, &points);
+            let sum_path = out.join("fig16-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "fig17" => {
+            let mut p = fig17::Params::paper(opts.frames.unwrap_or(2_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig17.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let points = fig17::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig17::render(&p, &points);
+            let sum_path = out.join("fig17-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "fig18" => {
+            let mut p = fig18::Params::paper(opts.frames.unwrap_or(2_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("fig18.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let points = fig18::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = fig18::render(&p, &points);
+            let sum_path = out.join("fig18-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "table3" => {
+            let span_ms = opts.frames.unwrap_or(100) as i64;
+            if span_ms > table3::MAX_SPAN_MS {
+                return Err(format!("--frames {span_ms}: table3 takes ms per cell, at most {}", table3::MAX_SPAN_MS));
+            }
+            let model = table3::default_model();
+            let span = keepon_core::time::Nanos::from_ms(span_ms);
+            let cells = table3::table(model, span)?;
+            let mut csv = String::from("batch,poll_period_us,busy_ppm,underruns,paper_pct\n");
+            for (i, b) in table3::BATCHES.iter().enumerate() {
+                for (j, p) in table3::PERIODS_US.iter().enumerate() {
+                    csv.push_str(&format!("{b},{p},{},{},{}\n", cells[i][j].0, cells[i][j].1, table3::PAPER[i][j]));
+                }
+            }
+            let csv_path = out.join("table3.csv");
+            fs::write(&csv_path, csv).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let summary = table3::render(model, span, &cells);
+            let sum_path = out.join("table3-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        "casestudy" => {
+            if opts.frames.is_some_and(|f| f > MAX_HYPERPERIODS) {
+                return Err(format!("--frames: the case study takes at most {MAX_HYPERPERIODS} hyperperiods"));
+            }
+            let mut p = casestudy::Params::new(opts.frames.unwrap_or(10_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let csv_path = out.join("casestudy.csv");
+            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let mut w = BufWriter::new(file);
+            let (sched, all) = casestudy::run(&p, &mut w, &mut progress)?;
+            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+            let gcl_path = out.join("gcl.txt");
+            fs::write(&gcl_path, sched.taprio(p.net.period))
+                .map_err(|e| format!("cannot write {}: {e}", gcl_path.display()))?;
+            let summary = casestudy::render(&p, &sched, &all);
+            let sum_path = out.join("casestudy-summary.md");
+            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+            Ok(summary)
+        }
+        _ => Err(format!("unknown experiment `{name}`; known: {}", EXPERIMENTS.join(", "))),
+    }
+}

@@ -1,0 +1,412 @@
+"""Plots of ``keepon eval`` results, drawn from the raw per-frame CSVs (never from the summaries).
+
+    python -m keepon_plan.evalplot fig15 OUT/fig15.csv --out OUT
+    python -m keepon_plan.evalplot fig16 OUT/fig16.csv --out OUT
+    python -m keepon_plan.evalplot fig17 OUT/fig17.csv --out OUT
+    python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
+    python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
+    python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
+
+Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
+frame size, one panel per background, one line per station model; and the inter-arrival histogram of the
+largest frame size, idle, per model.
+
+Fig 16: jitter against the application's advance (period 1 ms) and against the period (advance 100 µs);
+points where frames left late or were refused are drawn hollow and annotated with the on-time share.
+
+Fig 17: UDP throughput against slot size for 100 B and 500 B payloads, with the paper's quoted points.
+
+Fig 18: best-effort UDP throughput against the offered rate, one panel per packet size, one line per
+isolation share and the stock driver's line bound (one CSV row per point).
+
+Records (`keepon report FILE --plot DIR`): for every real-time flow of a records file, the inter-arrival
+histogram (receiver timestamps when present, else wire times) and the deviation from the schedule over time
+(`tx_ns − sched_ns`, or `tx_ns − txtime_ns` for v1 files) — the way the paper shows its results.
+
+Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
+station under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+MODELS = ("keepon", "launchtime", "stock-etf")
+LABELS = {"keepon": "keepon", "launchtime": "i210 LaunchTime (model)", "stock-etf": "stock driver + ETF (model)"}
+
+
+class PlotError(Exception):
+    """Bad input: the message says what and where."""
+
+
+def read_arrivals(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
+    """(model, background, frame_bytes) -> [(seq, rx_ns)] of the frames that arrived, in seq order."""
+    series: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"model", "background", "frame_bytes", "seq", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a fig15 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                if not r["rx_ns"]:
+                    continue
+                try:
+                    key = (r["model"], r["background"], int(r["frame_bytes"]))
+                    series[key].append((int(r["seq"]), int(r["rx_ns"])))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def inter_arrivals(arrivals: list[tuple[int, int]]) -> list[int]:
+    """Inter-arrival times of consecutive instances (seq k and k+1 both received)."""
+    return [b[1] - a[1] for a, b in itertools.pairwise(arrivals) if b[0] == a[0] + 1]
+
+
+def jitter(ia: list[int]) -> float:
+    """Standard deviation of the inter-arrival times (population), ns."""
+    if not ia:
+        return math.nan
+    m = sum(ia) / len(ia)
+    return math.sqrt(sum((x - m) ** 2 for x in ia) / len(ia))
+
+
+def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig15.png (jitter vs frame size) and fig15-hist.png; return their paths."""
+    series = read_arrivals(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no received frames")
+    backgrounds = sorted({k[1] for k in series}, key=lambda b: (b != "idle", b))
+    fig, axes = plt.subplots(1, len(backgrounds), figsize=(5 * len(backgrounds), 4), sharey=True, squeeze=False)
+    for ax, bg in zip(axes[0], backgrounds, strict=True):
+        for m in MODELS:
+            pts = sorted((k[2], jitter(inter_arrivals(v))) for k, v in series.items() if k[0] == m and k[1] == bg)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+        ax.set_yscale("log")
+        ax.set_xlabel("frame size (bytes)")
+        ax.set_title(f"{bg} background (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
+    axes[0][0].legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    main_png = out / "fig15.png"
+    fig.savefig(main_png, dpi=120)
+    plt.close(fig)
+
+    biggest = max(k[2] for k in series)
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(15, 3.5), squeeze=False)
+    for ax, m in zip(axes[0], MODELS, strict=True):
+        ia = inter_arrivals(series.get((m, "idle", biggest), []))
+        if ia:
+            base = round(sum(ia) / len(ia))
+            ax.hist([x - base for x in ia], bins=60)
+            ax.set_xlabel(f"inter-arrival − {base} ns")
+        ax.set_yscale("log")
+        ax.set_title(f"{LABELS[m]}, idle, {biggest} B")
+    fig.tight_layout()
+    hist_png = out / "fig15-hist.png"
+    fig.savefig(hist_png, dpi=120)
+    plt.close(fig)
+    return [main_png, hist_png]
+
+
+def read_sweeps(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int | None, str]]]:
+    """(sweep, model, x_us) -> [(seq, rx_ns or None, outcome)] in seq order."""
+    series: dict[tuple[str, str, int], list[tuple[int, int | None, str]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"sweep", "x_us", "model", "seq", "outcome", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a fig16 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    rx = int(r["rx_ns"]) if r["rx_ns"] else None
+                    series[(r["sweep"], r["model"], int(r["x_us"]))].append((int(r["seq"]), rx, r["outcome"]))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig16.png (jitter vs advance, jitter vs period)."""
+    series = read_sweeps(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no frames")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    titles = {"advance": "(a) advance time, period 1 ms", "period": "(b) period, advance 100 µs"}
+    for ax, sweep in zip(axes[0], ("advance", "period"), strict=True):
+        for m in ("keepon", "launchtime"):
+            xs = sorted(k[2] for k in series if k[0] == sweep and k[1] == m)
+            pts = []
+            for x in xs:
+                frames = series[(sweep, m, x)]
+                arrived = [(s, rx) for s, rx, _ in frames if rx is not None]
+                on_time = sum(1 for _, rx, o in frames if o == "sent" and rx is not None) / len(frames)
+                pts.append((x, jitter(inter_arrivals(arrived)), on_time))
+            if not pts:
+                continue
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+            for x, j, share in pts:
+                if share < 0.999:
+                    ax.plot([x], [j if j == j and j > 0 else 1.0], marker="o", mfc="white", color=line.get_color())
+                    ax.annotate(f"{share:.1%} on time", (x, j if j == j and j > 0 else 1.0), fontsize=7)
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{sweep} (µs)")
+        ax.set_title(f"{titles[sweep]} (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
+    axes[0][0].legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig16.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
+PAPER_FIG17 = {100: [(200, 218.0), (1500, 73.3)], 500: [(600, 895.0), (1500, 367.0)]}
+
+
+def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig17.png (throughput vs slot size per payload, the paper's quoted points as crosses)."""
+    pts: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with csv_path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"payload_bytes", "slot_bytes", "throughput_mbps"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{csv_path}: not a fig17 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    pts[int(r["payload_bytes"])].append((int(r["slot_bytes"]), float(r["throughput_mbps"])))
+                except ValueError as e:
+                    raise PlotError(f"{csv_path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {csv_path}: {e}") from e
+    if not pts:
+        raise PlotError(f"{csv_path}: no points")
+    fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
+    for ax, b in zip(axes[0], sorted(pts), strict=True):
+        v = sorted(pts[b])
+        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", label="keepon (simulated)")
+        if b in PAPER_FIG17:
+            ax.plot(*zip(*PAPER_FIG17[b], strict=True), "x", markersize=9, label="paper")
+        ax.set_title(f"{b} B UDP payload")
+        ax.set_xlabel("slot size (bytes)")
+        ax.set_ylabel("throughput (Mb/s)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig17.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
+def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig18.png (throughput vs offered rate per packet size)."""
+    pts: dict[tuple[int, str], list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with csv_path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"packet_bytes", "share_pct", "offered_mbps", "model", "throughput_mbps"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{csv_path}: not a fig18 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    label = f"keepon-{r['share_pct']}%" if r["model"] == "keepon" else "stock (line bound)"
+                    pts[(int(r["packet_bytes"]), label)].append((int(r["offered_mbps"]), float(r["throughput_mbps"])))
+                except ValueError as e:
+                    raise PlotError(f"{csv_path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {csv_path}: {e}") from e
+    if not pts:
+        raise PlotError(f"{csv_path}: no points")
+    sizes = sorted({k[0] for k in pts})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.6), sharey=True, squeeze=False)
+    for ax, b in zip(axes[0], sizes, strict=True):
+        for (size, label), v in sorted(pts.items()):
+            if size == b:
+                v.sort()
+                style = "--" if label.startswith("stock") else "-"
+                ax.plot([x for x, _ in v], [y for _, y in v], style, marker="o", label=label)
+        ax.set_title(f"{b} B UDP payload (simulated)")
+        ax.set_xlabel("offered (Mb/s)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("best-effort throughput (Mb/s)")
+    axes[0][0].legend(fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig18.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
+def read_records(path: Path) -> dict[str, list[dict[str, str]]]:
+    """Sent real-time frames of a keepon records file (v1 or v2), per flow, in seq order."""
+    flows: dict[str, list[dict[str, str]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            lines = (line for line in f if not line.startswith("#"))
+            rows = csv.DictReader(lines)
+            need = {"seq", "flow", "txtime_ns", "outcome", "tx_ns", "rx_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a keepon records file (need columns {sorted(need)})")
+            for r in rows:
+                if r["outcome"] == "sent" and r["txtime_ns"]:
+                    flows[r["flow"]].append(r)
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in flows.values():
+        v.sort(key=lambda r: int(r["seq"]) if r["seq"].isdigit() else 0)
+    return flows
+
+
+def plot_records(csv_path: Path, out: Path) -> list[Path]:
+    """Write records-interarrival.png and records-deviation.png for every real-time flow of a records file."""
+    flows = read_records(csv_path)
+    if not flows:
+        raise PlotError(f"{csv_path}: no sent real-time frames")
+    names = sorted(flows)
+    series = {}
+    try:
+        for n in names:
+            rows = flows[n]
+            stamp = "rx_ns" if all(r["rx_ns"] for r in rows) else "tx_ns"
+            arrivals = [(int(r["seq"]), int(r[stamp])) for r in rows if r[stamp]]
+            ref = "sched_ns" if rows and "sched_ns" in rows[0] and all(r["sched_ns"] for r in rows) else "txtime_ns"
+            dev = [(int(r["seq"]), int(r["tx_ns"]) - int(r[ref])) for r in rows if r["tx_ns"]]
+            series[n] = (stamp, inter_arrivals(arrivals), ref, dev)
+    except ValueError as e:
+        raise PlotError(f"{csv_path}: {e}") from e
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], names, strict=True):
+        stamp, ia, _, _ = series[n]
+        if ia:
+            base = round(sum(ia) / len(ia))
+            ax.hist([x - base for x in ia], bins=50)
+            ax.set_xlabel(f"inter-arrival − {base} ns ({stamp}); jitter {jitter(ia):.2f} ns")
+        ax.set_yscale("log")
+        ax.set_title(f"flow {n}")
+    fig.tight_layout()
+    paths.append(out / "records-interarrival.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for n in names:
+        _, _, ref, dev = series[n]
+        ax.plot([s for s, _ in dev], [d for _, d in dev], marker=".", linewidth=0.5, label=f"{n} (tx − {ref[:-3]})")
+    ax.set_xlabel("seq")
+    ax.set_ylabel("deviation from schedule (ns)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    paths.append(out / "records-deviation.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
+    series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"scenario", "flow", "seq", "delay_ns"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a casestudy CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                if not r["delay_ns"]:
+                    continue
+                try:
+                    series[(r["scenario"], int(r["flow"]))].append((int(r["seq"]), float(r["delay_ns"])))
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+    for v in series.values():
+        v.sort()
+    return series
+
+
+def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int, ...] = (2, 3, 4, 7, 8)) -> list[Path]:
+    """Write casestudy-fig26.png (delay of the first frames of the gateway flows per scenario)."""
+    series = read_delays(csv_path)
+    if not series:
+        raise PlotError(f"{csv_path}: no delivered frames")
+    scenarios = [s for s in ("stock-etf", "keepon", "launchtime") if any(k[0] == s for k in series)]
+    fig, axes = plt.subplots(
+        len(scenarios), 1, figsize=(10, 3 * len(scenarios)), sharex=True, sharey=True, squeeze=False
+    )
+    for ax, sc in zip(axes[:, 0], scenarios, strict=True):
+        for f in flows:
+            pts = series.get((sc, f), [])[:first]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], marker=".", linewidth=0.6, label=f"F{f}")
+        ax.set_yscale("log")
+        ax.set_ylabel("delay (µs)")
+        ax.set_title(f"gateways run {sc} (simulated)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="center right", fontsize="small")
+    axes[-1][0].set_xlabel("frame (hyperperiod) index")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "casestudy-fig26.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "casestudy", "records"])
+    ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
+    ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
+    a = ap.parse_args(argv)
+    try:
+        plot = {
+            "fig15": plot_fig15,
+            "fig16": plot_fig16,
+            "fig17": plot_fig17,
+            "fig18": plot_fig18,
+            "casestudy": plot_casestudy,
+            "records": plot_records,
+        }[a.experiment]
+        for p in plot(a.csv, a.out):
+            print(p)
+    except PlotError as e:
+        print(f"evalplot: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+import pytest
+
+from keepon_plan.evalplot import PlotError, inter_arrivals, jitter, main, read_arrivals
+
+HEADER = "model,background,frame_bytes,seq,txtime_ns,outcome,tx_true_ns,rx_ns\n"
+
+
+def write_csv(path, rows):
+    path.write_text(HEADER + "".join(f"{m},{b},{n},{s},{s * 1000},sent,0.0,{rx}\n" for m, b, n, s, rx in rows))
+
+
+def test_jitter_uses_consecutive_instances_only(tmp_path):
+    p = tmp_path / "f.csv"
+    # seq 2 never arrived: the 1 -> 3 gap is not an inter-arrival sample.
+    write_csv(p, [("keepon", "idle", 64, 0, 0), ("keepon", "idle", 64, 1, 1000), ("keepon", "idle", 64, 3, 5000)])
+    series = read_arrivals(p)
+    ia = inter_arrivals(series[("keepon", "idle", 64)])
+    assert ia == [1000]
+    assert jitter(ia) == 0.0
+    assert jitter([992, 1008]) == 8.0
+
+
+def test_plots_are_written_from_the_raw_rows(tmp_path):
+    p = tmp_path / "f.csv"
+    rows = []
+    for m, step in (("keepon", 0), ("launchtime", 8), ("stock-etf", 400)):
+        for bg in ("idle", "busy"):
+            for n in (64, 1230):
+                rows += [(m, bg, n, s, s * 1_000_000 + (step if s % 2 else 0)) for s in range(50)]
+    write_csv(p, rows)
+    assert main(["fig15", str(p), "--out", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "fig15.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "fig15-hist.png").stat().st_size > 0
+
+
+def test_bad_input_is_a_clear_error(tmp_path, capsys):
+    p = tmp_path / "f.csv"
+    p.write_text("a,b\n1,2\n")
+    with pytest.raises(PlotError, match="not a fig15 CSV"):
+        read_arrivals(p)
+    write_csv(p, [("keepon", "idle", "x", 0, 0)])
+    assert main(["fig15", str(p), "--out", str(tmp_path)]) == 3
+    assert "f.csv:2" in capsys.readouterr().err
+    assert main(["fig15", str(tmp_path / "missing.csv"), "--out", str(tmp_path)]) == 3
+
+
+def test_casestudy_plot_from_raw_rows(tmp_path, capsys):
+    from keepon_plan.evalplot import read_delays
+
+    p = tmp_path / "c.csv"
+    rows = ["scenario,flow,seq,delay_ns"]
+    for sc, extra in (("keepon", 0), ("stock-etf", 1_000_000)):
+        for f in (2, 3, 4, 7, 8):
+            rows += [f"{sc},{f},{s},{12_400 + (extra if s > 5 and f == 7 else 0)}" for s in range(20)]
+    rows.append("keepon,2,20,")  # never arrived: skipped
+    p.write_text("\n".join(rows) + "\n")
+    d = read_delays(p)
+    assert len(d[("keepon", 2)]) == 20
+    assert d[("stock-etf", 7)][10] == (10, 1_012_400.0)
+    assert main(["casestudy", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "casestudy-fig26.png").stat().st_size > 0
+    p.write_text("flow\n1\n")
+    assert main(["casestudy", str(p), "--out", str(tmp_path)]) == 3
+    assert "not a casestudy CSV" in capsys.readouterr().err
+
+
+def test_fig16_plot_from_raw_rows(tmp_path):
+    from keepon_plan.evalplot import read_sweeps
+
+    p = tmp_path / "s.csv"
+    rows = ["sweep,x_us,model,seq,txtime_ns,outcome,tx_true_ns,rx_ns"]
+    for sweep in ("advance", "period"):
+        for m in ("keepon", "launchtime"):
+            for x in (5, 50):
+                for s in range(20):
+                    late = m == "launchtime" and x == 5 and s % 2
+                    rx = s * 1_000_000 + (3_000 if late else 0)
+                    rows.append(f"{sweep},{x},{m},{s},{s * 1_000_000},{'late' if late else 'sent'},0,{rx}")
+    rows.append("advance,5,keepon,20,0,late,,")  # refused: no arrival
+    p.write_text("\n".join(rows) + "\n")
+    series = read_sweeps(p)
+    assert series[("advance", "keepon", 5)][-1] == (20, None, "late")
+    assert main(["fig16", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig16.png").stat().st_size > 0
+
+
+def test_fig18_plot_from_points(tmp_path, capsys):
+    p = tmp_path / "p.csv"
+    rows = ["packet_bytes,share_pct,offered_mbps,model,sent,refused,throughput_mbps"]
+    for b in (200, 1400):
+        for share in (25, 100):
+            rows += [f"{b},{share},{r},keepon,1,0,{min(r, share * 9)}" for r in (100, 1000)]
+        rows += [f"{b},100,{r},stock,1,0,{r}" for r in (100, 1000)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig18", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig18.png").stat().st_size > 0
+    p.write_text(rows[0] + "\n200,25,x,keepon,1,0,3\n")
+    assert main(["fig18", str(p), "--out", str(tmp_path)]) == 3
+    assert "p.csv:2" in capsys.readouterr().err
+
+
+def test_fig17_plot_from_points(tmp_path):
+    p = tmp_path / "p.csv"
+    rows = ["payload_bytes,slot_bytes,sent,refused,throughput_mbps,bound_mbps"]
+    rows += [f"100,{s},1,1,{100_000 / (s + 20):.3},0" for s in (146, 400, 1518)]
+    rows += [f"500,{s},1,1,{500_000 / (s + 20):.3},0" for s in (546, 1518)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig17", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig17.png").stat().st_size > 0
+    p.write_text("slot\n1\n")
+    assert main(["fig17", str(p), "--out", str(tmp_path)]) == 3
+
+
+def test_records_plot_reads_v2_records(tmp_path, capsys):
+    p = tmp_path / "r.csv"
+    head = "seq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns,sched_ns,off_schedule"
+    rows = ["# keepon-records v2", head]
+    for s in range(30):
+        t = 1_000_000 + s * 320_000
+        rows.append(f"{s},tc0,tc-0,{t},sent,,{s},0,{t},{t + (8 if s % 3 else 0)},{t + 16},{t},false")
+    rows.append("0,be,tc-2,,sent,,5,3,1,1,,,false")  # best effort: no txtime, not plotted
+    rows.append("31,tc0,tc-0,2,rejected,late,,,,,,,")
+    p.write_text("\n".join(rows) + "\n")
+    from keepon_plan.evalplot import read_records
+
+    assert list(read_records(p)) == ["tc0"]
+    assert len(read_records(p)["tc0"]) == 30
+    assert main(["records", str(p), "--out", str(tmp_path / "o")]) == 0
+    for name in ("records-interarrival.png", "records-deviation.png"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+    p.write_text("# keepon-records v2\nseq,flow\n1,a\n")
+    assert main(["records", str(p), "--out", str(tmp_path)]) == 3
+    assert "not a keepon records file" in capsys.readouterr().err
