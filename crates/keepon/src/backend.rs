@@ -76,7 +76,7 @@ pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<d
         "afpacket" => Backend::AfPacket,
         "afpacket-ring" => Backend::AfPacketRing,
         "afxdp" => Backend::AfXdp,
-        other => return Err(format!("unknown backend `{other}`: use sim, afpacket, afpacket-ring, afxdp or etf")),
+        other => return Err(format!("unknown backend `{other}`: use one of {}", crate::config::BACKENDS.join(", "))),
     };
     let iface = o.iface.clone().ok_or_else(|| format!("backend `{name}` needs --iface"))?;
     let mut lc = LinuxNicConfig::new(&iface, cfg.geometry);

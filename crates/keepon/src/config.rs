@@ -38,6 +38,9 @@ pub const MAX_T0: i64 = 1 << 62;
 /// the simulator's per-iteration arithmetic is bounded by it.
 pub const MAX_HOST_DELAY: Nanos = Nanos::from_ms(10_000);
 
+/// Backend names (`run.backend`, `--backend`).
+pub const BACKENDS: [&str; 5] = ["sim", "afpacket", "afpacket-ring", "afxdp", "etf"];
+
 /// Most frames one class may have waiting (`run.max_pending`).
 pub const MAX_PENDING: usize = 1 << 24;
 
@@ -643,8 +646,8 @@ impl Config {
             return err(format!("run.max_pending = {max_pending} must be within 1..={MAX_PENDING} (frames per class)"));
         }
         let backend = raw.run.backend.clone().unwrap_or_else(|| "sim".into());
-        if !["sim", "afxdp", "afpacket"].contains(&backend.as_str()) {
-            return err(format!("run.backend = \"{backend}\": use sim, afxdp or afpacket"));
+        if !BACKENDS.contains(&backend.as_str()) {
+            return err(format!("run.backend = \"{backend}\": use one of {}", BACKENDS.join(", ")));
         }
         Ok(Config {
             geometry,
@@ -724,6 +727,12 @@ mod tests {
         let e = Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", "rate = \"1.5Kbps\"")).unwrap_err();
         assert!(e.0.contains("link.rate"), "{e}");
         assert!(Config::parse("this is not toml").is_err());
+        for b in BACKENDS {
+            let c = Config::parse(&format!("{EXAMPLE2}\n[run]\nbackend = \"{b}\"")).unwrap();
+            assert_eq!(c.backend, b, "every --backend name is a valid run.backend");
+        }
+        let e = Config::parse(&format!("{EXAMPLE2}\n[run]\nbackend = \"dpdk\"")).unwrap_err();
+        assert!(e.0.contains("run.backend") && e.0.contains("afpacket-ring"), "{e}");
     }
 
     /// Values that would overflow, hang or be meaningless later are refused up front, naming the key.
