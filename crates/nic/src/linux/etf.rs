@@ -170,7 +170,7 @@ impl EtfNic {
             if params.offload { "offload: the NIC's LaunchTime" } else { "software mode" },
             cfg.geometry.slot_bytes(),
             lead.0 / 1000,
-            qdisc::xdp_launch_time()
+            qdisc::xdp_launch_time(link.ifindex)
         );
         Ok(EtfNic {
             fd,

@@ -162,7 +162,7 @@ pub(crate) fn engine_config(
     };
     let pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
     let queue = match cfg.backend {
-        Backend::AfXdp => format!("queue {}", cfg.queue),
+        Backend::AfXdp => format!("queue {}; {}", cfg.queue, qdisc::xdp_launch_time(link.ifindex)),
         // AF_PACKET cannot bind a queue: the kernel picks it (XPS / hash), so keepon must be the only sender.
         Backend::AfPacket | Backend::AfPacketRing => "queue picked by the kernel".to_string(),
     };

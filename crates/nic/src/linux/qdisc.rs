@@ -110,17 +110,53 @@ fn parse_qdisc(body: &[u8]) -> Option<(u32, Qdisc)> {
 
 /// The qdiscs attached to interface `ifindex` (an rtnetlink dump).
 pub fn qdiscs(ifindex: u32) -> io::Result<Vec<Qdisc>> {
-    let fd = sys::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)?;
-    const LEN: usize = NLMSG_HDR + TCMSG_LEN;
-    let mut req = [0u8; LEN];
-    req[0..4].copy_from_slice(&(LEN as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
-    req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[NLMSG_HDR] = libc::AF_UNSPEC as u8;
-    req[NLMSG_HDR + 4..NLMSG_HDR + 8].copy_from_slice(&ifindex.to_ne_bytes());
-    sys::send(fd.as_fd(), &req)?;
+    let mut body = [0u8; TCMSG_LEN];
+    body[0] = libc::AF_UNSPEC as u8;
+    body[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    let req = nl_message(RTM_GETQDISC, (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16, &body);
     let mut out = Vec::new();
+    exchange(libc::NETLINK_ROUTE, &req, |ty, msg| {
+        if ty == RTM_NEWQDISC {
+            if let Some((i, q)) = parse_qdisc(msg) {
+                if i == ifindex {
+                    out.push(q);
+                }
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// A netlink message: header (length, type, flags, sequence 1) and body.
+fn nl_message(ty: u16, flags: u16, body: &[u8]) -> Vec<u8> {
+    let len = NLMSG_HDR + body.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&ty.to_ne_bytes());
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// A netlink attribute, padded to 4 bytes.
+fn nl_attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+    let mut a = Vec::with_capacity(align4(4 + payload.len()));
+    a.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
+    a.extend_from_slice(&ty.to_ne_bytes());
+    a.extend_from_slice(payload);
+    a.resize(align4(a.len()), 0);
+    a
+}
+
+/// Send one request on a netlink socket of `proto` and hand each reply (type, body after the netlink header) to
+/// `each`, until the kernel says it is done (`NLMSG_DONE`, or the acknowledgement of a request that is not a
+/// dump). A netlink error is returned as the OS error it carries.
+fn exchange(proto: libc::c_int, req: &[u8], mut each: impl FnMut(u16, &[u8])) -> io::Result<()> {
+    let fd = sys::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto)?;
+    sys::send(fd.as_fd(), req)?;
+    let dump = u16_at(req, 6).is_some_and(|f| f & libc::NLM_F_DUMP as u16 != 0);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: `buf` is a valid writable buffer of its length for the duration of the call.
@@ -128,35 +164,75 @@ pub fn qdiscs(ifindex: u32) -> io::Result<Vec<Qdisc>> {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut off = 0;
-        let n = n as usize;
+        let (mut off, n) = (0, n as usize);
         while off + NLMSG_HDR <= n {
             let len = u32_at(&buf, off).unwrap_or(0) as usize;
             let ty = u16_at(&buf, off + 4).unwrap_or(0);
             if len < NLMSG_HDR || off + len > n {
-                return Err(io::Error::other("malformed rtnetlink reply"));
+                return Err(io::Error::other("malformed netlink reply"));
             }
             match ty {
-                t if t == libc::NLMSG_DONE as u16 => return Ok(out),
+                t if t == libc::NLMSG_DONE as u16 => return Ok(()),
                 t if t == libc::NLMSG_ERROR as u16 => {
                     let errno = u32_at(&buf, off + NLMSG_HDR).unwrap_or(0) as i32;
-                    if errno != 0 {
-                        return Err(io::Error::from_raw_os_error(-errno));
-                    }
-                    return Ok(out);
+                    return if errno != 0 { Err(io::Error::from_raw_os_error(-errno)) } else { Ok(()) };
                 }
-                RTM_NEWQDISC => {
-                    if let Some((i, q)) = parse_qdisc(&buf[off + NLMSG_HDR..off + len]) {
-                        if i == ifindex {
-                            out.push(q);
-                        }
-                    }
-                }
-                _ => {}
+                _ => each(ty, &buf[off + NLMSG_HDR..off + len]),
             }
             off += align4(len);
         }
+        if !dump {
+            return Ok(());
+        }
     }
+}
+
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const NETDEV_CMD_DEV_GET: u8 = 1;
+const NETDEV_A_DEV_IFINDEX: u16 = 1;
+const NETDEV_A_DEV_XSK_FEATURES: u16 = 6;
+/// `NETDEV_XSK_FLAGS_TX_LAUNCH_TIME_FIFO`: the driver honours `XDP_TXMD_FLAGS_LAUNCH_TIME` (Linux ≥ 6.15).
+pub const XSK_TX_LAUNCH_TIME_FIFO: u64 = 4;
+
+/// A generic netlink request: `genlmsghdr` (command, version 1) and attributes.
+fn genl_request(family: u16, cmd: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = vec![cmd, 1, 0, 0];
+    for a in attrs {
+        body.extend_from_slice(a);
+    }
+    nl_message(family, libc::NLM_F_REQUEST as u16, &body)
+}
+
+/// The id of generic netlink family `name`, or `None` if this kernel has no such family.
+fn genl_family(name: &str) -> io::Result<Option<u16>> {
+    let mut cname = name.as_bytes().to_vec();
+    cname.push(0);
+    let req = genl_request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, &[nl_attr(CTRL_ATTR_FAMILY_NAME, &cname)]);
+    let mut id = None;
+    match exchange(libc::NETLINK_GENERIC, &req, |_, msg| {
+        let found = msg.get(4..).and_then(|a| attrs(a).find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID));
+        id = id.or_else(|| found.and_then(|(_, p)| u16_at(p, 0)));
+    }) {
+        Ok(()) => Ok(id),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The AF_XDP TX metadata features (`xsk-features` of the netdev family) the driver of `ifindex` advertises, or
+/// `None` on a kernel that does not report them.
+pub fn xsk_features(ifindex: u32) -> io::Result<Option<u64>> {
+    let Some(family) = genl_family("netdev")? else { return Ok(None) };
+    let req = genl_request(family, NETDEV_CMD_DEV_GET, &[nl_attr(NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes())]);
+    let mut features = None;
+    exchange(libc::NETLINK_GENERIC, &req, |_, msg| {
+        let found = msg.get(4..).and_then(|a| attrs(a).find(|(t, _)| *t == NETDEV_A_DEV_XSK_FEATURES));
+        features = features.or_else(|| found.and_then(|(_, p)| Some(u64::from_ne_bytes(p.get(..8)?.try_into().ok()?))));
+    })?;
+    Ok(features)
 }
 
 /// The `tc` command that gives `iface` a root ETF qdisc for keepon (`delta_ns` ahead of each txtime).
@@ -207,17 +283,20 @@ pub fn kernel_version() -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-/// What this kernel says about AF_XDP launch-time metadata (`XDP_TXMD_FLAGS_LAUNCH_TIME`, Linux ≥ 6.15). The
-/// per-driver flag (`tx-launch-time-fifo` in the netdev family's xsk-features) is not read: keepon's AF_XDP
-/// backend does not use launch time, so this is reported, not relied on.
-pub fn xdp_launch_time() -> String {
-    match kernel_version() {
-        Some((a, b)) if (a, b) >= (6, 15) => format!(
-            "kernel {a}.{b} has AF_XDP launch-time metadata (XDP_TXMD_FLAGS_LAUNCH_TIME); whether the driver \
-             advertises tx-launch-time-fifo is not probed and keepon does not use it"
-        ),
-        Some((a, b)) => format!("kernel {a}.{b} < 6.15: no AF_XDP launch-time metadata"),
-        None => "kernel version unknown: AF_XDP launch-time metadata not checked".to_string(),
+/// Whether AF_XDP launch time (`XDP_TXMD_FLAGS_LAUNCH_TIME`, Linux ≥ 6.15) is available on interface `ifindex`:
+/// the driver's `tx-launch-time-fifo` xsk-feature, read from the netdev generic-netlink family. keepon's AF_XDP
+/// backend does not use launch time (its slots are timed by the ring), so this is reported, not relied on.
+pub fn xdp_launch_time(ifindex: u32) -> String {
+    let kernel = kernel_version().map_or_else(|| "kernel".to_string(), |(a, b)| format!("kernel {a}.{b}"));
+    match xsk_features(ifindex) {
+        Ok(Some(f)) if f & XSK_TX_LAUNCH_TIME_FIFO != 0 => {
+            "AF_XDP launch time: the driver advertises tx-launch-time-fifo".to_string()
+        }
+        Ok(Some(_)) => {
+            "AF_XDP launch time: not offered (the driver does not advertise tx-launch-time-fifo)".to_string()
+        }
+        Ok(None) => format!("AF_XDP launch time: not offered ({kernel} reports no netdev xsk-features)"),
+        Err(e) => format!("AF_XDP launch time: unknown (netdev netlink query failed: {e})"),
     }
 }
 
@@ -269,5 +348,19 @@ mod tests {
             etf_command("eth0", 300_000, true),
             "tc qdisc replace dev eth0 root etf clockid CLOCK_TAI delta 300000 offload"
         );
+    }
+
+    /// The netdev family answers for loopback: it has no AF_XDP TX metadata, so no launch time (on a kernel
+    /// without the family the answer is `None` and says so).
+    #[test]
+    fn loopback_offers_no_xdp_launch_time() {
+        let lo = 1; // loopback is always ifindex 1
+        match xsk_features(lo).unwrap() {
+            Some(f) => assert_eq!(f & XSK_TX_LAUNCH_TIME_FIFO, 0),
+            None => assert!(xdp_launch_time(lo).contains("reports no netdev xsk-features")),
+        }
+        assert!(xdp_launch_time(lo).contains("not offered"), "{}", xdp_launch_time(lo));
+        // An interface that does not exist is an error, not a silent "no".
+        assert!(xsk_features(0x7fff_fff0).is_err());
     }
 }
