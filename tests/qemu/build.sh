@@ -80,8 +80,8 @@ add_module() {
 for m in "${MODULES[@]}"; do add_module "$m"; done
 # Binaries with their shared libraries and loader.
 add_binary() {
-  local src=$1 lib
-  cp "$src" "$root/bin/$(basename "$src")"
+  local src=$1 dest=${2:-$root/bin/$(basename "$1")} lib
+  cp "$src" "$dest"
   for lib in $(ldd "$src" 2>/dev/null | grep -oE '/[^ ]+' || true); do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
@@ -91,6 +91,10 @@ tc=$(command -v tc || echo /usr/sbin/tc)
 [ -x "$tc" ] || skip "tc (iproute2) is not installed"
 add_binary "$tc"
 ln -sf ../../bin/tc "$root/usr/sbin/tc"
+# iproute2's own `ip` as /usr/sbin/ip (busybox's applet cannot make a multi-queue veth, which taprio needs).
+iproute=$(command -v ip || echo /usr/sbin/ip)
+[ -x "$iproute" ] || skip "ip (iproute2) is not installed"
+add_binary "$(readlink -f "$iproute")" "$root/usr/sbin/ip"
 for b in "$@"; do
   [ -f "$b" ] || { echo "build.sh: no such file: $b" >&2; exit 1; }
   if [ -x "$b" ]; then add_binary "$b"; else cp "$b" "$root/$(basename "$b")"; fi

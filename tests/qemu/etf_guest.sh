@@ -48,3 +48,30 @@ echo "END-KEEPON status=$?"
 wait $L
 echo BEGIN-TX; cat /tmp/tx.csv; echo END-TX
 echo BEGIN-RX; cat /tmp/rx.csv; cat /tmp/listen.txt; echo END-RX
+
+# (c) Gate control lists in the taprio-style form keepon-plan (and the case study) write, loaded into the kernel's
+# own taprio on a 4-queue veth (taprio needs a multi-queue device; e1000e has one queue). load_gcl FILE DEV takes
+# the first block of sched-entry lines (a `# egress` comment starts the next one), one traffic class per gate bit.
+load_gcl() {
+  f=$1; dev=$2; entries=""; n=0; top=0; cycle=""
+  while read -r a b c d; do
+    case "$a" in
+      "#") if [ "$b" = egress ] && [ $n -gt 0 ]; then break; fi ;;
+      cycle-time) cycle="cycle-time $b" ;;
+      sched-entry) m=$((0x$c)); entries="$entries sched-entry S $c $d"; n=$((n + 1)); [ $m -gt $top ] && top=$m ;;
+    esac
+  done < "$f"
+  tcs=1; while [ $((1 << tcs)) -le $top ]; do tcs=$((tcs + 1)); done
+  map=""; for p in $(seq 0 15); do t=$p; [ $t -ge $tcs ] && t=$((tcs - 1)); map="$map $t"; done
+  queues=""; for q in $(seq 0 $((tcs - 1))); do queues="$queues 1@$q"; done
+  /usr/sbin/tc qdisc replace dev "$dev" parent root handle 100 taprio num_tc $tcs map $map queues $queues \
+    base-time 0 $entries $cycle clockid CLOCK_TAI 2>&1
+  echo "GCL file=$f entries=$n tcs=$tcs status=$?"
+  /usr/sbin/tc qdisc show dev "$dev"
+  /usr/sbin/tc qdisc del dev "$dev" root 2>/dev/null
+}
+echo BEGIN-TAPRIO
+/usr/sbin/ip link add v0 numtxqueues 4 numrxqueues 4 type veth peer name v1
+/usr/sbin/ip link set v0 up; /usr/sbin/ip link set v1 up
+for f in /e2plan.gcl /gcl.txt; do [ -f "$f" ] && load_gcl "$f" v0; done
+echo END-TAPRIO

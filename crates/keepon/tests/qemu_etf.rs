@@ -10,7 +10,9 @@
 //!   accepted either reaches the second NIC (no earlier than `txtime − delta`) or is reported `MISSED`;
 //! - `keepon run --backend etf --install-qdisc` with `tests/qemu/etf.toml`: keepon installs the qdisc, every
 //!   frame gets exactly one record, and the frames recorded `sent` are exactly those the listener on the other NIC
-//!   received, each no earlier than its slot time minus ETF's delta.
+//!   received, each no earlier than its slot time minus ETF's delta;
+//! - the gate lists keepon-plan writes (Example 2) and the case study's switch GCLs (`validation/casestudy/gcl.txt`)
+//!   load, every entry, into the kernel's own taprio on a 4-queue veth.
 
 #![cfg(target_os = "linux")]
 
@@ -119,12 +121,29 @@ fn keepon_and_an_etf_program_on_the_kernels_etf_in_qemu() {
         eprintln!("skipped: cannot build a static etf-sender with {cc} -static (install libc6-dev)");
         return;
     }
+    // Gate lists for the kernel's taprio: keepon-plan's for its Example 2 (when the planner's environment is
+    // installed, as after `make test`), and the case study's switch GCLs as committed in validation/.
+    let mut gcls = vec![root.join("validation/casestudy/gcl.txt")];
+    let planner = root.join("python/.venv/bin/keepon-plan");
+    if planner.exists() {
+        let plan = work.join("e2plan.toml");
+        let ok = Command::new(&planner)
+            .args(["solve", root.join("python/examples/example2.toml").to_str().unwrap(), "--out"])
+            .arg(&plan)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "keepon-plan solve example2");
+        gcls.push(work.join("e2plan.gcl"));
+    } else {
+        eprintln!("note: python/.venv has no keepon-plan (run `make py-env`): only the case study's GCLs are loaded");
+    }
     let build = Command::new(root.join("tests/qemu/build.sh"))
         .arg(work.join("vm"))
         .arg(root.join("tests/qemu/etf_guest.sh"))
         .arg(&sender)
         .arg(BIN)
         .arg(root.join("tests/qemu/etf.toml"))
+        .args(&gcls)
         .status()
         .unwrap();
     if build.code() == Some(77) {
@@ -186,4 +205,19 @@ fn keepon_and_an_etf_program_on_the_kernels_etf_in_qemu() {
     }
     assert!(sent.len() >= tx.len() / 2, "most frames are sent even under TCG: {} of {}", sent.len(), tx.len());
     eprintln!("keepon --backend etf: {} of {} frames sent and received", sent.len(), tx.len());
+
+    // The gate lists load into the kernel's taprio, every entry of them.
+    let (taprio, _) = section(&log, "TAPRIO");
+    let loaded: Vec<&str> = taprio.lines().filter(|l| l.starts_with("GCL ")).collect();
+    assert_eq!(loaded.len(), gcls.len(), "every gate list was tried:\n{taprio}");
+    for (i, l) in loaded.iter().enumerate() {
+        assert_eq!(field(l, "status").as_deref(), Some("0"), "taprio refused a gate list:\n{taprio}");
+        let n: usize = field(l, "entries").unwrap().parse().unwrap();
+        assert!(n > 1, "{l}");
+        // `tc qdisc show` lists each entry as `index K cmd S gatemask 0x… interval …`, up to the next GCL line.
+        let shown = taprio.lines().skip_while(|x| x != l).skip(1).take_while(|x| !x.starts_with("GCL "));
+        let shown = shown.filter(|x| x.contains("gatemask")).count();
+        assert_eq!(shown, n, "gate list {i}: the kernel's taprio holds every entry:\n{taprio}");
+    }
+    eprintln!("taprio: {} gate lists loaded ({loaded:?})", loaded.len());
 }
