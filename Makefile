@@ -117,6 +117,11 @@ eval: build py-env
 	cp $(OUT)/eval/fig18/fig18-summary.md validation/fig18/summary.md
 	cp $(OUT)/eval/fig18/fig18.csv validation/fig18/fig18.csv
 	$(VPY) -m keepon_plan.evalplot fig18 $(OUT)/eval/fig18/fig18.csv --out validation/fig18
+	./target/release/keepon eval fig19 --out $(OUT)/eval/fig19 --frames 50
+	mkdir -p validation/fig19
+	cp $(OUT)/eval/fig19/fig19-summary.md validation/fig19/summary.md
+	cp $(OUT)/eval/fig19/fig19.csv validation/fig19/fig19.csv
+	$(VPY) -m keepon_plan.evalplot fig19 $(OUT)/eval/fig19/fig19.csv --out validation/fig19
 	./target/release/keepon eval table3 --out $(OUT)/eval/table3 --frames 100
 	mkdir -p validation/table3
 	cp $(OUT)/eval/table3/table3-summary.md validation/table3/summary.md

@@ -4,6 +4,7 @@
     python -m keepon_plan.evalplot fig16 OUT/fig16.csv --out OUT
     python -m keepon_plan.evalplot fig17 OUT/fig17.csv --out OUT
     python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
+    python -m keepon_plan.evalplot fig19 OUT/fig19.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
     python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
 
@@ -18,6 +19,9 @@ Fig 17: UDP throughput against slot size for 100 B and 500 B payloads, with the 
 
 Fig 18: best-effort UDP throughput against the offered rate, one panel per packet size, one line per
 isolation share and the stock driver's line bound (one CSV row per point).
+
+Fig 19: the poll core's CPU utilisation against batch size (300 B slots) and against slot size, with the
+paper's quoted points.
 
 Records (`keepon report FILE --plot DIR`): for every real-time flow of a records file, the inter-arrival
 histogram (receiver timestamps when present, else wire times) and the deviation from the schedule over time
@@ -227,6 +231,51 @@ def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
     return [png]
 
 
+# The paper's quoted Fig 19 points: sweep -> [(x, CPU %)].
+PAPER_FIG19 = {"batch": [(38, 100.0), (54, 6.3)], "slot": [(370, 100.0), (400, 26.9), (790, 1.7)]}
+
+
+def plot_fig19(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig19.png (CPU vs batch size and vs slot size, the paper's quoted points as crosses)."""
+    pts: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    try:
+        with csv_path.open(newline="") as f:
+            rows = csv.DictReader(f)
+            need = {"sweep", "batch", "slot_bytes", "cpu_percent"}
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{csv_path}: not a fig19 CSV (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                sweep = r["sweep"]
+                if sweep not in PAPER_FIG19:
+                    raise PlotError(f"{csv_path}:{i}: unknown sweep {sweep!r}")
+                try:
+                    x = int(r["batch"] if sweep == "batch" else r["slot_bytes"])
+                    pts[sweep].append((x, float(r["cpu_percent"])))
+                except ValueError as e:
+                    raise PlotError(f"{csv_path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {csv_path}: {e}") from e
+    if not pts:
+        raise PlotError(f"{csv_path}: no points")
+    fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
+    xlabel = {"batch": "batch size (300 B slots)", "slot": "slot size (bytes, batch 32)"}
+    for ax, sweep in zip(axes[0], sorted(pts), strict=True):
+        v = sorted(pts[sweep])
+        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", markersize=3, label="keepon (simulated host)")
+        ax.plot(*zip(*PAPER_FIG19[sweep], strict=True), "x", markersize=9, label="paper")
+        ax.set_xlabel(xlabel[sweep])
+        ax.set_ylabel("poll core CPU (%)")
+        ax.set_ylim(0, 105)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "fig19.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return [png]
+
+
 def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
     """Write fig18.png (throughput vs offered rate per packet size)."""
     pts: dict[tuple[int, str], list[tuple[int, float]]] = defaultdict(list)
@@ -387,7 +436,7 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "casestudy", "records"])
+    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "fig19", "casestudy", "records"])
     ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
@@ -397,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             "fig16": plot_fig16,
             "fig17": plot_fig17,
             "fig18": plot_fig18,
+            "fig19": plot_fig19,
             "casestudy": plot_casestudy,
             "records": plot_records,
         }[a.experiment]

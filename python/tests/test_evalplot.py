@@ -111,6 +111,18 @@ def test_fig17_plot_from_points(tmp_path):
     assert main(["fig17", str(p), "--out", str(tmp_path)]) == 3
 
 
+def test_fig19_plot_from_points(tmp_path):
+    p = tmp_path / "p.csv"
+    rows = ["sweep,batch,slot_bytes,poll_period_ns,cpu_percent,wire_busy_percent,underruns"]
+    rows += [f"batch,{b},300,0,{100 if b < 40 else 300 / b},100,0" for b in (30, 38, 40, 54)]
+    rows += [f"slot,32,{s},0,{100 if s <= 370 else 4000 / s},100,0" for s in (300, 370, 400, 790)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig19", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig19.png").stat().st_size > 0
+    p.write_text("sweep,batch,slot_bytes,cpu_percent\nwobble,1,300,5\n")
+    assert main(["fig19", str(p), "--out", str(tmp_path)]) == 3
+
+
 def test_records_plot_reads_v2_records(tmp_path, capsys):
     p = tmp_path / "r.csv"
     head = "seq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns,sched_ns,off_schedule"

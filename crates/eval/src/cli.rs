@@ -5,10 +5,27 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
-use crate::{casestudy, fig15, fig16, fig17, fig18, table3};
+use crate::{casestudy, fig15, fig16, fig17, fig18, fig19, table3};
 
 /// The experiments `keepon eval` knows.
-pub const EXPERIMENTS: [&str; 6] = ["fig15", "fig16", "fig17", "fig18", "table3", "casestudy"];
+pub const EXPERIMENTS: [&str; 7] = ["fig15", "fig16", "fig17", "fig18", "fig19", "table3", "casestudy"];
+
+/// Run an experiment that streams its raw rows into `out/NAME.csv` and returns its summary, written to
+/// `out/NAME-summary.md`.
+fn with_csv(
+    out: &Path,
+    name: &str,
+    body: impl FnOnce(&mut dyn std::io::Write) -> Result<String, String>,
+) -> Result<String, String> {
+    let csv_path = out.join(format!("{name}.csv"));
+    let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+    let mut w = BufWriter::new(file);
+    let summary = body(&mut w)?;
+    std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+    let sum_path = out.join(format!("{name}-summary.md"));
+    fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+    Ok(summary)
+}
 
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
@@ -19,7 +36,7 @@ pub const MAX_HYPERPERIODS: u64 = 1_000_000;
 /// Options common to the experiments.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
-    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18), ms per cell (table3) or hyperperiods (casestudy); `None` = the
+    /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18), ms per cell (fig19, table3) or hyperperiods (casestudy); `None` = the
     /// experiment's default.
     pub frames: Option<u64>,
     /// Seed; `None` = 1.
@@ -39,54 +56,30 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
         "fig15" => {
             let mut p = fig15::Params::paper(opts.frames.unwrap_or(20_000));
             p.seed = opts.seed.unwrap_or(1);
-            let csv_path = out.join("fig15.csv");
-            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let mut w = BufWriter::new(file);
-            let cells = fig15::run(&p, &mut w, &mut progress)?;
-            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let summary = fig15::render(&p, &cells);
-            let sum_path = out.join("fig15-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            with_csv(out, "fig15", |w| Ok(fig15::render(&p, &fig15::run(&p, w, &mut progress)?)))
         }
         "fig16" => {
             let mut p = fig16::Params::paper(opts.frames.unwrap_or(5_000));
             p.seed = opts.seed.unwrap_or(1);
-            let csv_path = out.join("fig16.csv");
-            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let mut w = BufWriter::new(file);
-            let points = fig16::run(&p, &mut w, &mut progress)?;
-            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let summary = fig16::render(&p, &points);
-            let sum_path = out.join("fig16-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            with_csv(out, "fig16", |w| Ok(fig16::render(&p, &fig16::run(&p, w, &mut progress)?)))
         }
         "fig17" => {
             let mut p = fig17::Params::paper(opts.frames.unwrap_or(2_000));
             p.seed = opts.seed.unwrap_or(1);
-            let csv_path = out.join("fig17.csv");
-            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let mut w = BufWriter::new(file);
-            let points = fig17::run(&p, &mut w, &mut progress)?;
-            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let summary = fig17::render(&p, &points);
-            let sum_path = out.join("fig17-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            with_csv(out, "fig17", |w| Ok(fig17::render(&p, &fig17::run(&p, w, &mut progress)?)))
         }
         "fig18" => {
             let mut p = fig18::Params::paper(opts.frames.unwrap_or(2_000));
             p.seed = opts.seed.unwrap_or(1);
-            let csv_path = out.join("fig18.csv");
-            let file = fs::File::create(&csv_path).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let mut w = BufWriter::new(file);
-            let points = fig18::run(&p, &mut w, &mut progress)?;
-            std::io::Write::flush(&mut w).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let summary = fig18::render(&p, &points);
-            let sum_path = out.join("fig18-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            with_csv(out, "fig18", |w| Ok(fig18::render(&p, &fig18::run(&p, w, &mut progress)?)))
+        }
+        "fig19" => {
+            let span_ms = opts.frames.unwrap_or(50) as i64;
+            if span_ms > table3::MAX_SPAN_MS {
+                return Err(format!("--frames {span_ms}: fig19 takes ms per point, at most {}", table3::MAX_SPAN_MS));
+            }
+            let p = fig19::Params::paper(span_ms);
+            with_csv(out, "fig19", |w| Ok(fig19::render(&p, &fig19::run(&p, w, &mut progress)?)))
         }
         "table3" => {
             let span_ms = opts.frames.unwrap_or(100) as i64;

@@ -31,6 +31,7 @@ pub mod fig15;
 pub mod fig16;
 pub mod fig17;
 pub mod fig18;
+pub mod fig19;
 pub mod keepon;
 pub mod measure;
 pub mod model;

@@ -184,6 +184,8 @@ pub struct SimNic {
     inflight: VecDeque<InFlight>,
     gaps: VecDeque<Gap>,
     work_slots: u64,
+    /// Host CPU time the poll loop used: each iteration's work, plus the whole iteration when it busy-polls.
+    host_busy: Nanos,
     wire: Vec<WireEvent>,
     stats: WireStats,
     idle_ticks: u128,
@@ -212,6 +214,7 @@ impl SimNic {
             inflight: VecDeque::new(),
             gaps: VecDeque::new(),
             work_slots: 0,
+            host_busy: Nanos(0),
             wire: Vec::new(),
             stats: WireStats::default(),
             idle_ticks: 0,
@@ -264,6 +267,13 @@ impl SimNic {
             self.now = t;
             self.work_slots = 0;
         }
+    }
+
+    /// CPU time the host's poll loop has used so far (simulated): each iteration's work (`poll_overhead +
+    /// per_slot·slots`), or the whole iteration when it busy-polls. Divided by the elapsed time it is the poll
+    /// core's utilisation, as `mpstat` would show it.
+    pub fn host_busy(&self) -> Nanos {
+        self.host_busy
     }
 
     /// Wire statistics so far.
@@ -414,6 +424,8 @@ impl Nic for SimNic {
         if h.spike_ppm > 0 && self.rng.gen_range(0..1_000_000u32) < h.spike_ppm {
             d += h.spike.0;
         }
+        // CPU time: the iteration's work; a busy poll (period 0) never yields, so all of it.
+        self.host_busy = self.host_busy + if period.0 > 0 { self.work() } else { Nanos(d.max(1)) };
         self.now += Nanos(d.max(1));
         self.work_slots = 0;
     }
