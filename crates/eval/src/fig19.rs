@@ -19,14 +19,10 @@
 
 use std::fmt::Write as _;
 
-use keepon_core::insert::Policy;
-use keepon_core::isolation::{ClassSpec, Ownership};
-use keepon_core::outcome::Frame;
-use keepon_core::station::StationConfig;
-use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, LoopConfig, Source};
-use keepon_nic::sim::{HostModel, SimConfig, SimNic};
-use keepon_nic::Nic;
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry};
+use keepon_nic::sim::HostModel;
+
+use crate::table3;
 
 /// The prototype's pessimistic poll overhead: it sleeps `batch·δ − OVERHEAD`.
 pub const OVERHEAD: Nanos = Nanos::from_us(100);
@@ -90,55 +86,23 @@ pub struct Point {
     pub underruns: u64,
 }
 
-struct Nothing;
-impl Source for Nothing {
-    fn next_due(&self) -> Option<Tai> {
-        None
-    }
-    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
-        None
-    }
-}
-
 /// The prototype's poll period for `batch` slots of `geometry`: `batch·δ − 100 µs`, or 0 (busy poll).
 pub fn poll_period(geometry: SlotGeometry, batch: u32) -> Nanos {
     let budget = i64::try_from(geometry.period().floor_mul(u64::from(batch))).unwrap_or(i64::MAX);
     Nanos((budget - OVERHEAD.0).max(0))
 }
 
-/// Simulate one point: a fillers-only link at 1 Gb/s for `span`.
+/// Simulate one point: a fillers-only link at 1 Gb/s for `span` ([`table3::fillers_only`]).
 pub fn point(sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<Point, String> {
-    let geometry =
-        SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
     let ring = 256;
     if batch == 0 || batch >= ring {
         return Err(format!("batch {batch} must be within 1..{ring}"));
     }
-    let ownership =
-        Ownership::new(ring, &[ClassSpec { name: "be".into(), slots: vec![] }]).map_err(|e| e.to_string())?;
-    let mut sim = SimConfig::new(geometry, Tai(1_700_000_000_000_000_000));
-    sim.host = host_model();
-    let station = StationConfig {
-        geometry,
-        ownership,
-        batch,
-        policy: Policy::Strict,
-        max_pending: 16,
-        max_advance: Nanos::from_ms(1000),
-        post_latency: Nanos(0),
-    };
+    let geometry =
+        SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
     let period = poll_period(geometry, batch);
-    let mut d = Driver::new(SimNic::new(sim), station, LoopConfig { poll_period: period, max_duration: span })
-        .map_err(|e| e.to_string())?;
-    let start = d.nic.now();
-    let busy0 = d.nic.host_busy();
-    let mut none = Nothing;
-    while d.nic.now() - start < span {
-        d.step(&mut none, &mut |_| {}).map_err(|e| e.to_string())?;
-        d.nic.wait(period);
-    }
-    let elapsed = (d.nic.now() - start).0 as f64;
-    let cpu = (d.nic.host_busy() - busy0).0 as f64 / elapsed * 100.0;
+    let (d, elapsed) = table3::fillers_only(1, host_model(), slot, ring, batch, period, span)?;
+    let cpu = d.nic.host_busy().0 as f64 / elapsed.0 as f64 * 100.0;
     Ok(Point {
         sweep,
         batch,

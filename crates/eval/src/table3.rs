@@ -18,7 +18,7 @@ use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassSpec, Ownership};
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, LoopConfig, Source};
+use keepon_nic::driver::{Driver, LoopConfig, NoFrames};
 use keepon_nic::sim::{HostModel, SimConfig, SimNic};
 use keepon_nic::Nic;
 
@@ -47,22 +47,20 @@ pub fn default_model() -> HostModel {
     }
 }
 
-struct Nothing;
-impl Source for Nothing {
-    fn next_due(&self) -> Option<Tai> {
-        None
-    }
-    fn take(&mut self) -> Option<keepon_core::outcome::Frame<Vec<u8>>> {
-        None
-    }
-}
-
-/// One cell: simulate `span` of a fillers-only link and return the busy fraction in ppm and the number of
-/// underruns the station detected.
-pub fn cell(model: HostModel, batch: u32, period: Nanos, span: Nanos, seed: u64) -> Result<(u64, u64), String> {
-    let geometry =
-        SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, 300).map_err(|e| e.to_string())?;
-    let ring = 1024;
+/// A fillers-only link at 1 Gb/s with `slot_bytes` slots, a ring of `ring` slots and `batch`, whose host (`model`)
+/// polls every `period` (0 = busy poll), run for `span` of simulated time with the simulator seeded `seed`; returns
+/// the driver and the simulated time that passed. Table 3 and Fig 19 both measure it.
+pub fn fillers_only(
+    seed: u64,
+    model: HostModel,
+    slot_bytes: u32,
+    ring: u32,
+    batch: u32,
+    period: Nanos,
+    span: Nanos,
+) -> Result<(Driver<SimNic>, Nanos), String> {
+    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot_bytes)
+        .map_err(|e| e.to_string())?;
     let ownership =
         Ownership::new(ring, &[ClassSpec { name: "be".into(), slots: vec![] }]).map_err(|e| e.to_string())?;
     let mut sim = SimConfig::new(geometry, Tai(1_700_000_000_000_000_000));
@@ -80,11 +78,18 @@ pub fn cell(model: HostModel, batch: u32, period: Nanos, span: Nanos, seed: u64)
     let mut d = Driver::new(SimNic::new(sim), station, LoopConfig { poll_period: period, max_duration: span })
         .map_err(|e| e.to_string())?;
     let start = d.nic.now();
-    let mut none = Nothing;
     while d.nic.now() - start < span {
-        d.step(&mut none, &mut |_| {}).map_err(|e| e.to_string())?;
+        d.step(&mut NoFrames, &mut |_| {}).map_err(|e| e.to_string())?;
         d.nic.wait(period);
     }
+    let elapsed = d.nic.now() - start;
+    Ok((d, elapsed))
+}
+
+/// One cell: simulate `span` of a fillers-only link and return the busy fraction in ppm and the number of
+/// underruns the station detected.
+pub fn cell(model: HostModel, batch: u32, period: Nanos, span: Nanos, seed: u64) -> Result<(u64, u64), String> {
+    let (d, _) = fillers_only(seed, model, 300, 1024, batch, period, span)?;
     Ok((d.nic.stats().busy_ppm(), d.station.counters().underruns))
 }
 

@@ -21,15 +21,15 @@
 //! veth completes instantly, so "consumed" means accepted and freed by the kernel. Numbers are for the
 //! machine at hand; run it on an idle machine (and pin it, e.g. `taskset -c 1`) for stable figures.
 
+use keepon_nic::driver::NoFrames;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassSpec, Ownership};
-use keepon_core::outcome::Frame;
 use keepon_core::station::StationConfig;
-use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry};
+use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::linux::afpacket::AfPacketNic;
 use keepon_nic::linux::afxdp::AfXdpNic;
 use keepon_nic::linux::{self, Backend, FillerMode, LinuxNicConfig, Pacing, TxFrame, TxPath};
@@ -69,17 +69,6 @@ struct Rate {
     cpu: f64,
 }
 
-struct Nothing;
-
-impl Source for Nothing {
-    fn next_due(&self) -> Option<Tai> {
-        None
-    }
-    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
-        None
-    }
-}
-
 fn config(backend: Backend, slot: u32) -> Result<LinuxNicConfig, String> {
     let geometry =
         SlotGeometry::new(LinkRate::from_mbps(10_000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
@@ -108,7 +97,7 @@ fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(Rate, u64), String>
     };
     let loop_cfg = LoopConfig { poll_period: Nanos(0), max_duration: Nanos::from_ms(60_000) };
     let mut d = Driver::new(nic, station, loop_cfg).map_err(|e| e.to_string())?;
-    let mut src = Nothing;
+    let mut src = NoFrames;
     let mut underruns = 0u64;
     let mut sink = |e: Event| {
         if let Event::Underrun(_) = e {

@@ -152,7 +152,7 @@ impl<N: Nic> Driver<N> {
     pub fn bring_up(&mut self, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
         let limit = DRAIN_GRACE + self.ring_span();
         let start = self.nic.now();
-        let mut nothing = Exhausted;
+        let mut nothing = NoFrames;
         loop {
             self.step(&mut nothing, sink)?;
             if self.station.schedule_settled() {
@@ -250,7 +250,7 @@ impl<N: Nic> Driver<N> {
     /// timeout: step it no more.
     pub fn run(&mut self, source: &mut dyn Source, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
         let start = self.nic.now();
-        let mut exhausted = Exhausted;
+        let mut exhausted = NoFrames;
         let mut give_up: Option<Tai> = None;
         loop {
             let src: &mut dyn Source = if give_up.is_some() { &mut exhausted } else { source };
@@ -298,10 +298,10 @@ impl<N: Nic> Driver<N> {
     }
 }
 
-/// A source with nothing in it.
-struct Exhausted;
+/// A source with nothing in it: for a link that carries only fillers (bring-up, benchmarks, experiments).
+pub struct NoFrames;
 
-impl Source for Exhausted {
+impl Source for NoFrames {
     fn next_due(&self) -> Option<Tai> {
         None
     }
@@ -538,7 +538,7 @@ mod tests {
         d.nic.stop_at = u64::MAX;
         let mut again = 0;
         for _ in 0..100 {
-            d.step(&mut Exhausted, &mut |e| again += u32::from(matches!(e, Event::Outcome(_)))).unwrap();
+            d.step(&mut NoFrames, &mut |e| again += u32::from(matches!(e, Event::Outcome(_)))).unwrap();
             d.nic.wait(Nanos(20_000));
         }
         assert_eq!(again, 0, "abandoned frames got a second outcome");

@@ -3,23 +3,12 @@
 
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassSpec, Ownership};
-use keepon_core::outcome::Frame;
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_nic::driver::NoFrames;
+use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
-
-struct Nothing;
-
-impl Source for Nothing {
-    fn next_due(&self) -> Option<Tai> {
-        None
-    }
-    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
-        None
-    }
-}
 
 /// Wire start times of the first `n` slots (fillers kept) and the oscillator's final ppm.
 fn wire(osc: Oscillator, seed: u64, n: usize) -> (Vec<Tai>, f64) {
@@ -41,7 +30,7 @@ fn wire(osc: Oscillator, seed: u64, n: usize) -> (Vec<Tai>, f64) {
     let mut d = Driver::new(SimNic::new(sim), station, cfg).unwrap();
     let mut starts = Vec::new();
     while starts.len() < n {
-        d.step(&mut Nothing, &mut |e: Event| {
+        d.step(&mut NoFrames, &mut |e: Event| {
             if let Event::Wire(w) = e {
                 if let Some(t) = w.start {
                     starts.push((w.nic_slot, t));

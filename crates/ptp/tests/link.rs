@@ -8,15 +8,16 @@
 //! moves with the EPHC. Judged on ground truth: the slave's `Sent` times against the true wire starts (the
 //! master's NIC is exact and its EPHC is the true time).
 
+use keepon_nic::driver::NoFrames;
 use std::collections::{HashMap, VecDeque};
 
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
-use keepon_core::outcome::{Frame, FrameId};
+use keepon_core::outcome::FrameId;
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::EngineConfig;
@@ -38,16 +39,6 @@ fn geometry() -> SlotGeometry {
 /// kernel stamping jitter.
 fn rx_latency() -> Nanos {
     Nanos((geometry().period().floor_mul(3) / 2) as i64 + 1_000)
-}
-
-struct Nothing;
-impl Source for Nothing {
-    fn next_due(&self) -> Option<Tai> {
-        None
-    }
-    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
-        None
-    }
 }
 
 struct Node {
@@ -118,7 +109,7 @@ fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
     let n = &mut nodes[i];
     n.port.poll(&mut n.d.station, now);
     let mut events = Vec::new();
-    n.d.step(&mut Nothing, &mut |e| events.push(e)).unwrap();
+    n.d.step(&mut NoFrames, &mut |e| events.push(e)).unwrap();
     // RX: frames that arrived since the last poll. A software timestamp: the kernel stamps the arrival on the
     // host clock with a jitter U[0, 2 µs]; the driver converts it to EPHC time through the (host, EPHC) pair
     // of this poll — the EPHC at the count just observed, which leads the wire by 1.5 slots on average on the
