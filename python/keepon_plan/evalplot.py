@@ -54,6 +54,16 @@ class PlotError(Exception):
     """Bad input: the message says what and where."""
 
 
+def _save(fig, out: Path, name: str) -> Path:
+    """Lay out, write ``out/name`` (PNG, 120 dpi) and close the figure."""
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / name
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return png
+
+
 def read_arrivals(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
     """(model, background, frame_bytes) -> [(seq, rx_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
@@ -109,11 +119,7 @@ def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
     axes[0][0].legend()
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    main_png = out / "fig15.png"
-    fig.savefig(main_png, dpi=120)
-    plt.close(fig)
+    main_png = _save(fig, out, "fig15.png")
 
     biggest = max(k[2] for k in series)
     fig, axes = plt.subplots(1, len(MODELS), figsize=(15, 3.5), squeeze=False)
@@ -125,10 +131,7 @@ def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
             ax.set_xlabel(f"inter-arrival − {base} ns")
         ax.set_yscale("log")
         ax.set_title(f"{LABELS[m]}, idle, {biggest} B")
-    fig.tight_layout()
-    hist_png = out / "fig15-hist.png"
-    fig.savefig(hist_png, dpi=120)
-    plt.close(fig)
+    hist_png = _save(fig, out, "fig15-hist.png")
     return [main_png, hist_png]
 
 
@@ -183,11 +186,7 @@ def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
     axes[0][0].legend()
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / "fig16.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = _save(fig, out, "fig16.png")
     return [png]
 
 
@@ -223,11 +222,7 @@ def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
         ax.set_ylabel("throughput (Mb/s)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / "fig17.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = _save(fig, out, "fig17.png")
     return [png]
 
 
@@ -268,11 +263,7 @@ def plot_fig19(csv_path: Path, out: Path) -> list[Path]:
         ax.set_ylim(0, 105)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / "fig19.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = _save(fig, out, "fig19.png")
     return [png]
 
 
@@ -308,11 +299,7 @@ def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("best-effort throughput (Mb/s)")
     axes[0][0].legend(fontsize="small")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / "fig18.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = _save(fig, out, "fig18.png")
     return [png]
 
 
@@ -364,10 +351,7 @@ def plot_records(csv_path: Path, out: Path) -> list[Path]:
             ax.set_xlabel(f"inter-arrival − {base} ns ({stamp}); jitter {jitter(ia):.2f} ns")
         ax.set_yscale("log")
         ax.set_title(f"flow {n}")
-    fig.tight_layout()
-    paths.append(out / "records-interarrival.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(_save(fig, out, "records-interarrival.png"))
     fig, ax = plt.subplots(figsize=(9, 3.6))
     for n in names:
         _, _, ref, dev = series[n]
@@ -376,10 +360,7 @@ def plot_records(csv_path: Path, out: Path) -> list[Path]:
     ax.set_ylabel("deviation from schedule (ns)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    paths.append(out / "records-deviation.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(_save(fig, out, "records-deviation.png"))
     return paths
 
 
@@ -426,11 +407,7 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="center right", fontsize="small")
     axes[-1][0].set_xlabel("frame (hyperperiod) index")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / "casestudy-fig26.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = _save(fig, out, "casestudy-fig26.png")
     return [png]
 
 
