@@ -1,6 +1,7 @@
 //! Every shipped example, run as a new user would run it (`keepon run --config examples/X.toml`), on every
 //! backend: the simulated NIC in any case, and AF_PACKET (`sendmmsg`, `TX_RING`) and AF_XDP on a veth behind a
-//! Linux bridge in namespaces the test makes (root; skipped otherwise). The scheduled frames must be sent in
+//! Linux bridge in namespaces the test makes (root; skipped otherwise); `etf` there must refuse an interface
+//! without an ETF qdisc. The scheduled frames must be sent in
 //! slots their class owns; the listener behind the bridge must receive every frame reported sent, and no filler.
 
 #[allow(dead_code)] // shared with netns_cli.rs; this test uses part of it
@@ -108,6 +109,19 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
         return;
     }
     let net = bridged("kx");
+    // `--backend etf` needs the kernel's ETF qdisc on the interface: without one keepon refuses and names the `tc`
+    // command (it never sends SO_TXTIME frames a missing qdisc would send at once). Its function is tested against
+    // a real ETF in the QEMU bench (`make qemu-test`).
+    for ex in examples() {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &net.talker, keepon_bin(), "run", "--backend", "etf", "--iface", "kp0", "--config"])
+            .arg(&ex)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: etf without a qdisc must be refused", ex.display());
+        assert!(text.contains("no ETF qdisc") && text.contains("tc qdisc replace dev kp0 root etf"), "{text}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let fifo = can_chrt();
     for ex in examples() {
