@@ -362,6 +362,9 @@ pub struct RawConfig {
     /// `[daemon]`, read by `keepon daemon` (kept as a table here so `run` accepts daemon configs).
     #[serde(default)]
     pub daemon: Option<toml::Table>,
+    /// `[ptp]`, read by `keepon daemon` ([`crate::ptpconf`]).
+    #[serde(default)]
+    pub ptp: Option<toml::Table>,
 }
 
 /// A flow as the runtime uses it.
