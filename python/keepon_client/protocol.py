@@ -64,6 +64,7 @@ class Reason(enum.Enum):
     LINK_FAULT = "link-fault"
     SHUTDOWN = "shutdown"
     CLOCK_STEP = "clock-step"
+    NOT_SYNCHRONISED = "not-synchronised"
 
     @property
     def code(self) -> int:

@@ -133,6 +133,15 @@ pub trait Nic {
     fn unfinished(&self) -> u64 {
         0
     }
+    /// The backend's clock ([`Nic::now`]) at host time `host` (`CLOCK_TAI`). The identity, unless the backend
+    /// emulates an oscillator error for tests (`link.emulated_offset`, `link.emulated_ppm`).
+    fn link_time(&self, host: Tai) -> Tai {
+        host
+    }
+    /// The host time (`CLOCK_TAI`) at which the backend's clock reads `link` (the inverse of [`Nic::link_time`]).
+    fn host_time(&self, link: Tai) -> Tai {
+        link
+    }
 }
 
 /// A boxed backend is a backend (so `linux::open`'s `Box<dyn Nic + Send>` drives a station like any other).
@@ -163,5 +172,11 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn unfinished(&self) -> u64 {
         (**self).unfinished()
+    }
+    fn link_time(&self, host: Tai) -> Tai {
+        (**self).link_time(host)
+    }
+    fn host_time(&self, link: Tai) -> Tai {
+        (**self).host_time(link)
     }
 }
