@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod driver;
+pub mod emulation;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod sim;
