@@ -565,6 +565,15 @@ impl<B: AsRef<[u8]>> Station<B> {
         Tai(sat_i64(i128::from(self.slot_time(k).0) + into))
     }
 
+    /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
+    /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
+    /// while an adjustment has not yet reached the wire (at most `batch` slots).
+    pub fn clock_at(&self, host: Tai) -> Tai {
+        let k = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(k).0);
+        Tai(sat_i64(i128::from(self.ephc.time_of(k).0) + into))
+    }
+
     /// When slot `k` starts (started) by the host clock: the wire's grid as the host sees it, which
     /// synchronisation never moves.
     pub fn host_time_of(&self, k: u64) -> Tai {

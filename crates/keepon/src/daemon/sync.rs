@@ -6,11 +6,12 @@
 //! - RX: an [`RxSource`] hands in frames with host timestamps (`CLOCK_TAI`; on Linux the kernel's software
 //!   stamp from an AF_PACKET socket on the link's interface). Each is converted to the backend's clock
 //!   ([`Nic::link_time`], which differs from the host's only under an emulated oscillator error) and then to
-//!   EPHC time through the station's host grid ([`Station::ephc_at`]); the port subtracts `ptp.rx_latency`.
+//!   EPHC time through the station's host grid ([`Station::clock_at`]: the clock as the servo set it); the port
+//!   subtracts `ptp.rx_latency`.
 //!   Frames that are not PTP messages of the configured transport are ignored.
-//! - Synchronised: master (the BMCA made the station the time source), or a slave whose servo is locked with
-//!   its last |offset| below `ptp.sync_threshold` and whose last measurement is at most four Sync intervals
-//!   old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
+//! - Synchronised: master (the BMCA made the station the time source), or a slave whose servo's last four
+//!   measurements found it locked with |offset| below `ptp.sync_threshold`, the last at most four Sync
+//!   intervals old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
 //!   the status every 10 s.
 
 use keepon_core::outcome::Outcome;
@@ -55,6 +56,10 @@ impl RxSource for keepon_nic::linux::rx::Receiver {
     }
 }
 
+/// Consecutive measurements within the threshold, locked, before a slave counts as synchronised (one alone
+/// may be the filter's reset value right after a step).
+const GOOD_MEASUREMENTS: u32 = 4;
+
 /// How often the status is logged while nothing changes.
 const LOG_EVERY: Nanos = Nanos::from_ms(10_000);
 
@@ -68,11 +73,14 @@ pub struct Sync {
     /// Host time of the last measurement the servo absorbed.
     last_sample: Option<Tai>,
     stale_after: Nanos,
+    /// Consecutive measurements that found the servo locked within the threshold.
+    good: u32,
     synchronised: bool,
     logged: (PortRole, ServoState, bool),
     next_log: Tai,
-    /// RX or port problems since the last log line, counted.
+    /// RX or port problems since the last log line, counted, and the last one.
     errors: u64,
+    last_error: Option<String>,
 }
 
 /// The clock identity from a MAC (EUI-48 to EUI-64, `ff:fe` in the middle).
@@ -123,10 +131,12 @@ impl Sync {
             last: ServoStatus::INITIAL,
             last_sample: None,
             stale_after: Nanos(interval.0.saturating_mul(4)),
+            good: 0,
             synchronised: false,
             logged: (PortRole::None, ServoState::Unlocked, false),
             next_log: now,
             errors: 0,
+            last_error: None,
         }
     }
 
@@ -145,19 +155,22 @@ impl Sync {
             if self.cfg.transport.parse(&frame).is_err() {
                 continue; // not a PTP message of our transport
             }
-            let rx = station.ephc_at(nic.link_time(host));
+            let rx = station.clock_at(nic.link_time(host));
             self.port.on_rx(&frame, rx, station, now);
         }
         self.port.poll(station, now);
         for e in self.port.take_errors() {
             if !matches!(e, PortError::Wire(WireError::NotPtp)) {
                 self.errors += 1;
+                self.last_error = Some(format!("{e:?}"));
             }
         }
         let st = self.port.servo_status();
         if st != self.last {
             self.last = st;
             self.last_sample = Some(now);
+            let within = st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs());
+            self.good = if st.state == ServoState::Locked && within { self.good.saturating_add(1) } else { 0 };
         }
         self.synchronised = self.judge(now);
         let role = self.role();
@@ -178,10 +191,8 @@ impl Sync {
         if self.port.engine().is_master() {
             return true;
         }
-        let st = self.last;
         self.port.engine().is_steering()
-            && st.state == ServoState::Locked
-            && st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs())
+            && self.good >= GOOD_MEASUREMENTS
             && self.last_sample.is_some_and(|t| now - t <= self.stale_after)
     }
 
@@ -241,7 +252,10 @@ impl Sync {
             station.ephc().rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),
             (station.ephc_at(now) - now).0,
-            if self.errors > 0 { format!(", {} errors", self.errors) } else { String::new() },
+            match &self.last_error {
+                Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
+                _ => String::new(),
+            },
         )
     }
 }
