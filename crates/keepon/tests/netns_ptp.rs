@@ -166,7 +166,7 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
             "--filler",
             "reserved-address",
             "--duration",
-            "120s",
+            "900s",
         ]),
     );
     let up = Instant::now();
@@ -244,7 +244,9 @@ fn keepon_slave_follows_ptp4l_over_l2_from_plus_3ms_and_plus_50ppm() {
     if skip() {
         return;
     }
-    let (errors, f) = slave_run("kz", true, "3ms", 50.0, Duration::from_secs(20));
+    // `KEEPON_PTP_WINDOW_S` lengthens the measured window (the README's longer benchmark run).
+    let window = std::env::var("KEEPON_PTP_WINDOW_S").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let (errors, f) = slave_run("kz", true, "3ms", 50.0, Duration::from_secs(window));
     let s = stats(&errors);
     // What this test can hold on a shared host (host-paced veth, software stamps, debug build): the injected
     // 3 ms is removed — the median true error is within 500 µs. The targets are printed above and
