@@ -64,6 +64,12 @@
 //! more before it exits. So every submit the socket took gets exactly one outcome, unless its client stops
 //! reading.
 //!
+//! **Network time.** With a `[ptp]` section the daemon runs PTP on its link ([`Sync`]): the station's EPHC
+//! follows the network's master (or is the master). A submit that asks for network time — a real-time class
+//! with a txtime — is refused `not-synchronised` while the station is not synchronised (never sent on a
+//! free-running clock); best effort is unaffected. The `Time` request reports EPHC and host time at one instant
+//! with the synchronisation state, the servo's offset, frequency and path delay.
+//!
 //! **Socket path.** The daemon refuses to start when a daemon answers on `daemon.socket` or the path exists
 //! and is not a socket; it removes only a stale socket (connect refused), and on exit only the socket file it
 //! bound itself.
