@@ -28,7 +28,7 @@
  *       SO_EE_CODE_TXTIME_INVALID_PARAM. Not sent to keepon.
  *     - txtime before now (CLOCK_TAI) when sent, or no SCM_TXTIME (txtime 0): the same. Not sent to keepon.
  *     - keepon rejects the frame `late` (its slot was already posted to the NIC) or `underrun`, `link-fault`,
- *       `shutdown`, `clock-step` (it missed its time): ECANCELED SO_EE_CODE_TXTIME_MISSED, as ETF reports a frame dequeued
+ *       `shutdown`, `clock-step`, `not-synchronised` (it missed its time): ECANCELED SO_EE_CODE_TXTIME_MISSED, as ETF reports a frame dequeued
  *       after its time.
  *     - any other rejection (not-owned, slot-taken, forbidden, unknown-class, oversize, too-far-ahead,
  *       queue-full, ...): EINVAL SO_EE_CODE_TXTIME_INVALID_PARAM.
@@ -320,7 +320,7 @@ static void deliver(const struct keepon_outcome *o) {
         } else {
             int missed = o->reason == KEEPON_R_LATE || o->reason == KEEPON_R_UNDERRUN ||
                          o->reason == KEEPON_R_LINK_FAULT || o->reason == KEEPON_R_SHUTDOWN ||
-                         o->reason == KEEPON_R_CLOCK_STEP;
+                         o->reason == KEEPON_R_CLOCK_STEP || o->reason == KEEPON_R_NOT_SYNCHRONISED;
             txtime_error(k, missed ? ECANCELED : EINVAL,
                          missed ? SO_EE_CODE_TXTIME_MISSED : SO_EE_CODE_TXTIME_INVALID_PARAM, p->txtime, p->frame,
                          p->len);

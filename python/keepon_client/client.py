@@ -19,9 +19,11 @@ from .protocol import (
     Message,
     Outcome,
     ProtocolError,
+    Time,
     UnknownMessage,
     encode_info,
     encode_submit,
+    encode_time,
     frame_message,
     parse_response,
     split_messages,
@@ -106,6 +108,22 @@ class Client:
             while True:
                 m = self._read()
                 if isinstance(m, Info):
+                    return m
+                if isinstance(m, ErrorReply):
+                    raise RequestError(m.text)
+                held.append(m)
+        finally:
+            self._pending.extendleft(reversed(held))
+
+    def time(self) -> Time:
+        """The station's network time and synchronisation state (like ``clock_gettime`` on a PHC). Outcomes that
+        arrive first are kept for :meth:`recv`/:meth:`outcome`."""
+        self._sock.sendall(frame_message(encode_time()))
+        held: list[Message] = []
+        try:
+            while True:
+                m = self._read()
+                if isinstance(m, Time):
                     return m
                 if isinstance(m, ErrorReply):
                     raise RequestError(m.text)

@@ -26,6 +26,9 @@ K_SUBMIT = 2
 K_INFO_REPLY = 0x81
 K_OUTCOME = 0x82
 K_ERROR = 0x83
+K_TIME = 3
+K_TIME_REPLY = 0x84
+TIME_REPLY_LEN = 46
 
 SUBMIT_HEADER = 4 + 8 + 8
 OUTCOME_LEN = 32
@@ -64,6 +67,7 @@ class Reason(enum.Enum):
     LINK_FAULT = "link-fault"
     SHUTDOWN = "shutdown"
     CLOCK_STEP = "clock-step"
+    NOT_SYNCHRONISED = "not-synchronised"
 
     @property
     def code(self) -> int:
@@ -116,6 +120,28 @@ class Info:
         return (self.slot_bytes + 20) * 8 * 1_000_000_000, self.rate_bps
 
 
+@dataclass(frozen=True)
+class Time:
+    """The station's network time (the ``Time`` reply): ``ephc_now`` (TAI ns) and ``host_now`` (the daemon host's
+    ``CLOCK_TAI``) at one instant; ``sync`` 0 free-running (no ``[ptp]``), 1 synchronised, 2 not synchronised;
+    ``port`` 0 neither, 1 master, 2 slave; ``servo`` 0 unlocked, 1 stepping, 2 locked; the servo's last offset
+    estimate (EPHC − master, ns), its frequency adjustment (parts per trillion) and mean path delay (ns)."""
+
+    sync: int
+    port: int
+    servo: int
+    ephc_now: int
+    host_now: int
+    offset: int | None
+    freq_ppt: int
+    path_delay: int | None
+
+    @property
+    def synchronised(self) -> bool:
+        """True when the EPHC is network time (PTP configured and synchronised)."""
+        return self.sync == 1
+
+
 class FrameRejected(KeeponError):
     """Raised by :meth:`Outcome.check` for a rejected frame; ``reason`` says why."""
 
@@ -164,7 +190,7 @@ class UnknownMessage:
     body: bytes
 
 
-Message = Info | Outcome | ErrorReply | UnknownMessage
+Message = Info | Outcome | ErrorReply | Time | UnknownMessage
 
 
 def frame_message(msg: bytes) -> bytes:
@@ -175,6 +201,11 @@ def frame_message(msg: bytes) -> bytes:
 def encode_info() -> bytes:
     """An ``Info`` request (without length prefix)."""
     return bytes([VERSION, K_INFO])
+
+
+def encode_time() -> bytes:
+    """A ``Time`` request (without length prefix)."""
+    return bytes([VERSION, K_TIME])
 
 
 def encode_submit(cls: str, txtime: int | None, frame: bytes, tag: int) -> bytes:
@@ -230,6 +261,14 @@ def parse_response(b: bytes) -> Message:
         return Info(rate, slot_bytes, ring, batch, now, cycle_start, tuple(classes))
     if kind == K_ERROR:
         return ErrorReply(b[2:].decode("utf-8", errors="replace"))
+    if kind == K_TIME_REPLY:
+        if len(b) != TIME_REPLY_LEN:
+            raise ProtocolError(f"time reply of {len(b)} bytes, expected {TIME_REPLY_LEN}")
+        sync, port, servo, flags = b[2], b[3], b[4], b[5]
+        if sync > 2 or port > 2 or servo > 2 or flags & ~3:
+            raise ProtocolError(f"time reply: bad state bytes {bytes(b[2:6]).hex()}")
+        ephc, host, offset, freq, delay = struct.unpack_from("<qqqqq", b, 6)
+        return Time(sync, port, servo, ephc, host, offset if flags & 1 else None, freq, delay if flags & 2 else None)
     return UnknownMessage(kind, bytes(b[2:]))
 
 

@@ -82,7 +82,8 @@ def test_outcomes_parse_including_a_newer_daemons_values():
     unk = parse_response(outcome_bytes(1, 200, 5))
     assert unk.reason == UnknownReason(200) and str(unk.reason) == "unknown(200)"
     assert reason_from_code(14) is Reason.SHUTDOWN and reason_from_code(15) is Reason.CLOCK_STEP
-    assert str(reason_from_code(16)) == "unknown(16)"
+    assert reason_from_code(16) is Reason.NOT_SYNCHRONISED
+    assert str(reason_from_code(17)) == "unknown(17)"
     # Longer outcomes (fields appended later) still parse; unknown status is a protocol error naming the frame.
     assert parse_response(outcome_bytes(0, 0, 1, 2, 3, 4) + b"\x00\x00").tag == 1
     with pytest.raises(ProtocolError, match="frame 6: unknown status 3"):
@@ -94,10 +95,34 @@ def test_info_error_and_unknown_kinds_parse():
     assert parse_response(b) == Info(10**8, 1230, 32, 8, 5, 6, ("a", "bb"))
     assert Info(10**8, 1230, 32, 8, 5, 6, ()).slot_ns == (1250 * 8 * 10**9, 10**8)
     assert parse_response(bytes([1, 0x83]) + b"bad") == ErrorReply("bad")
-    assert parse_response(bytes([1, 0x84, 9])) == UnknownMessage(0x84, b"\x09")
+    assert parse_response(bytes([1, 0x85, 9])) == UnknownMessage(0x85, b"\x09")
     for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:37], b + b"\x05ab"):
         with pytest.raises(ProtocolError):
             parse_response(bad)
+
+
+def test_time_reply_parses_and_bad_state_is_a_protocol_error():
+    from keepon_client import Time
+    from keepon_client.protocol import encode_time
+
+    assert encode_time() == bytes([1, 3])
+    body = struct.pack("<qqqqq", 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100)
+    t = parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body)
+    assert t == Time(1, 2, 2, 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100) and t.synchronised
+    free = parse_response(bytes([1, 0x84, 0, 0, 0, 0]) + body)
+    assert free.offset is None and free.path_delay is None and not free.synchronised
+    with pytest.raises(ProtocolError, match="expected 46"):
+        parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body[:-1])
+    with pytest.raises(ProtocolError, match="bad state"):
+        parse_response(bytes([1, 0x84, 7, 2, 2, 3]) + body)
+
+
+def test_time_over_the_socket_without_ptp_is_free_running(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        t = c.time()
+        # No [ptp]: the EPHC runs free on the (simulated, wall-clock-held) link, next to the host clock.
+        assert (t.sync, t.port) == (0, 0) and t.offset is None
+        assert abs(t.ephc_now - t.host_now) < 10_000_000
 
 
 def test_untrusted_bytes_raise_only_protocol_errors():

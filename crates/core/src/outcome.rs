@@ -84,11 +84,14 @@ pub enum Reason {
     /// A clock adjustment (a PTP step or frequency change) moved the frame's slot: it had already passed, was
     /// taken, or was not its class's.
     ClockStep,
+    /// Network time was asked for (a scheduled frame on a station configured for PTP) but the station is not
+    /// synchronised: its |offset| from the master is not below the sync threshold, or it lost its master.
+    NotSynchronised,
 }
 
 impl Reason {
     /// Number of reasons.
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
 
     /// All reasons, for counters and reports.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -108,6 +111,7 @@ impl Reason {
         Reason::LinkFault,
         Reason::Shutdown,
         Reason::ClockStep,
+        Reason::NotSynchronised,
     ];
 
     /// Stable machine-readable name (used in records).
@@ -129,6 +133,7 @@ impl Reason {
             Reason::LinkFault => "link-fault",
             Reason::Shutdown => "shutdown",
             Reason::ClockStep => "clock-step",
+            Reason::NotSynchronised => "not-synchronised",
         }
     }
 

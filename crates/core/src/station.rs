@@ -39,6 +39,11 @@ use crate::time::{Nanos, SlotGeometry, Tai};
 /// gone, and the slot arithmetic never sees times the clock cannot represent).
 pub const MAX_PAST: Nanos = Nanos(86_400_000_000_000);
 
+/// `x` clamped to the i64 range.
+fn sat_i64(x: i128) -> i64 {
+    i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })
+}
+
 /// Smallest frame data accepted: an Ethernet header.
 pub const MIN_FRAME_DATA: usize = 14;
 
@@ -174,6 +179,11 @@ pub struct Station<B> {
     /// flight, as (first slot, clock).
     clock_from: u64,
     history: VecDeque<(u64, Ephc)>,
+    /// The wire's grid by the host clock: when the host saw (or expects) slot `k` start. Re-anchored with the
+    /// EPHC at link-up, underruns and reported gaps, but never adjusted by synchronisation; it converts host
+    /// times (`now`, restart estimates) into EPHC time ([`Station::ephc_at`]) once a servo has moved the EPHC
+    /// away from the host clock.
+    host: Ephc,
     /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
     expected_gap: Option<u64>,
     started: bool,
@@ -200,6 +210,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             shift: 0,
             schedule_provisional: false,
             schedule: Ephc::new(cfg.geometry.period(), 0, t0),
+            host: Ephc::new(cfg.geometry.period(), 0, t0),
             clock_from: 0,
             history: VecDeque::new(),
             expected_gap: None,
@@ -358,8 +369,9 @@ impl<B: AsRef<[u8]>> Station<B> {
             }
         } else {
             let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
-            // Untrusted times: compared in i128, so no txtime (i64::MIN included) can wrap.
-            let ahead = i128::from(t.0) - i128::from(now.0);
+            // Untrusted times: compared in i128, so no txtime (i64::MIN included) can wrap. The txtime is EPHC
+            // time, `now` the host's: compare in EPHC time.
+            let ahead = i128::from(t.0) - i128::from(self.ephc_at(now).0);
             if ahead > i128::from(self.cfg.max_advance.0) {
                 return Err(Reason::TooFarAhead);
             }
@@ -477,7 +489,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         // Every posted slot is consumed (fetched) and, by the EPHC, the last one has already ended: the wire is
         // idle now. (A gap that opens while slots are still in flight is only visible to a backend that sees
         // the wire; it arrives as a reported gap above, and also refines the restart estimated here.)
-        let idle = self.ring.consumed() == posted && self.slot_time(posted) <= obs.now;
+        let idle = self.ring.consumed() == posted && self.host.time_of(posted) <= obs.now;
         if !self.started {
             // The link comes up: the schedule's grid is the wire's grid from here on.
             let _ = self.reanchor(posted, land);
@@ -527,17 +539,53 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
     }
 
-    /// Slot `at` started (or will start) at `restart`: re-anchor the clock there. Returns how far the slot
-    /// moved (positive: later than the clock had it).
+    /// Slot `at` started (or will start) at host time `restart`: re-anchor the host grid there, and the clock
+    /// by the same amount (its offset from the host clock, which synchronisation may have set, is kept). Returns
+    /// how far the slot moved (positive: later than the clock had it).
     fn reanchor(&mut self, at: u64, restart: Tai) -> i64 {
+        let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(at).0));
+        self.host.set_time(restart, at);
         let old = self.slot_time(at);
+        let new = Tai(old.0.saturating_add(moved));
         if at >= self.clock_from {
             self.split_clock(at);
-            self.ephc.set_time(restart, at);
+            self.ephc.set_time(new, at);
         } else if let Some((_, c)) = self.history.iter_mut().rev().find(|(from, _)| *from <= at) {
-            c.set_time(restart, at);
+            c.set_time(new, at);
         }
-        (restart - old).0
+        moved
+    }
+
+    /// The EPHC's time at host time `host`: the host grid says which slot (and how far into it) the wire is
+    /// at, the EPHC what time that slot has. Equal to `host` until synchronisation moves the EPHC. Saturates at
+    /// the ends of the i64 range (untrusted times never wrap).
+    pub fn ephc_at(&self, host: Tai) -> Tai {
+        let k = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(k).0);
+        Tai(sat_i64(i128::from(self.slot_time(k).0) + into))
+    }
+
+    /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
+    /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
+    /// while an adjustment has not yet reached the wire (at most `batch` slots).
+    pub fn clock_at(&self, host: Tai) -> Tai {
+        let k = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(k).0);
+        Tai(sat_i64(i128::from(self.ephc.time_of(k).0) + into))
+    }
+
+    /// When slot `k` starts (started) by the host clock: the wire's grid as the host sees it, which
+    /// synchronisation never moves.
+    pub fn host_time_of(&self, k: u64) -> Tai {
+        self.host.time_of(k)
+    }
+
+    /// The host time at EPHC time `t` (the inverse of [`Station::ephc_at`], to within a nanosecond per slot of
+    /// frequency difference).
+    pub fn host_at(&self, t: Tai) -> Tai {
+        let k = self.ephc.slot_of(t).unwrap_or(0);
+        let into = i128::from(t.0) - i128::from(self.slot_time(k).0);
+        Tai(sat_i64(i128::from(self.host.time_of(k).0) + into))
     }
 
     /// The wire grid moved: find which schedule slot the first unposted wire slot now carries — the one whose
@@ -776,6 +824,65 @@ mod tests {
         };
         assert_eq!(sent.ring_slot, 0);
         assert!(sent.time <= t && t.0 - sent.time.0 < 10_000, "{:?} vs {:?}", sent.time, t);
+    }
+
+    /// Once synchronisation steps the EPHC far from the host clock (−1 s, +1 s), the station still judges
+    /// admission, idleness and underrun restarts in EPHC time: a txtime a few ms ahead in network time is
+    /// placed and sent at its time, one a second ahead by the host clock is too far ahead, steady polling
+    /// finds no underrun, a real stall finds exactly one, and the re-anchored EPHC keeps its offset.
+    #[test]
+    fn host_times_are_converted_to_ephc_time_after_a_clock_step() {
+        for step in [-1_000_000_000i64, 1_000_000_000] {
+            let mut s = station();
+            let _ = poll(&mut s, 0, 999_000);
+            let _ = poll(&mut s, 4, 1_040_000);
+            s.adjust_clock(ClockAdjust::Step(Nanos(step))).unwrap();
+            // Slots already posted (up to 12, at 1.12 ms) keep their times; later ones have the stepped clock.
+            assert_eq!(s.ephc_at(Tai(1_080_000)), Tai(1_080_000));
+            assert_eq!(s.ephc_at(Tai(1_205_000)), Tai(1_205_000 + step));
+            assert_eq!(s.host_at(Tai(1_205_000 + step)), Tai(1_205_000));
+            let host = 1_080_000i64;
+            // Steady polling: no underrun, whichever way the clock went.
+            let mut consumed = 4;
+            let mut now = host;
+            while now < 1_300_000 {
+                consumed += 4;
+                let _ = poll(&mut s, consumed, now);
+                now += 40_000;
+            }
+            assert_eq!(s.counters().underruns, 0, "step {step}");
+            // Ring slot 0 of a cycle 3 ms ahead in network time (EPHC time) is admitted and leaves at its time.
+            let cycle = s.cycle_start_at_or_after(s.ephc_at(Tai(now)) + Nanos::from_ms(3)).unwrap();
+            let f = Frame { id: FrameId(1), class: ClassId(0), txtime: Some(cycle), data: &DATA[..] };
+            assert_eq!(s.submit(f, Tai(now)), Ok(()), "step {step}");
+            // 50 ms ahead by the host clock is 1 s away in network time for the −1 s step: too far ahead.
+            let far = if step < 0 { now + 50_000_000 } else { now + step + 200_000_000 };
+            let f = Frame { id: FrameId(2), class: ClassId(0), txtime: Some(Tai(far)), data: &DATA[..] };
+            assert_eq!(s.submit(f, Tai(now)), Err(Reason::TooFarAhead), "step {step}");
+            let sent = loop {
+                consumed += 4;
+                now += 40_000;
+                let _ = poll(&mut s, consumed, now);
+                let o: Vec<Outcome> = s.drain_outcomes().filter(|o| o.id == FrameId(1)).collect();
+                if let Some(o) = o.first() {
+                    break o.result.unwrap();
+                }
+                assert!(now < host + 10_000_000, "step {step}: frame never sent");
+            };
+            assert_eq!(sent.time, cycle, "step {step}");
+            assert_eq!(s.counters().underruns, 0, "step {step}");
+            // A stall of 1.2 ms: one underrun, and the EPHC stays `step` away from the host clock.
+            now += 1_200_000;
+            consumed = s.ring().posted();
+            let p = poll(&mut s, consumed, now);
+            assert_eq!(p.underruns.len(), 1, "step {step}");
+            let off = s.ephc_at(Tai(now)).0 - now;
+            assert!((off - step).abs() < 10_000, "step {step}: offset after re-anchoring {off}");
+            consumed += 4;
+            now += 40_000;
+            let _ = poll(&mut s, consumed, now);
+            assert_eq!(s.counters().underruns, 1, "step {step}");
+        }
     }
 
     /// `max_pending` is a budget per class: a best-effort backlog that fills its own budget leaves a real-time

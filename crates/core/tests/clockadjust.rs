@@ -34,9 +34,10 @@ fn frame(id: u64, class: u8, t: Tai) -> Frame<Vec<u8>> {
     Frame { id: FrameId(id), class: ClassId(class), txtime: Some(t), data: vec![0; 60] }
 }
 
-/// Poll with `now` in the EPHC's timescale (the slot just consumed is still on the wire).
+/// Poll with `now` the host time just before slot `consumed` starts (the slot just consumed is still on the
+/// wire); adjustments move the EPHC away from the host clock.
 fn poll(st: &mut Station<Vec<u8>>, consumed: u64) -> std::ops::Range<u64> {
-    let now = Tai(st.ephc().time_of(consumed).0 - 1);
+    let now = Tai(st.host_time_of(consumed).0 - 1);
     let p = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
     assert!(p.underruns.is_empty());
     p.post
@@ -181,7 +182,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
             }
             next_adj += 1;
         }
-        let now = Tai(st.ephc().time_of(consumed).0 - 1);
+        let now = Tai(st.host_time_of(consumed).0 - 1);
         while next < frames.len() && frames[next].0 <= consumed {
             let _ = st.submit(frames[next].1.clone(), now);
             next += 1;

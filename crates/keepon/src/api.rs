@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! request  Info     : ver=1 | kind=1
+//! request  Time     : ver=1 | kind=3
 //! request  Submit   : ver=1 | kind=2 | flags (bit 0: has txtime) | class_len u8 | tag u64 | txtime i64 |
 //!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
 //! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
@@ -13,7 +14,17 @@
 //! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected, 2 sent off schedule) | reason u8 | tag u64 | slot u64 |
 //!                     time i64 | ring_slot u32
 //! response Error    : ver=1 | kind=0x83 | UTF-8 text        (malformed request; the connection stays open)
+//! response Time     : ver=1 | kind=0x84 | sync u8 | port u8 | servo u8 | flags u8 (bit 0: offset valid,
+//!                     bit 1: path delay valid) | ephc_now i64 | host_now i64 | offset i64 | freq_ppt i64 |
+//!                     path_delay i64
 //! ```
+//!
+//! `Time` reads the station's network time like `clock_gettime` on a PHC: `ephc_now` is the EPHC (TAI ns) and
+//! `host_now` the host's `CLOCK_TAI` at the same instant (one host clock read, converted). `sync`: 0 the EPHC
+//! runs free (no `[ptp]`), 1 synchronised, 2 not synchronised (scheduled submits are refused
+//! `not-synchronised`). `port`: 0 neither master nor slave (listening, or no PTP), 1 master, 2 slave. `servo`:
+//! 0 unlocked, 1 stepping, 2 locked. `offset` is the servo's last estimate of EPHC − master (ns), `freq_ppt`
+//! the frequency adjustment it applies (parts per trillion), `path_delay` its mean path delay estimate (ns).
 //!
 //! All integers are little-endian. `Info.cycle_start` is the TAI time of a slot whose ring slot is 0, so a
 //! client can align its schedule with the ring. Messages are parsed from untrusted bytes with checked
@@ -35,6 +46,9 @@ const K_SUBMIT: u8 = 2;
 const K_INFO_REPLY: u8 = 0x81;
 const K_OUTCOME: u8 = 0x82;
 const K_ERROR: u8 = 0x83;
+const K_TIME: u8 = 3;
+const K_TIME_REPLY: u8 = 0x84;
+const TIME_REPLY_LEN: usize = 6 + 5 * 8;
 const SUBMIT_HEADER: usize = 4 + 8 + 8;
 
 /// A request from a client.
@@ -42,6 +56,8 @@ const SUBMIT_HEADER: usize = 4 + 8 + 8;
 pub enum Request {
     /// Ask for the link's geometry and clock.
     Info,
+    /// Ask for the station's network time and synchronisation state.
+    Time,
     /// Send a frame.
     Submit {
         /// Client's identifier, echoed in the outcome.
@@ -72,6 +88,60 @@ pub struct Info {
     pub cycle_start: i64,
     /// Class names, by index.
     pub classes: Vec<String>,
+}
+
+/// Whether the EPHC is network time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncState {
+    /// No `[ptp]`: the EPHC runs free on the link's clock; scheduled submits are not gated.
+    FreeRunning = 0,
+    /// Master, or a slave locked within the sync threshold.
+    Synchronised = 1,
+    /// PTP is configured but the station is not synchronised (scheduled submits are refused).
+    NotSynchronised = 2,
+}
+
+/// The PTP port's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRole {
+    /// Neither master nor slave (listening, passive, or no PTP).
+    None = 0,
+    /// Master.
+    Master = 1,
+    /// Slave.
+    Slave = 2,
+}
+
+/// The servo's state, as in `keepon_ptp::servo::ServoState`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServoCode {
+    /// Unlocked.
+    Unlocked = 0,
+    /// Its last measurement stepped the clock.
+    Stepping = 1,
+    /// Locked.
+    Locked = 2,
+}
+
+/// The station's network time and synchronisation state (the `Time` reply).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeInfo {
+    /// Synchronisation state.
+    pub sync: SyncState,
+    /// The PTP port's role.
+    pub port: PortRole,
+    /// The servo's state.
+    pub servo: ServoCode,
+    /// EPHC time now (TAI ns).
+    pub ephc_now: i64,
+    /// Host `CLOCK_TAI` at the same instant.
+    pub host_now: i64,
+    /// The servo's last offset estimate, EPHC − master (ns).
+    pub offset: Option<i64>,
+    /// The servo's frequency adjustment, parts per trillion.
+    pub freq_ppt: i64,
+    /// The servo's mean path delay estimate (ns).
+    pub path_delay: Option<i64>,
 }
 
 /// A frame's result as the daemon reports it.
@@ -107,6 +177,8 @@ pub enum Response {
     },
     /// A malformed request.
     Error(String),
+    /// Reply to `Time`.
+    Time(TimeInfo),
 }
 
 /// Why bytes are not a valid message.
@@ -150,6 +222,7 @@ impl Request {
     pub fn parse(b: &[u8]) -> Result<Request, ProtocolError> {
         match check_header(b)? {
             K_INFO => Ok(Request::Info),
+            K_TIME => Ok(Request::Time),
             K_SUBMIT => {
                 if b.len() < SUBMIT_HEADER {
                     return perr(format!(
@@ -181,6 +254,7 @@ impl Request {
     pub fn emit(&self) -> Vec<u8> {
         match self {
             Request::Info => vec![VERSION, K_INFO],
+            Request::Time => vec![VERSION, K_TIME],
             Request::Submit { tag, class, txtime, frame } => {
                 let name = &class.as_bytes()[..class.len().min(255)];
                 let mut b = Vec::with_capacity(SUBMIT_HEADER + name.len() + frame.len());
@@ -245,6 +319,44 @@ impl Response {
                 Ok(Response::Outcome { tag, delivery })
             }
             K_ERROR => Ok(Response::Error(String::from_utf8_lossy(&b[2..]).into_owned())),
+            K_TIME_REPLY => {
+                if b.len() != TIME_REPLY_LEN {
+                    return perr(format!("time reply of {} bytes, expected {TIME_REPLY_LEN}", b.len()));
+                }
+                let sync = match b[2] {
+                    0 => SyncState::FreeRunning,
+                    1 => SyncState::Synchronised,
+                    2 => SyncState::NotSynchronised,
+                    s => return perr(format!("unknown sync state {s}")),
+                };
+                let port = match b[3] {
+                    0 => PortRole::None,
+                    1 => PortRole::Master,
+                    2 => PortRole::Slave,
+                    p => return perr(format!("unknown port role {p}")),
+                };
+                let servo = match b[4] {
+                    0 => ServoCode::Unlocked,
+                    1 => ServoCode::Stepping,
+                    2 => ServoCode::Locked,
+                    s => return perr(format!("unknown servo state {s}")),
+                };
+                let flags = b[5];
+                if flags & !3 != 0 {
+                    return perr(format!("time reply flags {flags:#04x} has unknown bits"));
+                }
+                let i = |k: usize| u64_at(b, 6 + 8 * k) as i64;
+                Ok(Response::Time(TimeInfo {
+                    sync,
+                    port,
+                    servo,
+                    ephc_now: i(0),
+                    host_now: i(1),
+                    offset: (flags & 1 != 0).then(|| i(2)),
+                    freq_ppt: i(3),
+                    path_delay: (flags & 2 != 0).then(|| i(4)),
+                }))
+            }
             k => perr(format!("unknown response kind {k:#04x}")),
         }
     }
@@ -290,6 +402,14 @@ impl Response {
             Response::Error(text) => {
                 let mut b = vec![VERSION, K_ERROR];
                 b.extend_from_slice(text.as_bytes());
+                b
+            }
+            Response::Time(t) => {
+                let flags = u8::from(t.offset.is_some()) | (u8::from(t.path_delay.is_some()) << 1);
+                let mut b = vec![VERSION, K_TIME_REPLY, t.sync as u8, t.port as u8, t.servo as u8, flags];
+                for v in [t.ephc_now, t.host_now, t.offset.unwrap_or(0), t.freq_ppt, t.path_delay.unwrap_or(0)] {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
                 b
             }
         }
@@ -389,6 +509,25 @@ impl Client {
         result
     }
 
+    /// Read the station's network time and synchronisation state. Outcomes that arrive first are kept for
+    /// [`Client::recv`].
+    pub fn time(&mut self) -> io::Result<TimeInfo> {
+        self.send(&Request::Time)?;
+        let mut held = Vec::new();
+        let result = loop {
+            match self.recv()? {
+                Some(Response::Time(t)) => break Ok(t),
+                Some(Response::Error(e)) => break Err(io::Error::other(e)),
+                Some(other) => held.push(other),
+                None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
+            }
+        };
+        for r in held.into_iter().rev() {
+            self.pending.push_front(r);
+        }
+        result
+    }
+
     /// A second handle on the same connection (e.g. to read outcomes on another thread). Responses already
     /// buffered stay with this handle.
     pub fn try_clone(&self) -> io::Result<Client> {
@@ -420,6 +559,8 @@ mod tests {
         assert_eq!(&b[20..24], b"tc-0");
         assert_eq!(Request::parse(&b).unwrap(), r);
         assert_eq!(Request::parse(&Request::Info.emit()).unwrap(), Request::Info);
+        assert_eq!(Request::Time.emit(), vec![1, 3]);
+        assert_eq!(Request::parse(&[1, 3]).unwrap(), Request::Time);
     }
 
     #[test]
@@ -435,6 +576,26 @@ mod tests {
             },
             Response::Outcome { tag: 9, delivery: Delivery::Rejected(Reason::Forbidden) },
             Response::Error("bad".into()),
+            Response::Time(TimeInfo {
+                sync: SyncState::Synchronised,
+                port: PortRole::Slave,
+                servo: ServoCode::Locked,
+                ephc_now: 1_700_000_000_000_000_123,
+                host_now: -5,
+                offset: Some(-42),
+                freq_ppt: 50_000_000,
+                path_delay: Some(3_100),
+            }),
+            Response::Time(TimeInfo {
+                sync: SyncState::FreeRunning,
+                port: PortRole::None,
+                servo: ServoCode::Unlocked,
+                ephc_now: 7,
+                host_now: 7,
+                offset: None,
+                freq_ppt: 0,
+                path_delay: None,
+            }),
             Response::Info(Info {
                 rate_bps: 1_000_000_000,
                 slot_bytes: 1230,
@@ -454,6 +615,15 @@ mod tests {
         assert!(Request::parse(&[]).is_err());
         assert!(Request::parse(&[2, 1]).unwrap_err().0.contains("version"));
         assert!(Request::parse(&[1, 9]).unwrap_err().0.contains("unknown request kind"));
+        let mut t = vec![1, 0x84, 1, 2, 2, 3];
+        t.extend_from_slice(&[0; 40]);
+        assert!(Response::parse(&t).is_ok());
+        assert!(Response::parse(&t[..45]).unwrap_err().0.contains("expected 46"));
+        t[2] = 9;
+        assert!(Response::parse(&t).unwrap_err().0.contains("sync state"));
+        t[2] = 1;
+        t[5] = 4;
+        assert!(Response::parse(&t).unwrap_err().0.contains("flags"));
         assert!(Request::parse(&[1, 2, 0, 200, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         let mut buf = vec![0xff, 0xff, 0xff, 0x7f];
         assert!(split_messages(&mut buf).is_err());

@@ -57,6 +57,11 @@ pub fn check_host_pacing(cfg: &Config, timing: Timing) -> Result<(), String> {
 /// wall clock (for the daemon), or a Linux interface.
 pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<dyn Nic + Send>, Tai), String> {
     let name = o.backend.clone().unwrap_or_else(|| cfg.backend.clone());
+    if name == "sim" && cfg.emulation.is_some() {
+        return Err("link.emulated_offset / link.emulated_ppm emulate an oscillator error on a host-paced Linux \
+                    link (tests only); the simulator has its own oscillator model (sim.oscillator)"
+            .into());
+    }
     if name == "sim" {
         let mut sim = cfg.sim;
         if wall_clock {
@@ -83,6 +88,7 @@ pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<d
     lc.backend = backend;
     lc.queue = o.queue;
     lc.zero_copy = o.zero_copy;
+    lc.emulation = cfg.emulation;
     lc.filler = match o.filler.as_deref().unwrap_or("auto") {
         "auto" => FillerMode::Auto,
         "reserved-address" => FillerMode::reserved(),

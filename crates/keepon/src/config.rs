@@ -193,6 +193,12 @@ impl<'de> Deserialize<'de> for Rate {
 pub struct LinkSection {
     /// Line rate.
     pub rate: Rate,
+    /// Test only: emulated phase error of a host-paced link's clock.
+    #[serde(default)]
+    pub emulated_offset: Option<Dur>,
+    /// Test only: emulated frequency error of a host-paced link's clock, ppm.
+    #[serde(default)]
+    pub emulated_ppm: Option<f64>,
 }
 
 /// `[ring]`
@@ -365,6 +371,9 @@ pub struct RawConfig {
     /// `[daemon]`, read by `keepon daemon` (kept as a table here so `run` accepts daemon configs).
     #[serde(default)]
     pub daemon: Option<toml::Table>,
+    /// `[ptp]`, read by `keepon daemon` ([`crate::ptpconf`]).
+    #[serde(default)]
+    pub ptp: Option<toml::Table>,
 }
 
 /// A flow as the runtime uses it.
@@ -409,6 +418,9 @@ pub struct Config {
     pub tolerance: Nanos,
     /// Simulator settings.
     pub sim: SimConfig,
+    /// Test only: the emulated oscillator error of a host-paced link, (offset, ppb) (`link.emulated_offset`,
+    /// `link.emulated_ppm`).
+    pub emulation: Option<(Nanos, i64)>,
     /// The raw file, for sections other commands read.
     pub raw: RawConfig,
 }
@@ -649,7 +661,22 @@ impl Config {
         if !BACKENDS.contains(&backend.as_str()) {
             return err(format!("run.backend = \"{backend}\": use one of {}", BACKENDS.join(", ")));
         }
+        let emulation = match (raw.link.emulated_offset, raw.link.emulated_ppm) {
+            (None, None) => None,
+            (offset, ppm) => {
+                let offset = offset.map_or(Nanos(0), |d| d.0);
+                if offset.0.unsigned_abs() > 1_000_000_000_000 {
+                    return err(format!("link.emulated_offset = {} ns must be within ±1000 s", offset.0));
+                }
+                let ppm = ppm.unwrap_or(0.0);
+                if !ppm.is_finite() || ppm.abs() > 1000.0 {
+                    return err(format!("link.emulated_ppm = {ppm} must be within ±1000"));
+                }
+                Some((offset, (ppm * 1000.0).round() as i64))
+            }
+        };
         Ok(Config {
+            emulation,
             geometry,
             ownership,
             batch: raw.ring.batch,
@@ -733,6 +760,15 @@ mod tests {
         }
         let e = Config::parse(&format!("{EXAMPLE2}\n[run]\nbackend = \"dpdk\"")).unwrap_err();
         assert!(e.0.contains("run.backend") && e.0.contains("afpacket-ring"), "{e}");
+        // The emulated oscillator error (tests only): ppm to ppb, bounds name the key.
+        let emu =
+            |extra: &str| Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", &format!("rate = \"1Gbps\"\n{extra}")));
+        assert_eq!(Config::parse(EXAMPLE2).unwrap().emulation, None);
+        let c = emu("emulated_offset = \"-1s\"\nemulated_ppm = 50.0").unwrap();
+        assert_eq!(c.emulation, Some((Nanos(-1_000_000_000), 50_000)));
+        assert_eq!(emu("emulated_ppm = -0.25").unwrap().emulation, Some((Nanos(0), -250)));
+        assert!(emu("emulated_ppm = 2000.0").unwrap_err().0.contains("link.emulated_ppm"));
+        assert!(emu("emulated_offset = \"2000s\"").unwrap_err().0.contains("link.emulated_offset"));
     }
 
     /// Values that would overflow, hang or be meaningless later are refused up front, naming the key.

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod fuzzing;
 pub mod listen;
 pub mod pcap;
+pub mod ptpconf;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use keepon::backend::{self, BackendOptions};
 use keepon::config::{parse_duration, Config};
-use keepon::daemon::{serve, DaemonConfig};
+use keepon::daemon::{serve_with, DaemonConfig, PtpLink};
+use keepon::ptpconf::PtpConfig;
 use keepon::record;
 use keepon::run::{drive, run_sim, RunOptions};
 use keepon::{listen, report, table3, talk, TIMING_DIAGRAM};
@@ -217,15 +218,26 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Daemon { config, backend, duration } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             let dcfg = DaemonConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-            let (nic, _) = backend::open(&cfg, &backend.options(), true)?;
+            let ptp = PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+            let opts = backend.options();
+            let (nic, _) = backend::open(&cfg, &opts, true)?;
             println!("keepon daemon: {} · socket {}", nic.describe(), dcfg.socket.display());
+            // PTP on a real link: receive on the same interface (software or hardware stamps).
+            let link = match (&ptp, &opts.iface) {
+                (Some(_), Some(iface)) if opts.backend.as_deref().unwrap_or(&cfg.backend) != "sim" => {
+                    let rx = keepon_nic::linux::rx::Receiver::open(iface)
+                        .map_err(|e| format!("ptp: receiver on {iface}: {e}"))?;
+                    Some(PtpLink { mac: rx.link().mac, rx: Box::new(rx) })
+                }
+                _ => None,
+            };
             // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
             unsafe {
                 libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
                 libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
             }
             let d = duration.map(|d| Nanos(d.as_nanos() as i64));
-            let stats = serve(&cfg, &dcfg, nic, &STOP, d)?;
+            let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d)?;
             println!(
                 "keepon daemon: {} connections, {} refused, {} frames, {} malformed requests, {} connections dropped, \
                  {} underruns",

@@ -73,9 +73,10 @@ pub fn station_config(cfg: &Config) -> StationConfig {
 /// The schedule epoch of a station whose link is up: the first ring-cycle boundary of the schedule grid the
 /// station actually uses at least `cfg.start` after the link came up — or, if bringing the link up took longer
 /// than that, at least `cfg.start` after `now`. Reading the grid (not the `t0` guessed before the link
-/// started) is what puts every txtime into the ring slot its class owns on every backend.
+/// started) is what puts every txtime into the ring slot its class owns on every backend. `now` is host time.
 pub fn epoch(cfg: &Config, station: &Station<Vec<u8>>, now: Tai) -> Result<Tai, String> {
     let up = station.schedule().time_of(0);
+    let now = station.ephc_at(now); // host time → the station's clock (they differ once synchronisation moves it)
     let from = up.0.max(now.0).checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
     station.cycle_start_at_or_after(Tai(from)).ok_or_else(|| "run.start is beyond the clock's range".into())
 }

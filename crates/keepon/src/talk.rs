@@ -102,7 +102,7 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
                 outcomes.insert(FrameId(tag), delivery);
             }
             Ok(Response::Error(e)) => return Err(format!("daemon: {e}")),
-            Ok(Response::Info(_)) => {}
+            Ok(Response::Info(_) | Response::Time(_)) => {}
             Err(_) => break,
         }
     }

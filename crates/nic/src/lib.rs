@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod driver;
+pub mod emulation;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod sim;
@@ -141,6 +142,15 @@ pub trait Nic {
     /// learns this from the socket's error queue), each with its reason. The driver turns their outcomes into
     /// these rejections. Must be reported no later than the observation that counts their slots consumed.
     fn drain_refused(&mut self, _out: &mut Vec<(keepon_core::outcome::FrameId, keepon_core::outcome::Reason)>) {}
+    /// The backend's clock ([`Nic::now`]) at host time `host` (`CLOCK_TAI`). The identity, unless the backend
+    /// emulates an oscillator error for tests (`link.emulated_offset`, `link.emulated_ppm`).
+    fn link_time(&self, host: Tai) -> Tai {
+        host
+    }
+    /// The host time (`CLOCK_TAI`) at which the backend's clock reads `link` (the inverse of [`Nic::link_time`]).
+    fn host_time(&self, link: Tai) -> Tai {
+        link
+    }
 }
 
 /// A boxed backend is a backend (so `linux::open`'s `Box<dyn Nic + Send>` drives a station like any other).
@@ -174,5 +184,11 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn drain_refused(&mut self, out: &mut Vec<(keepon_core::outcome::FrameId, keepon_core::outcome::Reason)>) {
         (**self).drain_refused(out)
+    }
+    fn link_time(&self, host: Tai) -> Tai {
+        (**self).link_time(host)
+    }
+    fn host_time(&self, link: Tai) -> Tai {
+        (**self).host_time(link)
     }
 }

@@ -68,13 +68,23 @@ pub fn ppm_to_ppt(ppm: f64) -> Result<i64, ClockError> {
 pub struct EphcClock {
     ephc: Ephc,
     count: u64,
+    /// The clock's reading now, when the driver knows it more finely than the slot count.
+    at: Option<Tai>,
     pending: Vec<(u64, ClockAdjust)>,
 }
 
 impl EphcClock {
     /// Wrap `ephc`, whose current slot count is `count`.
     pub fn new(ephc: Ephc, count: u64) -> EphcClock {
-        EphcClock { ephc, count, pending: Vec::new() }
+        EphcClock { ephc, count, at: None, pending: Vec::new() }
+    }
+
+    /// The same clock reading `now` at present (the driver converts the host clock through the station's host
+    /// grid, [`keepon_core::station::Station::clock_at`]); steps move it. Without this, `now` is the start of
+    /// the current slot.
+    pub fn reading(mut self, now: Tai) -> EphcClock {
+        self.at = Some(now);
+        self
     }
 
     /// Tell the clock that the wire has reached slot `count` (counts never go back; an older count is ignored).
@@ -102,6 +112,9 @@ impl EphcClock {
 
     fn apply(&mut self, adj: ClockAdjust) -> Result<Tai, ClockError> {
         self.ephc.apply(adj, self.count).map_err(ClockError::Ephc)?;
+        if let (Some(at), ClockAdjust::Step(by)) = (self.at.as_mut(), adj) {
+            *at += by;
+        }
         self.pending.push((self.count, adj));
         Ok(self.now())
     }
@@ -109,7 +122,7 @@ impl EphcClock {
 
 impl ServoClock for EphcClock {
     fn now(&self) -> Tai {
-        self.ephc.time_of(self.count)
+        self.at.unwrap_or_else(|| self.ephc.time_of(self.count))
     }
 
     fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {

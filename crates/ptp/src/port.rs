@@ -109,8 +109,10 @@ impl PtpPort {
         core::mem::take(&mut self.errors)
     }
 
-    fn mirror(&mut self, station: &Station<Vec<u8>>) {
-        *self.clock.borrow_mut() = EphcClock::new(station.ephc().clone(), station.ring().consumed());
+    /// Refresh the engine's clock from the station at host time `now`.
+    fn mirror(&mut self, station: &Station<Vec<u8>>, now: Tai) {
+        *self.clock.borrow_mut() =
+            EphcClock::new(station.ephc().clone(), station.ring().consumed()).reading(station.clock_at(now));
     }
 
     fn apply(&mut self, station: &mut Station<Vec<u8>>) {
@@ -142,7 +144,7 @@ impl PtpPort {
 
     /// Schedule a message into the next free slot of the PTP class at least `lead` ahead.
     fn submit(&mut self, msg: &[u8], station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
-        let data = match self.cfg.transport.emit(self.cfg.mac, msg) {
+        let data = match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
             Ok(d) => d,
             Err(e) => {
                 self.errors.push(PortError::Wire(e));
@@ -188,7 +190,7 @@ impl PtpPort {
                 return;
             }
         };
-        self.mirror(station);
+        self.mirror(station, now);
         let outs = match class {
             Class::Event => self.engine.on_event(msg, rx - self.cfg.rx_latency),
             Class::General => self.engine.on_general(msg),
@@ -205,7 +207,7 @@ impl PtpPort {
         let token = self.tokens.remove(&o.id);
         match (o.result, token) {
             (Ok(sent), Some(token)) => {
-                self.mirror(station);
+                self.mirror(station, now);
                 let outs = self.engine.on_tx_time(token, sent.time + self.cfg.tx_constant);
                 self.apply(station);
                 self.outputs(outs, station, now);
@@ -226,7 +228,7 @@ impl PtpPort {
         due.sort_by_key(|(t, o, _)| (*t, *o));
         for (_, _, t) in due {
             self.timers.remove(&t);
-            self.mirror(station);
+            self.mirror(station, now);
             let outs = self.engine.on_timer(t);
             self.apply(station);
             self.outputs(outs, station, now);

@@ -32,6 +32,8 @@ pub const PORT_GENERAL: u16 = 320;
 const ETH: usize = 14;
 const IP: usize = 20;
 const UDP: usize = 8;
+/// The PAD TLV's type (IEEE 1588-2019).
+pub const PAD_TLV: u16 = 0x8008;
 /// The PTP common header's length.
 pub const PTP_HEADER: usize = 34;
 
@@ -115,6 +117,24 @@ impl Transport {
             Transport::L2 => ETH,
             Transport::UdpV4 { .. } => ETH + IP + UDP,
         }
+    }
+
+    /// [`Transport::emit`] for a keepon slot of `slot_data` bytes (every frame on a keepon link fills its
+    /// slot). Over UDPv4 the IP and UDP lengths delimit the message and the rest is Ethernet padding. Over L2
+    /// nothing delimits it, and a receiver reads trailing zeros as TLVs (ptp4l rejects such a message as bad),
+    /// so the rest of the slot becomes one PAD TLV (type 0x8008, IEEE 1588-2019 §14.4), counted in the
+    /// header's messageLength.
+    pub fn emit_for_slot(self, src: [u8; 6], msg: &[u8], slot_data: usize) -> Result<Vec<u8>, WireError> {
+        let mut f = self.emit(src, msg)?;
+        if self == Transport::L2 && slot_data >= f.len() + 4 {
+            let pad = (slot_data - f.len()).min(usize::from(u16::MAX));
+            let len = u16::try_from(msg.len() + pad).map_err(|_| WireError::TooLong(msg.len() + pad))?;
+            f.extend_from_slice(&PAD_TLV.to_be_bytes());
+            f.extend_from_slice(&((pad - 4) as u16).to_be_bytes());
+            f.resize(f.len() + pad - 4, 0);
+            f[ETH + 2..ETH + 4].copy_from_slice(&len.to_be_bytes());
+        }
+        Ok(f)
     }
 
     /// The frame (without FCS) carrying `msg` from MAC `src`.
@@ -231,6 +251,25 @@ mod tests {
         let pdelay = msg(0x2, 54);
         assert_eq!(&Transport::L2.emit(src, &pdelay).unwrap()[..6], &MAC_PTP_PDELAY);
         assert_eq!(Transport::L2.parse(&Transport::L2.emit(src, &msg(0x8, 44)).unwrap()).unwrap().1, Class::General);
+    }
+
+    /// A slot-filling L2 frame ends in one PAD TLV counted in messageLength; over UDPv4 the slot's rest is
+    /// plain padding outside the IP datagram.
+    #[test]
+    fn slot_filling_frames_delimit_the_message() {
+        let src = [2, 0, 0, 0, 0, 1];
+        let sync = msg(0x0, 44);
+        let f = Transport::L2.emit_for_slot(src, &sync, 1226).unwrap();
+        assert_eq!(f.len(), 1226);
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 1226 - 14, "messageLength covers the TLV");
+        assert_eq!(&f[14 + 44..14 + 48], &[0x80, 0x08, 0x04, 0x8C], "PAD TLV, length 1226 − 14 − 44 − 4");
+        let (m, class) = Transport::L2.parse(&f).unwrap();
+        assert_eq!((m.len(), class), (1226 - 14, Class::Event));
+        assert_eq!(&m[4..44], &sync[4..44]);
+        // No room for a TLV: left as it is.
+        assert_eq!(Transport::L2.emit_for_slot(src, &sync, 60).unwrap(), Transport::L2.emit(src, &sync).unwrap());
+        let t = Transport::UdpV4 { src: [10, 0, 0, 1] };
+        assert_eq!(t.emit_for_slot(src, &sync, 1226).unwrap(), t.emit(src, &sync).unwrap());
     }
 
     #[test]

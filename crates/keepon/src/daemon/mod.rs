@@ -64,6 +64,12 @@
 //! more before it exits. So every submit the socket took gets exactly one outcome, unless its client stops
 //! reading.
 //!
+//! **Network time.** With a `[ptp]` section the daemon runs PTP on its link ([`Sync`]): the station's EPHC
+//! follows the network's master (or is the master). A submit that asks for network time — a real-time class
+//! with a txtime — is refused `not-synchronised` while the station is not synchronised (never sent on a
+//! free-running clock); best effort is unaffected. The `Time` request reports EPHC and host time at one instant
+//! with the synchronisation state, the servo's offset, frequency and path delay.
+//!
 //! **Socket path.** The daemon refuses to start when a daemon answers on `daemon.socket` or the path exists
 //! and is not a socket; it removes only a stale socket (connect refused), and on exit only the socket file it
 //! bound itself.
@@ -72,6 +78,7 @@ mod config;
 mod conn;
 mod feed;
 mod socket;
+mod sync;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,13 +89,27 @@ use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, DRAIN_GRACE};
 use keepon_nic::Nic;
 
-use crate::api::{message_len, Delivery, Info, Request, Response};
+use crate::api::{message_len, Delivery, Info, PortRole, Request, Response, ServoCode, SyncState, TimeInfo};
 use crate::config::Config;
+use crate::ptpconf::PtpConfig;
 use crate::run::station_config;
 
 pub use config::{AllowRule, DaemonConfig, Limits};
 use conn::{Conn, Conns, Usage};
 use feed::Feed;
+pub use sync::{NoRx, RxSource, Sync};
+
+/// The link as PTP sees it: the station's MAC (source of PTP frames, clock identity) and where received
+/// frames come from.
+pub struct PtpLink {
+    /// The station's MAC address.
+    pub mac: [u8; 6],
+    /// Received frames with host timestamps.
+    pub rx: Box<dyn RxSource>,
+}
+
+/// The MAC used for PTP when the caller gives no link (the simulated NIC): locally administered.
+pub const DEFAULT_PTP_MAC: [u8; 6] = [0x02, 0x6b, 0x65, 0x65, 0x70, 0x01];
 
 /// How long a stopping daemon keeps writing outcomes to clients after the link has drained.
 pub const FLUSH_GRACE: Nanos = Nanos::from_ms(1_000);
@@ -140,6 +161,7 @@ fn deliver(
 }
 
 /// Route the station's events: outcomes to their clients (and out of their class's share).
+#[allow(clippy::too_many_arguments)]
 fn route(
     events: &mut Vec<Event>,
     tolerance: Nanos,
@@ -147,9 +169,12 @@ fn route(
     owner: &mut Owners,
     conns: &mut Conns,
     stats: &mut DaemonStats,
+    ptp: &mut Option<(Sync, Tai)>,
+    station: &mut keepon_core::station::Station<Vec<u8>>,
 ) {
     for e in events.drain(..) {
         match e {
+            Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
             Event::Outcome(Outcome { id, class, result }) => {
                 feed.settled(class);
                 let result = result.map(|s| Delivery::Sent {
@@ -172,6 +197,7 @@ struct Ctx<'a> {
     limits: &'a Limits,
     names: &'a [String],
     info: Info,
+    time: TimeInfo,
     now: Tai,
     stopping: bool,
 }
@@ -213,6 +239,7 @@ fn serve_requests(
                 c.respond(&Response::Error(e.0));
             }
             Ok(Request::Info) => c.respond(&Response::Info(Info { classes: ctx.names.to_vec(), ..ctx.info.clone() })),
+            Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
             Ok(Request::Submit { tag, class, txtime, frame }) => {
                 stats.frames += 1;
                 let used = usage.entry(c.uid).or_default();
@@ -220,6 +247,15 @@ fn serve_requests(
                     None => Err(Reason::UnknownClass),
                     Some(id) if !c.allowed[usize::from(id.0)] => Err(Reason::Forbidden),
                     Some(_) if ctx.stopping => Err(Reason::Shutdown),
+                    // Network time asked for while the EPHC is not network time: refused, never sent on a
+                    // free-running clock.
+                    Some(id)
+                        if txtime.is_some()
+                            && !ctx.cfg.ownership.is_best_effort(id)
+                            && ctx.time.sync == SyncState::NotSynchronised =>
+                    {
+                        Err(Reason::NotSynchronised)
+                    }
                     Some(_) if c.in_flight >= ctx.limits.max_in_flight => Err(Reason::QueueFull),
                     Some(_) if used.in_flight >= ctx.limits.max_in_flight_per_uid => Err(Reason::QueueFull),
                     Some(id) => {
@@ -269,19 +305,36 @@ pub fn serve<N: Nic>(
     stop: &AtomicBool,
     duration: Option<Nanos>,
 ) -> Result<DaemonStats, String> {
+    serve_with(cfg, dcfg, nic, None, stop, duration)
+}
+
+/// [`serve`], with the link's MAC and RX source for PTP (used when the configuration has a `[ptp]` section;
+/// without a link, PTP runs with [`DEFAULT_PTP_MAC`] and receives nothing, so it can only become master).
+pub fn serve_with<N: Nic>(
+    cfg: &Config,
+    dcfg: &DaemonConfig,
+    nic: N,
+    link: Option<PtpLink>,
+    stop: &AtomicBool,
+    duration: Option<Nanos>,
+) -> Result<DaemonStats, String> {
     let limits = &dcfg.limits;
+    let ptp = PtpConfig::from_config(cfg).map_err(|e| e.to_string())?;
     let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
-    let result = serve_bound(cfg, dcfg, nic, stop, duration, &mut bound, limits);
+    let setup = ptp.map(|p| (p, link.unwrap_or(PtpLink { mac: DEFAULT_PTP_MAC, rx: Box::new(NoRx) })));
+    let result = serve_bound(cfg, dcfg, nic, setup, stop, duration, &mut bound, limits);
     if let Some(b) = bound.take() {
         b.close();
     }
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 fn serve_bound<N: Nic>(
     cfg: &Config,
     dcfg: &DaemonConfig,
     nic: N,
+    setup: Option<(PtpConfig, PtpLink)>,
     stop: &AtomicBool,
     duration: Option<Nanos>,
     bound: &mut Option<socket::BoundSocket>,
@@ -308,6 +361,10 @@ fn serve_bound<N: Nic>(
         }
         driver.nic.wait(cfg.poll_period);
     }
+    let mut ptp: Option<(Sync, Tai)> = setup.map(|(p, link)| {
+        let now = driver.nic.now();
+        (Sync::new(p, link.mac, &mut driver.station, now, link.rx), now)
+    });
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
@@ -334,6 +391,23 @@ fn serve_bound<N: Nic>(
             phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
         }
 
+        if let (Some((s, at)), Stop::No | Stop::Draining(_)) = (ptp.as_mut(), phase) {
+            *at = now;
+            s.poll(&driver.nic, &mut driver.station, now);
+        }
+        let time = match &ptp {
+            Some((s, _)) => s.time(&driver.station, now, driver.nic.host_time(now)),
+            None => TimeInfo {
+                sync: SyncState::FreeRunning,
+                port: PortRole::None,
+                servo: ServoCode::Unlocked,
+                ephc_now: driver.station.ephc_at(now).0,
+                host_now: driver.nic.host_time(now).0,
+                offset: None,
+                freq_ppt: driver.station.ephc().rate_ppt(),
+                path_delay: None,
+            },
+        };
         // Read and answer requests.
         let info = {
             // A schedule slot of ring slot 0, at least a ring ahead of the NIC.
@@ -346,12 +420,12 @@ fn serve_bound<N: Nic>(
                 slot_bytes: cfg.geometry.slot_bytes(),
                 ring: cfg.ownership.ring(),
                 batch: cfg.batch,
-                now: now.0,
+                now: st.ephc_at(now).0,
                 cycle_start: st.schedule().time_of(j).0,
                 classes: Vec::new(),
             }
         };
-        let ctx = Ctx { cfg, limits, names: &names, info, now, stopping };
+        let ctx = Ctx { cfg, limits, names: &names, info, time, now, stopping };
         // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
         // robin, within the per-poll budget.
         let mut budget = limits.requests_per_poll;
@@ -385,14 +459,32 @@ fn serve_bound<N: Nic>(
                 }
             }
             driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
-            route(&mut events, cfg.tolerance, &mut feed, &mut owner, &mut conns, &mut stats);
+            route(
+                &mut events,
+                cfg.tolerance,
+                &mut feed,
+                &mut owner,
+                &mut conns,
+                &mut stats,
+                &mut ptp,
+                &mut driver.station,
+            );
             if let Stop::LinkDrain(give_up) = phase {
                 // A link that stops completing must not hold the daemon: after the grace period, the frames
                 // still posted get `link-fault`.
                 let done = driver.station.drained() && driver.nic.unfinished() == 0;
                 if !done && driver.nic.now() > give_up {
                     driver.abandon_posted(&mut |e| events.push(e));
-                    route(&mut events, cfg.tolerance, &mut feed, &mut owner, &mut conns, &mut stats);
+                    route(
+                        &mut events,
+                        cfg.tolerance,
+                        &mut feed,
+                        &mut owner,
+                        &mut conns,
+                        &mut stats,
+                        &mut ptp,
+                        &mut driver.station,
+                    );
                 }
                 if done || driver.nic.now() > give_up {
                     phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);

@@ -125,6 +125,8 @@ pub(crate) struct EngineConfig {
     pub period: SlotPeriod,
     pub data_len: usize,
     pub post_latency: Nanos,
+    /// Test only: the link's clock runs off the host's (see [`crate::emulation`]).
+    pub emulation: Option<crate::emulation::Emulation>,
 }
 
 /// How long the kernel may refuse every offer before the backend gives up.
@@ -165,7 +167,7 @@ fn tai_now() -> Tai {
 
 impl<P: TxPath> LinuxNic<P> {
     pub(crate) fn with_path(path: P, cfg: EngineConfig) -> Self {
-        let now = tai_now();
+        let now = cfg.emulation.map_or_else(tai_now, |e| e.link(tai_now()));
         let drops_base = link::tx_dropped(&cfg.iface);
         LinuxNic {
             path,
@@ -188,6 +190,11 @@ impl<P: TxPath> LinuxNic<P> {
             slack_set: false,
             stats: LinuxStats::default(),
         }
+    }
+
+    /// The link's clock: the host's `CLOCK_TAI`, or the emulated one (tests).
+    fn clock(&self) -> Tai {
+        self.link_time(tai_now())
     }
 
     /// The kernel path (for tests and benchmarks).
@@ -319,7 +326,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
         if let Some(e) = self.deferred.take() {
             return Err(e);
         }
-        let now = tai_now();
+        let now = self.clock();
         self.flush_due(now)?;
         let c = self.path.completed()?;
         if c > self.accepted || c < self.consumed {
@@ -361,7 +368,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
     fn post<'a>(&mut self, slots: &mut dyn Iterator<Item = SlotView<'a>>) -> Result<(), NicError> {
         let views: Vec<SlotView<'a>> = slots.collect();
         let Some(first) = views.first() else { return Ok(()) };
-        let now = tai_now();
+        let now = self.clock();
         if first.slot != self.posted {
             return Err(NicError::Unsupported(format!(
                 "slot {} posted where slot {} was expected: slots must be posted once each, in order",
@@ -426,10 +433,10 @@ impl<P: TxPath> Nic for LinuxNic<P> {
             sys::tight_timer_slack();
             self.slack_set = true;
         }
-        let start = tai_now();
+        let start = self.clock();
         let deadline = start + period;
         loop {
-            let now = tai_now();
+            let now = self.clock();
             if self.deferred.is_none() {
                 if let Err(e) = self.flush_due(now) {
                     self.deferred = Some(e);
@@ -448,12 +455,20 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                 let next = if release <= now { now + BUSY_RETRY } else { release };
                 until = until.min(next);
             }
-            sys::sleep_until(libc::CLOCK_TAI, until.0);
+            sys::sleep_until(libc::CLOCK_TAI, self.host_time(until).0);
         }
     }
 
     fn now(&self) -> Tai {
-        tai_now()
+        self.clock()
+    }
+
+    fn link_time(&self, host: Tai) -> Tai {
+        self.cfg.emulation.map_or(host, |e| e.link(host))
+    }
+
+    fn host_time(&self, link: Tai) -> Tai {
+        self.cfg.emulation.map_or(link, |e| e.host(link))
     }
 
     fn post_latency(&self) -> Nanos {
@@ -500,6 +515,7 @@ mod tests {
             describe: "fake".into(),
             iface: "lo".into(),
             host_paced,
+            emulation: None,
             period: g.period(),
             data_len: 60,
             post_latency: Nanos(0),

@@ -32,7 +32,7 @@ mod sys;
 use std::fs::File;
 use std::os::fd::AsFd;
 
-use keepon_core::time::{Nanos, SlotGeometry};
+use keepon_core::time::{Nanos, SlotGeometry, Tai};
 
 use crate::{Nic, NicError};
 
@@ -71,6 +71,9 @@ pub struct LinuxNicConfig {
     pub src_mac: Option<[u8; 6]>,
     /// AF_XDP zero-copy (fails if the driver has none).
     pub zero_copy: bool,
+    /// Test only: an emulated oscillator error of the link's clock (host-paced links only; see
+    /// [`crate::emulation`]). The origin is set when the backend opens.
+    pub emulation: Option<(Nanos, i64)>,
 }
 
 impl LinuxNicConfig {
@@ -85,6 +88,7 @@ impl LinuxNicConfig {
             geometry,
             src_mac: None,
             zero_copy: false,
+            emulation: None,
         }
     }
 }
@@ -160,7 +164,24 @@ pub(crate) fn engine_config(
             (false, format!("as configured; WARNING: {why}, so the slot count does not track time"))
         }
     };
-    let pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
+    let emulation = match cfg.emulation {
+        None => None,
+        Some(_) if !host_paced => {
+            return Err(NicError::Unsupported(
+                "an emulated oscillator error needs a host-paced link (a PHY paces a line-rate link)".into(),
+            ))
+        }
+        Some((_, ppb)) if ppb.abs() > crate::emulation::MAX_PPB => {
+            return Err(NicError::Unsupported(format!("emulated frequency error {ppb} ppb is beyond ±1000 ppm")))
+        }
+        Some((offset, ppb)) => {
+            Some(crate::emulation::Emulation { offset, ppb, origin: Tai(sys::clock_ns(libc::CLOCK_TAI)) })
+        }
+    };
+    let mut pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
+    if let Some(e) = &emulation {
+        pacing.push_str(&format!(", TEST: emulated clock error {} ns {:+.3} ppm", e.offset.0, e.ppb as f64 / 1000.0));
+    }
     let queue = match cfg.backend {
         Backend::AfXdp => format!("queue {}; {}", cfg.queue, qdisc::xdp_launch_time(link.ifindex)),
         // AF_PACKET cannot bind a queue: the kernel picks it (XPS / hash), so keepon must be the only sender.
@@ -178,5 +199,6 @@ pub(crate) fn engine_config(
         period: cfg.geometry.period(),
         data_len: cfg.geometry.slot_bytes() as usize - 4,
         post_latency: if host_paced { Nanos::from_us(10) } else { Nanos::from_us(30) },
+        emulation,
     })
 }

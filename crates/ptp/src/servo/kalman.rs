@@ -18,6 +18,12 @@ pub struct KalmanServo {
     status: ServoStatus,
     update_due: Option<Tai>,
     measured: bool,
+    /// The latest clock time the filter has seen (its filter time cannot be later), moved with every step.
+    /// statime's filter must never run backwards from it (it asserts so): the filter reads the clock through
+    /// [`Floor`], which never reads earlier. An event time can be a little ahead of the driver's reading (a
+    /// slot's TX time, known once the NIC fetched it); one more than [`MAX_AHEAD`] ahead was stamped before
+    /// a backward step (a Delay_Req sent before it, answered after) and is dropped.
+    seen: Option<Tai>,
 }
 
 impl Default for KalmanServo {
@@ -29,7 +35,13 @@ impl Default for KalmanServo {
 impl KalmanServo {
     /// A servo with statime's configuration `cfg`.
     pub fn new(cfg: KalmanConfiguration) -> KalmanServo {
-        KalmanServo { filter: KalmanFilter::new(cfg), status: ServoStatus::INITIAL, update_due: None, measured: false }
+        KalmanServo {
+            filter: KalmanFilter::new(cfg),
+            status: ServoStatus::INITIAL,
+            update_due: None,
+            measured: false,
+            seen: None,
+        }
     }
 
     fn after<C: ServoClock>(&mut self, clock: &mut C, steps: u32, next: Option<core::time::Duration>) -> ServoStatus {
@@ -48,12 +60,58 @@ impl KalmanServo {
     }
 }
 
+/// How far ahead of the clock's reading a measurement's event time may be (see `KalmanServo::seen`).
+pub const MAX_AHEAD: Nanos = Nanos(1_000_000);
+
+/// A clock that never reads earlier than `floor` (moved with its steps): what statime's filter needs.
+struct Floor<'a, C> {
+    inner: &'a mut C,
+    floor: Option<Tai>,
+}
+
+impl<C: ServoClock> ServoClock for Floor<'_, C> {
+    fn now(&self) -> Tai {
+        let t = self.inner.now();
+        self.floor.map_or(t, |f| t.max(f))
+    }
+    fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {
+        let t = self.inner.step(by)?;
+        if let Some(f) = &mut self.floor {
+            *f += by;
+        }
+        Ok(self.now().max(t))
+    }
+    fn set_freq_ppt(&mut self, ppt: i64) -> Result<Tai, ClockError> {
+        self.inner.set_freq_ppt(ppt)?;
+        Ok(self.now())
+    }
+    fn freq_ppt(&self) -> i64 {
+        self.inner.freq_ppt()
+    }
+}
+
+impl KalmanServo {
+    /// The filter saw time `t` while the clock read `before`; it reads `after` now (a step moved it by the
+    /// difference, and the filter's time with it).
+    fn saw(&mut self, before: Tai, after: Tai, t: Tai) {
+        let latest = self.seen.map_or(t.max(before), |s| s.max(t).max(before));
+        self.seen = Some(latest + (after - before));
+    }
+}
+
 fn dur(n: Nanos) -> Duration {
     Duration::from_nanos(n.0)
 }
 
 impl Servo for KalmanServo {
     fn sample<C: ServoClock>(&mut self, s: Sample, clock: &mut C) -> Result<ServoStatus, ClockError> {
+        if s.at > clock.now() + MAX_AHEAD {
+            return Ok(self.status); // stamped by the clock before a step: not a measurement of this clock
+        }
+        self.seen = Some(self.seen.map_or(s.at, |t| t.max(s.at)));
+        let mut clock = Floor { inner: clock, floor: self.seen };
+        let clock = &mut clock;
+        let before = clock.now();
         let m = Measurement {
             event_time: to_statime_time(s.at),
             offset: None,
@@ -66,7 +124,8 @@ impl Servo for KalmanServo {
         let up = self.filter.measurement(m, &mut bridge);
         let steps = bridge.steps;
         self.measured |= s.sync_raw.is_some();
-        Ok(self.after(clock, steps, up.next_update))
+        self.saw(before, clock.now(), s.at);
+        Ok(self.after(clock.inner, steps, up.next_update))
     }
 
     fn update_due(&self) -> Option<Tai> {
@@ -74,11 +133,15 @@ impl Servo for KalmanServo {
     }
 
     fn update<C: ServoClock>(&mut self, clock: &mut C) -> Result<ServoStatus, ClockError> {
+        let mut clock = Floor { inner: clock, floor: self.seen };
+        let clock = &mut clock;
+        let before = clock.now();
         self.update_due = None;
         let mut bridge = StatimeClock::new(clock);
         let up = self.filter.update(&mut bridge);
         let steps = bridge.steps;
-        let st = self.after(clock, steps, up.next_update);
+        self.saw(before, clock.now(), before);
+        let st = self.after(clock.inner, steps, up.next_update);
         Ok(st)
     }
 

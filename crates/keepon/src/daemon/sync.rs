@@ -1,0 +1,261 @@
+//! The daemon's PTP: a [`PtpPort`] on the station, fed by an RX source on the same link, and the judgement
+//! "is the EPHC network time?" that gates scheduled submits.
+//!
+//! - TX: the port schedules event and general messages through the station's insertion path in the `[ptp]`
+//!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact.
+//! - RX: an [`RxSource`] hands in frames with host timestamps (`CLOCK_TAI`; on Linux the kernel's software
+//!   stamp from an AF_PACKET socket on the link's interface). Each is converted to the backend's clock
+//!   ([`Nic::link_time`], which differs from the host's only under an emulated oscillator error) and then to
+//!   EPHC time through the station's host grid ([`Station::clock_at`]: the clock as the servo set it); the port
+//!   subtracts `ptp.rx_latency`.
+//!   Frames that are not PTP messages of the configured transport are ignored.
+//! - Synchronised: master (the BMCA made the station the time source), or a slave whose servo's last four
+//!   measurements found it locked with |offset| below `ptp.sync_threshold`, the last at most four Sync
+//!   intervals old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
+//!   the status every 10 s.
+
+use keepon_core::outcome::Outcome;
+use keepon_core::station::Station;
+use keepon_core::time::{Nanos, Tai};
+use keepon_nic::Nic;
+use keepon_ptp::engine::EngineConfig;
+use keepon_ptp::port::{PortConfig, PortError, PtpPort};
+use keepon_ptp::servo::{ServoState, ServoStatus};
+use keepon_ptp::wire::WireError;
+
+use crate::api::{PortRole, ServoCode, SyncState, TimeInfo};
+use crate::ptpconf::{PtpConfig, Role};
+
+/// Where received frames come from.
+pub trait RxSource {
+    /// Frames received since the last call, each with its host receive time (`CLOCK_TAI`). Never blocks.
+    fn recv(&mut self, out: &mut Vec<(Vec<u8>, Tai)>) -> Result<(), String>;
+}
+
+/// No receiver (a link nobody answers on, e.g. the simulated NIC): the station can only be master.
+pub struct NoRx;
+
+impl RxSource for NoRx {
+    fn recv(&mut self, _: &mut Vec<(Vec<u8>, Tai)>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The Linux receiver (software or hardware stamps converted to TAI).
+#[cfg(target_os = "linux")]
+impl RxSource for keepon_nic::linux::rx::Receiver {
+    fn recv(&mut self, out: &mut Vec<(Vec<u8>, Tai)>) -> Result<(), String> {
+        for _ in 0..256 {
+            match keepon_nic::linux::rx::Receiver::recv(self, std::time::Duration::ZERO) {
+                Ok(Some((frame, at, _))) => out.push((frame, at)),
+                Ok(None) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Consecutive measurements within the threshold, locked, before a slave counts as synchronised (one alone
+/// may be the filter's reset value right after a step).
+const GOOD_MEASUREMENTS: u32 = 4;
+
+/// How often the status is logged while nothing changes.
+const LOG_EVERY: Nanos = Nanos::from_ms(10_000);
+
+/// PTP on the daemon's link.
+pub struct Sync {
+    cfg: PtpConfig,
+    port: PtpPort,
+    rx: Box<dyn RxSource>,
+    frames: Vec<(Vec<u8>, Tai)>,
+    last: ServoStatus,
+    /// Host time of the last measurement the servo absorbed.
+    last_sample: Option<Tai>,
+    stale_after: Nanos,
+    /// Consecutive measurements that found the servo locked within the threshold.
+    good: u32,
+    synchronised: bool,
+    logged: (PortRole, ServoState, bool),
+    next_log: Tai,
+    /// RX or port problems since the last log line, counted, and the last one.
+    errors: u64,
+    last_error: Option<String>,
+}
+
+/// The clock identity from a MAC (EUI-48 to EUI-64, `ff:fe` in the middle).
+fn identity(mac: [u8; 6]) -> [u8; 8] {
+    [mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+}
+
+impl Sync {
+    /// Start PTP on `station` (which must be up) at backend time `now`, with frames from `rx`.
+    pub fn new(cfg: PtpConfig, mac: [u8; 6], station: &mut Station<Vec<u8>>, now: Tai, rx: Box<dyn RxSource>) -> Sync {
+        let engine = EngineConfig {
+            domain: cfg.domain,
+            identity: identity(mac),
+            priority1: cfg.priority1,
+            slave_only: cfg.role == Role::Slave,
+            master_only: cfg.role == Role::Master,
+            log_sync: cfg.log_sync,
+            log_announce: cfg.log_announce,
+            log_delay_req: cfg.log_delay_req,
+            servo: cfg.servo,
+        };
+        // Schedule PTP frames beyond the posted slots and one poll: the insertion window starts `batch` slots
+        // ahead, and the frame must be placed before its slot is posted.
+        let sc = station.config();
+        let period = sc.geometry.period();
+        let lead = Nanos(i64::try_from(period.ceil_mul(u64::from(sc.batch) * 2 + 2)).unwrap_or(i64::MAX));
+        let pc = PortConfig {
+            engine,
+            transport: cfg.transport,
+            mac,
+            class: cfg.class,
+            lead,
+            tx_constant: cfg.tx_latency,
+            rx_latency: cfg.rx_latency,
+        };
+        let seed = u64::from_le_bytes(identity(mac));
+        let port = PtpPort::new(pc, station, now, seed);
+        let interval = Nanos(if cfg.log_sync >= 0 {
+            1_000_000_000i64 << cfg.log_sync
+        } else {
+            1_000_000_000i64 >> (-cfg.log_sync)
+        });
+        Sync {
+            cfg,
+            port,
+            rx,
+            frames: Vec::new(),
+            last: ServoStatus::INITIAL,
+            last_sample: None,
+            stale_after: Nanos(interval.0.saturating_mul(4)),
+            good: 0,
+            synchronised: false,
+            logged: (PortRole::None, ServoState::Unlocked, false),
+            next_log: now,
+            errors: 0,
+            last_error: None,
+        }
+    }
+
+    /// The PTP configuration.
+    pub fn config(&self) -> &PtpConfig {
+        &self.cfg
+    }
+
+    /// One poll: receive, fire timers, re-judge synchronisation, log changes. `now` is the backend's clock.
+    pub fn poll<N: Nic>(&mut self, nic: &N, station: &mut Station<Vec<u8>>, now: Tai) {
+        if let Err(e) = self.rx.recv(&mut self.frames) {
+            self.errors += 1;
+            eprintln!("keepon daemon: ptp: receive failed: {e}");
+        }
+        for (frame, host) in std::mem::take(&mut self.frames) {
+            if self.cfg.transport.parse(&frame).is_err() {
+                continue; // not a PTP message of our transport
+            }
+            let rx = station.clock_at(nic.link_time(host));
+            self.port.on_rx(&frame, rx, station, now);
+        }
+        self.port.poll(station, now);
+        for e in self.port.take_errors() {
+            if !matches!(e, PortError::Wire(WireError::NotPtp)) {
+                self.errors += 1;
+                self.last_error = Some(format!("{e:?}"));
+            }
+        }
+        let st = self.port.servo_status();
+        if st != self.last {
+            self.last = st;
+            self.last_sample = Some(now);
+            let within = st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs());
+            self.good = if st.state == ServoState::Locked && within { self.good.saturating_add(1) } else { 0 };
+        }
+        self.synchronised = self.judge(now);
+        let role = self.role();
+        let key = (role, st.state, self.synchronised);
+        if key != self.logged || now >= self.next_log {
+            if key.2 != self.logged.2 {
+                let what = if key.2 { "synchronised" } else { "NOT synchronised" };
+                eprintln!("keepon daemon: ptp: {what}");
+            }
+            eprintln!("keepon daemon: ptp: {}", self.describe(station, now));
+            self.logged = key;
+            self.next_log = now + LOG_EVERY;
+            self.errors = 0;
+        }
+    }
+
+    fn judge(&self, now: Tai) -> bool {
+        if self.port.engine().is_master() {
+            return true;
+        }
+        self.port.engine().is_steering()
+            && self.good >= GOOD_MEASUREMENTS
+            && self.last_sample.is_some_and(|t| now - t <= self.stale_after)
+    }
+
+    /// True while the EPHC is network time (see the module docs).
+    pub fn synchronised(&self) -> bool {
+        self.synchronised
+    }
+
+    /// The port's role.
+    pub fn role(&self) -> PortRole {
+        let e = self.port.engine();
+        if e.is_master() {
+            PortRole::Master
+        } else if e.is_steering() {
+            PortRole::Slave
+        } else {
+            PortRole::None
+        }
+    }
+
+    /// An outcome from the station: PTP frames' are consumed here (true).
+    pub fn on_outcome(&mut self, o: &Outcome, station: &mut Station<Vec<u8>>, now: Tai) -> bool {
+        self.port.on_outcome(o, station, now)
+    }
+
+    /// The `Time` reply at backend time `now`, host time `host`.
+    pub fn time(&self, station: &Station<Vec<u8>>, now: Tai, host: Tai) -> TimeInfo {
+        let st = self.last;
+        TimeInfo {
+            sync: if self.synchronised { SyncState::Synchronised } else { SyncState::NotSynchronised },
+            port: self.role(),
+            servo: match st.state {
+                ServoState::Unlocked => ServoCode::Unlocked,
+                ServoState::Stepping => ServoCode::Stepping,
+                ServoState::Locked => ServoCode::Locked,
+            },
+            ephc_now: station.ephc_at(now).0,
+            host_now: host.0,
+            offset: st.offset.map(|o| o.0),
+            freq_ppt: station.ephc().rate_ppt(),
+            path_delay: st.mean_delay.map(|d| d.0),
+        }
+    }
+
+    fn describe(&self, station: &Station<Vec<u8>>, now: Tai) -> String {
+        let st = self.last;
+        let role = match self.role() {
+            PortRole::Master => "master",
+            PortRole::Slave => "slave",
+            PortRole::None => "listening",
+        };
+        let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
+        format!(
+            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}",
+            st.state,
+            ns(st.offset),
+            station.ephc().rate_ppt() as f64 / 1e6,
+            ns(st.mean_delay),
+            (station.ephc_at(now) - now).0,
+            match &self.last_error {
+                Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
+                _ => String::new(),
+            },
+        )
+    }
+}

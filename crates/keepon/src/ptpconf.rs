@@ -1,0 +1,285 @@
+//! `[ptp]`: synchronising the link's EPHC to the network's PTP time (see `docs/config.md`).
+//!
+//! Read by `keepon daemon`. Every value is checked here, and an error names its key. What is not supported is
+//! an error, never a silent fallback: `delay_mechanism = "p2p"` is refused (the engine, statime 0.4 behind
+//! our interface, measures E2E only).
+
+use serde::Deserialize;
+
+use keepon_core::isolation::ClassId;
+use keepon_core::time::Nanos;
+use keepon_ptp::servo::ServoKind;
+use keepon_ptp::wire::Transport;
+
+use crate::config::{Config, ConfigError, Dur};
+
+/// Largest TX/RX latency constant accepted (1 ms: a MAC/PHY or kernel latency is microseconds).
+pub const MAX_LATENCY: Nanos = Nanos::from_ms(1);
+
+/// Largest sync threshold accepted (1 s).
+pub const MAX_THRESHOLD: Nanos = Nanos::from_ms(1_000);
+
+/// `[ptp]` as written.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct PtpSection {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    domain: Option<i64>,
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default)]
+    ipv4: Option<String>,
+    #[serde(default)]
+    delay_mechanism: Option<String>,
+    class: String,
+    #[serde(default)]
+    log_sync_interval: Option<i64>,
+    #[serde(default)]
+    log_announce_interval: Option<i64>,
+    #[serde(default)]
+    log_delay_req_interval: Option<i64>,
+    #[serde(default)]
+    priority1: Option<i64>,
+    #[serde(default)]
+    servo: Option<String>,
+    #[serde(default)]
+    sync_threshold: Option<Dur>,
+    #[serde(default)]
+    tx_latency: Option<Dur>,
+    #[serde(default)]
+    rx_latency: Option<Dur>,
+}
+
+/// Which PTP role the station may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Always master (never slave).
+    Master,
+    /// Always slave (never master).
+    Slave,
+    /// Whatever the BMCA decides.
+    Auto,
+}
+
+/// The validated `[ptp]` section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PtpConfig {
+    /// Role.
+    pub role: Role,
+    /// PTP domain.
+    pub domain: u8,
+    /// L2 or UDPv4 (with the station's address).
+    pub transport: Transport,
+    /// The class whose slots carry PTP messages (a real-time class that owns slots).
+    pub class: ClassId,
+    /// log₂ of the Sync interval (s), −7..=4.
+    pub log_sync: i8,
+    /// log₂ of the Announce interval (s), −3..=4.
+    pub log_announce: i8,
+    /// log₂ of the Delay_Req interval (s), −7..=6.
+    pub log_delay_req: i8,
+    /// BMCA priority 1 (lower wins).
+    pub priority1: u8,
+    /// The servo.
+    pub servo: ServoKind,
+    /// Scheduled submits wait (are refused `not-synchronised`) while the servo's |offset| is at or above this.
+    pub sync_threshold: Nanos,
+    /// Added to a slot's EPHC time to get an event message's TX timestamp (MAC/PHY constant).
+    pub tx_latency: Nanos,
+    /// Subtracted from RX timestamps (the calibrated RX latency).
+    pub rx_latency: Nanos,
+}
+
+fn int_in(key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
+    let v = v.unwrap_or(default);
+    if !(lo..=hi).contains(&v) {
+        return Err(ConfigError(format!("ptp.{key} = {v}: must be within {lo}..={hi}")));
+    }
+    Ok(v)
+}
+
+fn latency(key: &str, v: Option<Dur>) -> Result<Nanos, ConfigError> {
+    let v = v.map_or(Nanos(0), |d| d.0);
+    if v.0 < 0 || v > MAX_LATENCY {
+        return Err(ConfigError(format!("ptp.{key} = {} ns: must be within 0..={} ns", v.0, MAX_LATENCY.0)));
+    }
+    Ok(v)
+}
+
+fn parse_ipv4(text: &str) -> Option<[u8; 4]> {
+    let parts: Vec<&str> = text.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut a = [0u8; 4];
+    for (o, p) in a.iter_mut().zip(parts) {
+        if p.is_empty() || p.len() > 3 || !p.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        *o = p.parse().ok()?;
+    }
+    Some(a)
+}
+
+impl PtpConfig {
+    /// The `[ptp]` section of `cfg`, validated; `None` without one (the EPHC then runs free on the link's
+    /// own clock).
+    pub fn from_config(cfg: &Config) -> Result<Option<PtpConfig>, ConfigError> {
+        let Some(table) = cfg.raw.ptp.clone() else { return Ok(None) };
+        let s: PtpSection =
+            table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;
+        let role = match s.role.as_deref().unwrap_or("auto") {
+            "master" => Role::Master,
+            "slave" => Role::Slave,
+            "auto" => Role::Auto,
+            r => return Err(ConfigError(format!("ptp.role = \"{r}\": use \"master\", \"slave\" or \"auto\""))),
+        };
+        let domain = int_in("domain", s.domain, 0, 0, 255)? as u8;
+        let transport = match (s.transport.as_deref().unwrap_or("l2"), &s.ipv4) {
+            ("l2", None) => Transport::L2,
+            ("l2", Some(_)) => return Err(ConfigError("ptp.ipv4 is only for transport = \"udpv4\"".into())),
+            ("udpv4", Some(a)) => Transport::UdpV4 {
+                src: parse_ipv4(a)
+                    .ok_or_else(|| ConfigError(format!("ptp.ipv4 = \"{a}\" is not an IPv4 address like 10.0.0.1")))?,
+            },
+            ("udpv4", None) => {
+                return Err(ConfigError("ptp.ipv4: transport = \"udpv4\" needs the station's IPv4 address".into()))
+            }
+            (t, _) => return Err(ConfigError(format!("ptp.transport = \"{t}\": use \"l2\" or \"udpv4\""))),
+        };
+        match s.delay_mechanism.as_deref().unwrap_or("e2e") {
+            "e2e" => {}
+            "p2p" => {
+                return Err(ConfigError(
+                    "ptp.delay_mechanism = \"p2p\" is not supported (the engine measures end-to-end delay only); \
+                     use \"e2e\""
+                        .into(),
+                ))
+            }
+            d => return Err(ConfigError(format!("ptp.delay_mechanism = \"{d}\": use \"e2e\""))),
+        }
+        let class = cfg
+            .ownership
+            .class_named(&s.class)
+            .ok_or_else(|| ConfigError(format!("ptp.class = \"{}\": no such class", s.class)))?;
+        if cfg.ownership.is_best_effort(class) {
+            return Err(ConfigError(format!(
+                "ptp.class = \"{}\" owns no slots: PTP event messages need owned slots for exact TX times",
+                s.class
+            )));
+        }
+        let servo = match s.servo.as_deref().unwrap_or("kalman") {
+            "kalman" => ServoKind::Kalman,
+            "pi" => ServoKind::Pi,
+            "moving-average" => ServoKind::MovingAverage,
+            v => return Err(ConfigError(format!("ptp.servo = \"{v}\": use \"kalman\", \"pi\" or \"moving-average\""))),
+        };
+        let sync_threshold = s.sync_threshold.map_or(Nanos(1_000), |d| d.0);
+        if sync_threshold.0 <= 0 || sync_threshold > MAX_THRESHOLD {
+            return Err(ConfigError(format!(
+                "ptp.sync_threshold = {} ns: must be within 1..={} ns",
+                sync_threshold.0, MAX_THRESHOLD.0
+            )));
+        }
+        Ok(Some(PtpConfig {
+            role,
+            domain,
+            transport,
+            class,
+            log_sync: int_in("log_sync_interval", s.log_sync_interval, 0, -7, 4)? as i8,
+            log_announce: int_in("log_announce_interval", s.log_announce_interval, 1, -3, 4)? as i8,
+            log_delay_req: int_in("log_delay_req_interval", s.log_delay_req_interval, 0, -7, 6)? as i8,
+            priority1: int_in("priority1", s.priority1, 128, 0, 255)? as u8,
+            servo,
+            sync_threshold,
+            tx_latency: latency("tx_latency", s.tx_latency)?,
+            rx_latency: latency("rx_latency", s.rx_latency)?,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[link]
+rate = "1Gbps"
+[ring]
+slot_bytes = 1230
+slots = 32
+batch = 8
+[[class]]
+name = "ptp"
+slots = [0, 16]
+[[class]]
+name = "be"
+"#;
+
+    fn parse(ptp: &str) -> Result<Option<PtpConfig>, ConfigError> {
+        let cfg = Config::parse(&format!("{BASE}{ptp}")).map_err(|e| ConfigError(format!("config: {e}")))?;
+        PtpConfig::from_config(&cfg)
+    }
+
+    fn error(ptp: &str) -> String {
+        parse(ptp).expect_err(ptp).0
+    }
+
+    #[test]
+    fn defaults_and_a_full_section() {
+        assert_eq!(parse("").unwrap(), None);
+        let p = parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap();
+        assert_eq!((p.role, p.domain, p.transport, p.servo), (Role::Auto, 0, Transport::L2, ServoKind::Kalman));
+        assert_eq!((p.sync_threshold, p.tx_latency, p.rx_latency), (Nanos(1_000), Nanos(0), Nanos(0)));
+        let p = parse(
+            "[ptp]\nclass = \"ptp\"\nrole = \"slave\"\ndomain = 24\ntransport = \"udpv4\"\nipv4 = \"10.0.0.2\"\n\
+             delay_mechanism = \"e2e\"\nlog_sync_interval = -3\nlog_announce_interval = 0\n\
+             log_delay_req_interval = -2\npriority1 = 200\nservo = \"pi\"\nsync_threshold = \"250ns\"\n\
+             tx_latency = \"1us\"\nrx_latency = \"12us\"\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.role, Role::Slave);
+        assert_eq!(p.domain, 24);
+        assert_eq!(p.transport, Transport::UdpV4 { src: [10, 0, 0, 2] });
+        assert_eq!((p.log_sync, p.log_announce, p.log_delay_req, p.priority1), (-3, 0, -2, 200));
+        assert_eq!((p.servo, p.sync_threshold), (ServoKind::Pi, Nanos(250)));
+        assert_eq!((p.tx_latency, p.rx_latency), (Nanos(1_000), Nanos(12_000)));
+        assert_eq!(p.class, ClassId(0));
+    }
+
+    #[test]
+    fn every_bad_value_is_an_error_naming_its_key() {
+        let c = "[ptp]\nclass = \"ptp\"\n";
+        let cases = [
+            (format!("{c}role = \"boss\""), "ptp.role"),
+            (format!("{c}domain = 256"), "ptp.domain"),
+            (format!("{c}domain = -1"), "ptp.domain"),
+            (format!("{c}transport = \"udpv6\""), "ptp.transport"),
+            (format!("{c}transport = \"udpv4\""), "ptp.ipv4"),
+            (format!("{c}transport = \"udpv4\"\nipv4 = \"10.0.0.256\""), "ptp.ipv4"),
+            (format!("{c}ipv4 = \"10.0.0.1\""), "ptp.ipv4"),
+            (format!("{c}delay_mechanism = \"p2p\""), "not supported"),
+            (format!("{c}delay_mechanism = \"x\""), "ptp.delay_mechanism"),
+            (format!("{c}log_sync_interval = 5"), "ptp.log_sync_interval"),
+            (format!("{c}log_announce_interval = -4"), "ptp.log_announce_interval"),
+            (format!("{c}log_delay_req_interval = 7"), "ptp.log_delay_req_interval"),
+            (format!("{c}priority1 = 300"), "ptp.priority1"),
+            (format!("{c}servo = \"pid\""), "ptp.servo"),
+            (format!("{c}sync_threshold = 0"), "ptp.sync_threshold"),
+            (format!("{c}sync_threshold = \"2s\""), "ptp.sync_threshold"),
+            (format!("{c}tx_latency = \"2ms\""), "ptp.tx_latency"),
+            (format!("{c}rx_latency = -1"), "ptp.rx_latency"),
+            ("[ptp]\nclass = \"nope\"".into(), "ptp.class"),
+            ("[ptp]\nclass = \"be\"".into(), "owns no slots"),
+            ("[ptp]\nrole = \"slave\"".into(), "class"),
+            (format!("{c}colour = \"red\""), "colour"),
+        ];
+        for (text, key) in cases {
+            let e = error(&text);
+            assert!(e.contains(key), "{text:?}: {e:?} does not name {key}");
+        }
+    }
+}
