@@ -380,7 +380,14 @@ mod tests {
                         }
                         _ => None,
                     };
-                    self.wire.push(WireEvent { nic_slot: k, start: None, rx: None, frame, bytes: None });
+                    self.wire.push(WireEvent {
+                        nic_slot: k,
+                        start: None,
+                        rx: None,
+                        frame,
+                        bytes: None,
+                        released: None,
+                    });
                 }
                 self.consumed = c;
             }

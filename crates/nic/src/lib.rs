@@ -79,6 +79,9 @@ pub struct WireEvent {
     pub frame: Option<keepon_core::outcome::FrameId>,
     /// Frame bytes without FCS, when kept (real frames; fillers only if asked for).
     pub bytes: Option<Vec<u8>>,
+    /// Host-paced backends: when (backend clock, [`Nic::now`]) the frame was handed to the kernel — its real
+    /// transmission time, later than its slot's time when the host overslept. `None` where the NIC paces.
+    pub released: Option<Tai>,
 }
 
 /// Backend failures.

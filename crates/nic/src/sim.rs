@@ -356,6 +356,7 @@ impl Nic for SimNic {
                     rx: f.frame.map(|_| rx),
                     frame: f.frame,
                     bytes: f.bytes,
+                    released: None,
                 });
             }
         }

@@ -67,6 +67,9 @@ pub struct PtpPort {
     clock: Rc<RefCell<EphcClock>>,
     timers: HashMap<Timer, Tai>,
     tokens: HashMap<FrameId, TxToken>,
+    /// With [`PtpPort::tx_on_release`]: PTP frames sent, waiting for the time the backend released them.
+    awaiting: HashMap<FrameId, (TxToken, Tai)>,
+    tx_on_release: bool,
     next_id: u64,
     last_slot: Option<u64>,
     errors: Vec<PortError>,
@@ -86,6 +89,8 @@ impl PtpPort {
             clock,
             timers: HashMap::new(),
             tokens: HashMap::new(),
+            awaiting: HashMap::new(),
+            tx_on_release: false,
             next_id: 0,
             last_slot: None,
             errors: Vec::new(),
@@ -206,6 +211,9 @@ impl PtpPort {
         }
         let token = self.tokens.remove(&o.id);
         match (o.result, token) {
+            (Ok(sent), Some(token)) if self.tx_on_release => {
+                self.awaiting.insert(o.id, (token, sent.time));
+            }
             (Ok(sent), Some(token)) => {
                 self.mirror(station, now);
                 let outs = self.engine.on_tx_time(token, sent.time + self.cfg.tx_constant);
@@ -214,6 +222,35 @@ impl PtpPort {
             }
             (Err(why), _) => self.errors.push(PortError::Rejected(why)),
             (Ok(_), None) => {}
+        }
+        true
+    }
+
+    /// Take event messages' TX times from when the backend released them ([`PtpPort::on_released`]) instead of
+    /// their slot's time: for host-paced links, where a slot released late leaves late.
+    pub fn tx_on_release(&mut self) {
+        self.tx_on_release = true;
+    }
+
+    /// The backend released frame `id` at host time `released` (`None`: it does not say): if it is a PTP event
+    /// message waiting for its TX time, hand the engine the later of its slot time and its release, converted to
+    /// EPHC time (returns true for PTP frames).
+    pub fn on_released(
+        &mut self,
+        id: FrameId,
+        released: Option<Tai>,
+        station: &mut Station<Vec<u8>>,
+        now: Tai,
+    ) -> bool {
+        if id.0 & PTP_ID_BIT == 0 {
+            return false;
+        }
+        if let Some((token, slot_time)) = self.awaiting.remove(&id) {
+            let tx = released.map_or(slot_time, |r| station.ephc_at(r).max(slot_time));
+            self.mirror(station, now);
+            let outs = self.engine.on_tx_time(token, tx + self.cfg.tx_constant);
+            self.apply(station);
+            self.outputs(outs, station, now);
         }
         true
     }

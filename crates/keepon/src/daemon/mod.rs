@@ -186,7 +186,11 @@ fn route(
                 deliver(id, result, owner, conns, stats);
             }
             Event::Underrun(_) => stats.underruns += 1,
-            Event::Wire(_) => {}
+            Event::Wire(w) => {
+                if let (Some(id), Some((s, now))) = (w.frame, ptp.as_mut()) {
+                    let _ = s.on_released(id, w.released, station, *now);
+                }
+            }
         }
     }
 }
@@ -363,7 +367,11 @@ fn serve_bound<N: Nic>(
     }
     let mut ptp: Option<(Sync, Tai)> = setup.map(|(p, link)| {
         let now = driver.nic.now();
-        (Sync::new(p, link.mac, &mut driver.station, now, link.rx), now)
+        let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
+        if driver.nic.timing() == keepon_nic::Timing::HostPaced {
+            sync.tx_on_release();
+        }
+        (sync, now)
     });
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
     let allowed = |uid, gid| {

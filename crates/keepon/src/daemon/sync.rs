@@ -14,7 +14,7 @@
 //!   intervals old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
 //!   the status every 10 s.
 
-use keepon_core::outcome::Outcome;
+use keepon_core::outcome::{FrameId, Outcome};
 use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::Nic;
@@ -211,6 +211,22 @@ impl Sync {
         } else {
             PortRole::None
         }
+    }
+
+    /// Take PTP TX times from the backend's release times (host-paced links: a slot released late leaves late).
+    pub fn tx_on_release(&mut self) {
+        self.port.tx_on_release();
+    }
+
+    /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).
+    pub fn on_released(
+        &mut self,
+        id: FrameId,
+        released: Option<Tai>,
+        station: &mut Station<Vec<u8>>,
+        now: Tai,
+    ) -> bool {
+        self.port.on_released(id, released, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).

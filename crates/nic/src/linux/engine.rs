@@ -149,6 +149,8 @@ pub struct LinuxNic<P: TxPath> {
     accepted: u64,
     consumed: u64,
     reals: VecDeque<(u64, FrameId, Vec<u8>)>,
+    /// Host-paced: when each real slot was handed to the kernel, in slot order.
+    released: VecDeque<(u64, Tai)>,
     wire: Vec<WireEvent>,
     gaps: Vec<Gap>,
     station_saw_idle: bool,
@@ -179,6 +181,7 @@ impl<P: TxPath> LinuxNic<P> {
             accepted: 0,
             consumed: 0,
             reals: VecDeque::new(),
+            released: VecDeque::new(),
             wire: Vec::new(),
             gaps: Vec::new(),
             station_saw_idle: false,
@@ -239,10 +242,18 @@ impl<P: TxPath> LinuxNic<P> {
                 .take(chunk)
                 .map(|p| if p.real { TxFrame::Real(&p.bytes) } else { TxFrame::Filler })
                 .collect();
+            let before = self.clock();
             let n = self.path.send(&frames)?.min(chunk);
-            for _ in 0..n {
+            let after = self.clock();
+            for i in 0..n {
                 if let Some(p) = self.pending.pop_front() {
                     if p.real {
+                        if self.cfg.host_paced {
+                            // The kernel sends a chunk's frames one after another inside the call: frame `i` of `n`
+                            // is taken to leave at the middle of its share of the call's duration.
+                            let share = (after - before).0 * (2 * i as i64 + 1) / (2 * n.max(1) as i64);
+                            self.released.push_back((p.slot, before + Nanos(share)));
+                        }
                         self.pool.push(p.bytes);
                     }
                 }
@@ -357,7 +368,18 @@ impl<P: TxPath> Nic for LinuxNic<P> {
         while self.reals.front().is_some_and(|r| r.0 < c) {
             if let Some((nic_slot, id, bytes)) = self.reals.pop_front() {
                 self.stats.real += 1;
-                self.wire.push(WireEvent { nic_slot, start: None, rx: None, frame: Some(id), bytes: Some(bytes) });
+                while self.released.front().is_some_and(|r| r.0 < nic_slot) {
+                    self.released.pop_front();
+                }
+                let released = match self.released.front() {
+                    Some(&(k, t)) if k == nic_slot => {
+                        self.released.pop_front();
+                        Some(t)
+                    }
+                    _ => None,
+                };
+                let (start, rx, frame, bytes) = (None, None, Some(id), Some(bytes));
+                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released });
             }
         }
         self.check_drops(now)?;

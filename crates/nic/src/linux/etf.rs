@@ -381,6 +381,7 @@ impl Nic for EtfNic {
                             rx: None,
                             frame: Some(f.id),
                             bytes: Some(f.bytes),
+                            released: None,
                         }),
                     }
                 }
