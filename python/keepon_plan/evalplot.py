@@ -54,6 +54,27 @@ class PlotError(Exception):
     """Bad input: the message says what and where."""
 
 
+def _each(path: Path, need: set[str], what: str, row, comments: bool = False) -> None:
+    """Call ``row(r)`` for every row of the CSV at ``path``, which must have the columns ``need``.
+
+    Unreadable files, missing columns and bad values (``ValueError`` from ``row``) become a :class:`PlotError`
+    naming the file and line. With ``comments``, lines starting with ``#`` are skipped (records files).
+    """
+    try:
+        with path.open(newline="") as f:
+            lines = (line for line in f if not line.startswith("#")) if comments else f
+            rows = csv.DictReader(lines)
+            if rows.fieldnames is None or not need <= set(rows.fieldnames):
+                raise PlotError(f"{path}: not a {what} (need columns {sorted(need)})")
+            for i, r in enumerate(rows, start=2):
+                try:
+                    row(r)
+                except ValueError as e:
+                    raise PlotError(f"{path}:{i}: {e}") from e
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e}") from e
+
+
 def _save(fig, out: Path, name: str) -> Path:
     """Lay out, write ``out/name`` (PNG, 120 dpi) and close the figure."""
     fig.tight_layout()
@@ -67,22 +88,13 @@ def _save(fig, out: Path, name: str) -> Path:
 def read_arrivals(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
     """(model, background, frame_bytes) -> [(seq, rx_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
-    try:
-        with path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"model", "background", "frame_bytes", "seq", "rx_ns"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{path}: not a fig15 CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                if not r["rx_ns"]:
-                    continue
-                try:
-                    key = (r["model"], r["background"], int(r["frame_bytes"]))
-                    series[key].append((int(r["seq"]), int(r["rx_ns"])))
-                except ValueError as e:
-                    raise PlotError(f"{path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {path}: {e}") from e
+
+    def row(r):
+        if r["rx_ns"]:
+            key = (r["model"], r["background"], int(r["frame_bytes"]))
+            series[key].append((int(r["seq"]), int(r["rx_ns"])))
+
+    _each(path, {"model", "background", "frame_bytes", "seq", "rx_ns"}, "fig15 CSV", row)
     for v in series.values():
         v.sort()
     return series
@@ -138,20 +150,12 @@ def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
 def read_sweeps(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int | None, str]]]:
     """(sweep, model, x_us) -> [(seq, rx_ns or None, outcome)] in seq order."""
     series: dict[tuple[str, str, int], list[tuple[int, int | None, str]]] = defaultdict(list)
-    try:
-        with path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"sweep", "x_us", "model", "seq", "outcome", "rx_ns"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{path}: not a fig16 CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                try:
-                    rx = int(r["rx_ns"]) if r["rx_ns"] else None
-                    series[(r["sweep"], r["model"], int(r["x_us"]))].append((int(r["seq"]), rx, r["outcome"]))
-                except ValueError as e:
-                    raise PlotError(f"{path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {path}: {e}") from e
+
+    def row(r):
+        rx = int(r["rx_ns"]) if r["rx_ns"] else None
+        series[(r["sweep"], r["model"], int(r["x_us"]))].append((int(r["seq"]), rx, r["outcome"]))
+
+    _each(path, {"sweep", "x_us", "model", "seq", "outcome", "rx_ns"}, "fig16 CSV", row)
     for v in series.values():
         v.sort()
     return series
@@ -196,19 +200,11 @@ PAPER_FIG17 = {100: [(200, 218.0), (1500, 73.3)], 500: [(600, 895.0), (1500, 367
 def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
     """Write fig17.png (throughput vs slot size per payload, the paper's quoted points as crosses)."""
     pts: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    try:
-        with csv_path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"payload_bytes", "slot_bytes", "throughput_mbps"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{csv_path}: not a fig17 CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                try:
-                    pts[int(r["payload_bytes"])].append((int(r["slot_bytes"]), float(r["throughput_mbps"])))
-                except ValueError as e:
-                    raise PlotError(f"{csv_path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {csv_path}: {e}") from e
+
+    def row(r):
+        pts[int(r["payload_bytes"])].append((int(r["slot_bytes"]), float(r["throughput_mbps"])))
+
+    _each(csv_path, {"payload_bytes", "slot_bytes", "throughput_mbps"}, "fig17 CSV", row)
     if not pts:
         raise PlotError(f"{csv_path}: no points")
     fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
@@ -233,23 +229,15 @@ PAPER_FIG19 = {"batch": [(38, 100.0), (54, 6.3)], "slot": [(370, 100.0), (400, 2
 def plot_fig19(csv_path: Path, out: Path) -> list[Path]:
     """Write fig19.png (CPU vs batch size and vs slot size, the paper's quoted points as crosses)."""
     pts: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    try:
-        with csv_path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"sweep", "batch", "slot_bytes", "cpu_percent"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{csv_path}: not a fig19 CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                sweep = r["sweep"]
-                if sweep not in PAPER_FIG19:
-                    raise PlotError(f"{csv_path}:{i}: unknown sweep {sweep!r}")
-                try:
-                    x = int(r["batch"] if sweep == "batch" else r["slot_bytes"])
-                    pts[sweep].append((x, float(r["cpu_percent"])))
-                except ValueError as e:
-                    raise PlotError(f"{csv_path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {csv_path}: {e}") from e
+
+    def row(r):
+        sweep = r["sweep"]
+        if sweep not in PAPER_FIG19:
+            raise ValueError(f"unknown sweep {sweep!r}")
+        x = int(r["batch"] if sweep == "batch" else r["slot_bytes"])
+        pts[sweep].append((x, float(r["cpu_percent"])))
+
+    _each(csv_path, {"sweep", "batch", "slot_bytes", "cpu_percent"}, "fig19 CSV", row)
     if not pts:
         raise PlotError(f"{csv_path}: no points")
     fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
@@ -270,20 +258,13 @@ def plot_fig19(csv_path: Path, out: Path) -> list[Path]:
 def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
     """Write fig18.png (throughput vs offered rate per packet size)."""
     pts: dict[tuple[int, str], list[tuple[int, float]]] = defaultdict(list)
-    try:
-        with csv_path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"packet_bytes", "share_pct", "offered_mbps", "model", "throughput_mbps"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{csv_path}: not a fig18 CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                try:
-                    label = f"keepon-{r['share_pct']}%" if r["model"] == "keepon" else "stock (line bound)"
-                    pts[(int(r["packet_bytes"]), label)].append((int(r["offered_mbps"]), float(r["throughput_mbps"])))
-                except ValueError as e:
-                    raise PlotError(f"{csv_path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {csv_path}: {e}") from e
+
+    def row(r):
+        label = f"keepon-{r['share_pct']}%" if r["model"] == "keepon" else "stock (line bound)"
+        pts[(int(r["packet_bytes"]), label)].append((int(r["offered_mbps"]), float(r["throughput_mbps"])))
+
+    need = {"packet_bytes", "share_pct", "offered_mbps", "model", "throughput_mbps"}
+    _each(csv_path, need, "fig18 CSV", row)
     if not pts:
         raise PlotError(f"{csv_path}: no points")
     sizes = sorted({k[0] for k in pts})
@@ -306,18 +287,13 @@ def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
 def read_records(path: Path) -> dict[str, list[dict[str, str]]]:
     """Sent real-time frames of a keepon records file (v1 or v2), per flow, in seq order."""
     flows: dict[str, list[dict[str, str]]] = defaultdict(list)
-    try:
-        with path.open(newline="") as f:
-            lines = (line for line in f if not line.startswith("#"))
-            rows = csv.DictReader(lines)
-            need = {"seq", "flow", "txtime_ns", "outcome", "tx_ns", "rx_ns"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{path}: not a keepon records file (need columns {sorted(need)})")
-            for r in rows:
-                if r["outcome"] == "sent" and r["txtime_ns"]:
-                    flows[r["flow"]].append(r)
-    except OSError as e:
-        raise PlotError(f"cannot read {path}: {e}") from e
+
+    def row(r):
+        if r["outcome"] == "sent" and r["txtime_ns"]:
+            flows[r["flow"]].append(r)
+
+    need = {"seq", "flow", "txtime_ns", "outcome", "tx_ns", "rx_ns"}
+    _each(path, need, "keepon records file", row, comments=True)
     for v in flows.values():
         v.sort(key=lambda r: int(r["seq"]) if r["seq"].isdigit() else 0)
     return flows
@@ -367,21 +343,12 @@ def plot_records(csv_path: Path, out: Path) -> list[Path]:
 def read_delays(path: Path) -> dict[tuple[str, int], list[tuple[int, float]]]:
     """(scenario, flow) -> [(seq, delay_ns)] of the frames that arrived, in seq order."""
     series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
-    try:
-        with path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            need = {"scenario", "flow", "seq", "delay_ns"}
-            if rows.fieldnames is None or not need <= set(rows.fieldnames):
-                raise PlotError(f"{path}: not a casestudy CSV (need columns {sorted(need)})")
-            for i, r in enumerate(rows, start=2):
-                if not r["delay_ns"]:
-                    continue
-                try:
-                    series[(r["scenario"], int(r["flow"]))].append((int(r["seq"]), float(r["delay_ns"])))
-                except ValueError as e:
-                    raise PlotError(f"{path}:{i}: {e}") from e
-    except OSError as e:
-        raise PlotError(f"cannot read {path}: {e}") from e
+
+    def row(r):
+        if r["delay_ns"]:
+            series[(r["scenario"], int(r["flow"]))].append((int(r["seq"]), float(r["delay_ns"])))
+
+    _each(path, {"scenario", "flow", "seq", "delay_ns"}, "casestudy CSV", row)
     for v in series.values():
         v.sort()
     return series
