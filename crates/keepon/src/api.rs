@@ -493,32 +493,33 @@ impl Client {
 
     /// Ask for the link's description. Outcomes that arrive first are kept for [`Client::recv`].
     pub fn info(&mut self) -> io::Result<Info> {
-        self.send(&Request::Info)?;
-        let mut held = Vec::new();
-        let result = loop {
-            match self.recv()? {
-                Some(Response::Info(i)) => break Ok(i),
-                Some(Response::Error(e)) => break Err(io::Error::other(e)),
-                Some(other) => held.push(other),
-                None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
-            }
-        };
-        for r in held.into_iter().rev() {
-            self.pending.push_front(r);
-        }
-        result
+        self.ask(&Request::Info, |r| match r {
+            Response::Info(i) => Ok(i),
+            other => Err(other),
+        })
     }
 
     /// Read the station's network time and synchronisation state. Outcomes that arrive first are kept for
     /// [`Client::recv`].
     pub fn time(&mut self) -> io::Result<TimeInfo> {
-        self.send(&Request::Time)?;
+        self.ask(&Request::Time, |r| match r {
+            Response::Time(t) => Ok(t),
+            other => Err(other),
+        })
+    }
+
+    /// Send `req` and wait for the reply `pick` accepts; an `Error` reply is the error, and every other response
+    /// (outcomes of earlier submits) is kept, in order, for [`Client::recv`].
+    fn ask<T>(&mut self, req: &Request, pick: impl Fn(Response) -> Result<T, Response>) -> io::Result<T> {
+        self.send(req)?;
         let mut held = Vec::new();
         let result = loop {
             match self.recv()? {
-                Some(Response::Time(t)) => break Ok(t),
                 Some(Response::Error(e)) => break Err(io::Error::other(e)),
-                Some(other) => held.push(other),
+                Some(r) => match pick(r) {
+                    Ok(v) => break Ok(v),
+                    Err(other) => held.push(other),
+                },
                 None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
             }
         };
