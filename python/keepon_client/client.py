@@ -102,28 +102,22 @@ class Client:
 
     def info(self) -> Info:
         """The link's description. Outcomes that arrive first are kept for :meth:`recv`/:meth:`outcome`."""
-        self._sock.sendall(frame_message(encode_info()))
-        held: list[Message] = []
-        try:
-            while True:
-                m = self._read()
-                if isinstance(m, Info):
-                    return m
-                if isinstance(m, ErrorReply):
-                    raise RequestError(m.text)
-                held.append(m)
-        finally:
-            self._pending.extendleft(reversed(held))
+        return self._ask(encode_info(), Info)
 
     def time(self) -> Time:
         """The station's network time and synchronisation state (like ``clock_gettime`` on a PHC). Outcomes that
         arrive first are kept for :meth:`recv`/:meth:`outcome`."""
-        self._sock.sendall(frame_message(encode_time()))
+        return self._ask(encode_time(), Time)
+
+    def _ask(self, request: bytes, reply: type):
+        """Send ``request`` and return the first response of type ``reply``; an error reply raises
+        :class:`RequestError`, and everything else that arrives first is kept, in order, for :meth:`recv`."""
+        self._sock.sendall(frame_message(request))
         held: list[Message] = []
         try:
             while True:
                 m = self._read()
-                if isinstance(m, Time):
+                if isinstance(m, reply):
                     return m
                 if isinstance(m, ErrorReply):
                     raise RequestError(m.text)
