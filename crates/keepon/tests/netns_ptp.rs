@@ -38,12 +38,23 @@ fn have_ptp4l() -> bool {
 /// ptp4l's configuration: never steer the host clock; fast Sync for quick lock.
 fn ptp4l_conf(dir: &Path, master: bool) -> std::path::PathBuf {
     let p = dir.join(if master { "ptp4l-master.conf" } else { "ptp4l-slave.conf" });
-    let role = if master { "masterOnly 1\npriority1 10\n" } else { "slaveOnly 1\n" };
+    // The slave's utc_offset is the kernel's TAI offset, so its offsets read CLOCK_TAI − EPHC (keepon announces
+    // the PTP timescale without a valid UTC offset, and ptp4l then applies its configured one).
+    let role = if master {
+        "masterOnly 1\npriority1 10\nsummary_interval 0\n".to_string()
+    } else {
+        // A free-running slave prints an offset per frequency estimate (every 2^0 s) when its summary interval
+        // is the Sync interval.
+        format!(
+            "slaveOnly 1\nutc_offset {}\nfreq_est_interval 0\nsummary_interval -4\n",
+            tai_offset_ns() / 1_000_000_000
+        )
+    };
     std::fs::write(
         &p,
         format!(
             "[global]\nfree_running 1\n{role}logSyncInterval -4\nlogAnnounceInterval -2\nlogMinDelayReqInterval -4\n\
-             time_stamping software\nsummary_interval 0\n"
+             time_stamping software\n"
         ),
     )
     .unwrap();
@@ -266,4 +277,161 @@ fn keepon_slave_follows_ptp4l_over_udpv4_from_minus_1s_and_minus_50ppm() {
     let s = stats(&errors);
     assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the −1 s offset was not removed", s.median);
     let _ = f;
+}
+
+/// One `master offset` line of `ptp4l -m`: (its CLOCK_MONOTONIC time in s, the offset in ns).
+fn ptp4l_offsets(out: &str) -> Vec<(f64, f64)> {
+    out.lines()
+        .filter_map(|l| {
+            let t = l.strip_prefix("ptp4l[")?.split(']').next()?.parse::<f64>().ok()?;
+            let mut w = l.split_whitespace().skip_while(|w| *w != "offset");
+            w.next()?;
+            Some((t, w.next()?.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
+fn monotonic_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Least-squares line through (x, y): (slope, intercept).
+fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = sxy / sxx;
+    (slope, my - slope * mx)
+}
+
+/// keepon master → a free-running ptp4l slave (it measures, never steers): the slave's offsets show exactly
+/// the keepon link's injected drift (slope within 0.5 %) and its offset (against the true error the master's
+/// own `Time` reports at the same instants).
+fn master_run(tag: &str, l2: bool, offset: &str, ppm: f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    chmod(d, 0o755);
+    let topo = bridged(tag);
+    let mut extra = String::from("role = \"master\"\npriority1 = 10\n");
+    if !l2 {
+        ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
+        extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
+    }
+    let sock = d.join("keepon.sock");
+    let cfg = d.join("K.toml");
+    std::fs::write(&cfg, keepon_conf(&sock, offset, ppm, &extra)).unwrap();
+    let mut daemon = Proc::spawn(
+        "daemon",
+        d,
+        Command::new("ip").args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"]).arg(&cfg).args([
+            "--backend",
+            "afpacket",
+            "--iface",
+            "kp0",
+            "--pacing",
+            "host",
+            "--filler",
+            "reserved-address",
+            "--duration",
+            "900s",
+        ]),
+    );
+    let conf = ptp4l_conf(d, false);
+    let mut ptp4l = Proc::spawn(
+        "ptp4l",
+        d,
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &topo.listener,
+                "ptp4l",
+                "-i",
+                "kp1",
+                "-S",
+                "-m",
+                if l2 { "-2" } else { "-4" },
+                "-f",
+            ])
+            .arg(&conf),
+    );
+    let up = Instant::now();
+    let mut c = loop {
+        if let Ok(c) = Client::connect(&sock) {
+            break c;
+        }
+        assert!(daemon.running() && up.elapsed() < Duration::from_secs(10), "daemon not up\n{}", daemon.output());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The slave must start measuring within 30 s.
+    assert!(
+        support::wait_until(Duration::from_secs(30), || ptp4l_offsets(&ptp4l.stdout()).len() >= 2),
+        "{tag}: ptp4l reports no offsets from the keepon master\n{}\n{}",
+        daemon.output(),
+        ptp4l.output()
+    );
+    // The master's true error (EPHC − CLOCK_TAI) over the window, on the monotonic axis ptp4l's log uses.
+    let mut truth = Vec::new();
+    let from = Instant::now();
+    while from.elapsed() < Duration::from_secs(40) {
+        let m0 = monotonic_s();
+        let t = c.time().unwrap();
+        let m1 = monotonic_s();
+        truth.push(((m0 + m1) / 2.0, (t.ephc_now - t.host_now) as f64));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (t0, t1) = (truth[0].0, truth[truth.len() - 1].0);
+    let seen: Vec<(f64, f64)> =
+        ptp4l_offsets(&ptp4l.stdout()).into_iter().filter(|(t, _)| *t >= t0 && *t <= t1).collect();
+    assert!(seen.len() >= 30, "{tag}: only {} offsets in the window\n{}", seen.len(), ptp4l.output());
+    let (slope, _) = fit(&seen);
+    let measured_ppm = -slope * 1e-3; // ns per s → ppm, and the slave sees CLOCK_TAI − EPHC
+                                      // Offset: the slave's offset against minus the master's true error at the same instants.
+    let (tslope, tcept) = fit(&truth);
+    let resid: Vec<f64> = seen.iter().map(|(t, o)| o + (tslope * t + tcept)).collect();
+    let mean = resid.iter().sum::<f64>() / resid.len() as f64;
+    let worst = resid.iter().fold(0.0f64, |m, r| m.max(r.abs()));
+    eprintln!(
+        "{tag}: ptp4l (free-running slave) over {:.0} s, {} offsets: drift {measured_ppm:+.4} ppm for an injected \
+         {ppm:+.3} ppm ({:+.3} %), offset vs the master's true error: mean {mean:.0} ns, max {worst:.0} ns; the \
+         master's own error drifts {:+.4} ppm",
+        t1 - t0,
+        seen.len(),
+        (measured_ppm - ppm) / ppm * 100.0,
+        tslope * 1e-3
+    );
+    assert!(
+        ((measured_ppm - ppm) / ppm).abs() < 0.005,
+        "{tag}: the slave measured {measured_ppm:+.4} ppm for an injected {ppm:+.3} ppm\n{}",
+        ptp4l.output()
+    );
+    // Software stamps on veth: a few µs of bias and jitter; the injected offset is milliseconds or more.
+    assert!(mean.abs() < 50_000.0, "{tag}: the slave's offset is {mean:.0} ns off the master's true error");
+    assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
+    assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
+    let bad = ptp4l.stdout().lines().filter(|l| l.contains("bad message") || l.contains("timeout")).count();
+    assert_eq!(bad, 0, "{tag}: ptp4l rejected keepon's messages\n{}", ptp4l.output());
+}
+
+/// keepon master over L2, the link 3 ms ahead and 50 ppm fast → free-running ptp4l slave.
+#[test]
+fn free_running_ptp4l_slave_measures_keepon_master_over_l2() {
+    if skip() {
+        return;
+    }
+    master_run("kx", true, "3ms", 50.0);
+}
+
+/// keepon master over UDPv4, the link 1 s behind and 50 ppm slow → free-running ptp4l slave.
+#[test]
+fn free_running_ptp4l_slave_measures_keepon_master_over_udpv4() {
+    if skip() {
+        return;
+    }
+    master_run("kw", false, "-1s", -50.0);
 }

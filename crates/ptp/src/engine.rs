@@ -215,12 +215,41 @@ type BmcaPort<C> = Port<'static, InBmca, AcceptAnyMaster, ChaCha8Rng, SharedCloc
 /// One PTP ordinary clock with one port, sans-IO.
 pub struct PtpEngine<C: ServoClock + 'static> {
     instance: &'static Inst,
+    intervals: Intervals,
     port: Option<RunningPort<C>>,
     status: Rc<Cell<ServoStatus>>,
 }
 
 fn to_nanos(d: core::time::Duration) -> Nanos {
     Nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The logMessageInterval values this port announces (statime 0.4.0 writes 0 into Sync, Follow_Up and
+/// Announce; a receiver such as ptp4l takes its Sync interval from the Sync's field, IEEE 1588-2019 Table 42).
+#[derive(Clone, Copy, Debug)]
+struct Intervals {
+    log_sync: i8,
+    log_announce: i8,
+}
+
+impl Intervals {
+    /// Set the logMessageInterval of outgoing Sync, Follow_Up and Announce messages.
+    fn stamp(self, out: &mut [Output]) {
+        for o in out {
+            let data = match o {
+                Output::SendEvent { data, .. } | Output::SendGeneral { data } => data,
+                Output::SetTimer { .. } => continue,
+            };
+            if data.len() < 34 {
+                continue;
+            }
+            data[33] = match data[0] & 0x0F {
+                0x0 | 0x8 => self.log_sync as u8,
+                0xB => self.log_announce as u8,
+                _ => continue,
+            };
+        }
+    }
 }
 
 fn collect<'a>(actions: impl Iterator<Item = PortAction<'a>>, out: &mut Vec<Output>) {
@@ -285,7 +314,9 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         let mut out = Vec::new();
         collect(actions, &mut out);
         out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(instance.bmca_interval()) });
-        (PtpEngine { instance, port: Some(port), status }, out)
+        let intervals = Intervals { log_sync: cfg.log_sync, log_announce: cfg.log_announce };
+        intervals.stamp(&mut out);
+        (PtpEngine { instance, intervals, port: Some(port), status }, out)
     }
 
     fn with_port(&mut self, f: impl FnOnce(&mut RunningPort<C>, &mut Vec<Output>)) -> Vec<Output> {
@@ -293,6 +324,7 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         if let Some(p) = self.port.as_mut() {
             f(p, &mut out);
         }
+        self.intervals.stamp(&mut out);
         out
     }
 
@@ -323,6 +355,7 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
                 self.port = Some(p);
             }
             out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(self.instance.bmca_interval()) });
+            self.intervals.stamp(&mut out);
             return out;
         }
         self.with_port(|p, out| {

@@ -102,6 +102,12 @@ fn is_pdelay(msg: &[u8]) -> bool {
     matches!(msg[0] & 0x0F, 0x2 | 0x3 | 0xA)
 }
 
+/// False for Sync, Pdelay_Req and Pdelay_Resp: receivers (ptp4l among them) take them at their bare length
+/// and read no TLVs, so they carry none.
+fn admits_tlv(msg: &[u8]) -> bool {
+    !matches!(msg[0] & 0x0F, 0x0 | 0x2 | 0x3)
+}
+
 fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]))).sum();
     while sum > 0xFFFF {
@@ -121,12 +127,14 @@ impl Transport {
 
     /// [`Transport::emit`] for a keepon slot of `slot_data` bytes (every frame on a keepon link fills its
     /// slot). Over UDPv4 the IP and UDP lengths delimit the message and the rest is Ethernet padding. Over L2
-    /// nothing delimits it, and a receiver reads trailing zeros as TLVs (ptp4l rejects such a message as bad),
-    /// so the rest of the slot becomes one PAD TLV (type 0x8008, IEEE 1588-2019 §14.4), counted in the
-    /// header's messageLength.
+    /// nothing delimits it. For messages that may carry TLVs a receiver reads trailing zeros as TLVs (ptp4l
+    /// rejects such a message as bad), so the rest of the slot becomes one PAD TLV (type 0x8008, IEEE
+    /// 1588-2019 §14.4), counted in the header's messageLength. Sync, Pdelay_Req and Pdelay_Resp keep their
+    /// exact length and plain trailing padding: ptp4l parses no TLVs on them and rejects any messageLength
+    /// other than the bare message's.
     pub fn emit_for_slot(self, src: [u8; 6], msg: &[u8], slot_data: usize) -> Result<Vec<u8>, WireError> {
         let mut f = self.emit(src, msg)?;
-        if self == Transport::L2 && slot_data >= f.len() + 4 {
+        if self == Transport::L2 && admits_tlv(msg) && slot_data >= f.len() + 4 {
             let pad = (slot_data - f.len()).min(usize::from(u16::MAX));
             let len = u16::try_from(msg.len() + pad).map_err(|_| WireError::TooLong(msg.len() + pad))?;
             f.extend_from_slice(&PAD_TLV.to_be_bytes());
@@ -253,23 +261,29 @@ mod tests {
         assert_eq!(Transport::L2.parse(&Transport::L2.emit(src, &msg(0x8, 44)).unwrap()).unwrap().1, Class::General);
     }
 
-    /// A slot-filling L2 frame ends in one PAD TLV counted in messageLength; over UDPv4 the slot's rest is
-    /// plain padding outside the IP datagram.
+    /// A slot-filling L2 frame ends in one PAD TLV counted in messageLength, except Sync and the peer-delay
+    /// event messages (bare length, plain padding); over UDPv4 the slot's rest is plain padding outside the IP
+    /// datagram.
     #[test]
     fn slot_filling_frames_delimit_the_message() {
         let src = [2, 0, 0, 0, 0, 1];
-        let sync = msg(0x0, 44);
-        let f = Transport::L2.emit_for_slot(src, &sync, 1226).unwrap();
+        let fup = msg(0x8, 44);
+        let f = Transport::L2.emit_for_slot(src, &fup, 1226).unwrap();
         assert_eq!(f.len(), 1226);
         assert_eq!(u16::from_be_bytes([f[16], f[17]]), 1226 - 14, "messageLength covers the TLV");
         assert_eq!(&f[14 + 44..14 + 48], &[0x80, 0x08, 0x04, 0x8C], "PAD TLV, length 1226 − 14 − 44 − 4");
         let (m, class) = Transport::L2.parse(&f).unwrap();
-        assert_eq!((m.len(), class), (1226 - 14, Class::Event));
-        assert_eq!(&m[4..44], &sync[4..44]);
+        assert_eq!((m.len(), class), (1226 - 14, Class::General));
+        assert_eq!(&m[4..44], &fup[4..44]);
+        for kind in [0x0, 0x2, 0x3] {
+            let bare = msg(kind, if kind == 0 { 44 } else { 54 });
+            let f = Transport::L2.emit_for_slot(src, &bare, 1226).unwrap();
+            assert_eq!(f, Transport::L2.emit(src, &bare).unwrap(), "type {kind:#x} carries no TLV");
+        }
         // No room for a TLV: left as it is.
-        assert_eq!(Transport::L2.emit_for_slot(src, &sync, 60).unwrap(), Transport::L2.emit(src, &sync).unwrap());
+        assert_eq!(Transport::L2.emit_for_slot(src, &fup, 60).unwrap(), Transport::L2.emit(src, &fup).unwrap());
         let t = Transport::UdpV4 { src: [10, 0, 0, 1] };
-        assert_eq!(t.emit_for_slot(src, &sync, 1226).unwrap(), t.emit(src, &sync).unwrap());
+        assert_eq!(t.emit_for_slot(src, &fup, 1226).unwrap(), t.emit(src, &fup).unwrap());
     }
 
     #[test]
