@@ -238,6 +238,9 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     );
     assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
     assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
+    if let Some(l) = daemon.output().lines().rev().find(|l| l.contains("ptp: slave")) {
+        eprintln!("{tag}: last daemon status: {l}");
+    }
     (errors, f)
 }
 

@@ -387,6 +387,7 @@ mod tests {
                         frame,
                         bytes: None,
                         released: None,
+                        stamped: false,
                     });
                 }
                 self.consumed = c;

@@ -79,9 +79,13 @@ pub struct WireEvent {
     pub frame: Option<keepon_core::outcome::FrameId>,
     /// Frame bytes without FCS, when kept (real frames; fillers only if asked for).
     pub bytes: Option<Vec<u8>>,
-    /// Host-paced backends: when (backend clock, [`Nic::now`]) the frame was handed to the kernel — its real
-    /// transmission time, later than its slot's time when the host overslept. `None` where the NIC paces.
+    /// Host-paced backends: when (backend clock, [`Nic::now`]) the frame really left — the kernel's software
+    /// TX timestamp where the backend gets one (AF_PACKET `sendmmsg`), otherwise interpolated within the call
+    /// that handed it to the kernel; later than its slot's time when the host overslept. `None` where the NIC
+    /// paces.
     pub released: Option<Tai>,
+    /// `released` is the kernel's TX timestamp (not interpolated).
+    pub stamped: bool,
 }
 
 /// Backend failures.

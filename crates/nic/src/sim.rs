@@ -357,6 +357,7 @@ impl Nic for SimNic {
                     frame: f.frame,
                     bytes: f.bytes,
                     released: None,
+                    stamped: false,
                 });
             }
         }

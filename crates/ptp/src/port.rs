@@ -73,6 +73,28 @@ pub struct PtpPort {
     next_id: u64,
     last_slot: Option<u64>,
     errors: Vec<PortError>,
+    lag: TxLag,
+}
+
+/// How far behind their slots' times PTP event messages really left (host-paced links; see
+/// [`PtpPort::on_released`]): the measured residual of the slot grid at the frames that carry time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxLag {
+    /// Event messages with a release time.
+    pub n: u64,
+    /// Of these, times from the kernel's TX timestamp (the rest interpolated).
+    pub stamped: u64,
+    /// Sum of `release − slot time`, ns.
+    pub sum: i128,
+    /// Largest `release − slot time`, ns.
+    pub max: i64,
+}
+
+impl TxLag {
+    /// Mean lag, ns.
+    pub fn mean(&self) -> Option<i64> {
+        (self.n > 0).then(|| (self.sum / i128::from(self.n)) as i64)
+    }
 }
 
 const TIMER_ORDER: [Timer; 6] =
@@ -94,6 +116,7 @@ impl PtpPort {
             next_id: 0,
             last_slot: None,
             errors: Vec::new(),
+            lag: TxLag::default(),
         };
         p.outputs(outs, station, now);
         p
@@ -232,13 +255,19 @@ impl PtpPort {
         self.tx_on_release = true;
     }
 
-    /// The backend released frame `id` at host time `released` (`None`: it does not say): if it is a PTP event
-    /// message waiting for its TX time, hand the engine the later of its slot time and its release, converted to
-    /// EPHC time (returns true for PTP frames).
+    /// How far behind their slots PTP event messages left, so far.
+    pub fn tx_lag(&self) -> TxLag {
+        self.lag
+    }
+
+    /// The backend released frame `id` at host time `released` (`None`: it does not say; `stamped`: the time
+    /// is the kernel's TX timestamp): if it is a PTP event message waiting for its TX time, hand the engine the
+    /// later of its slot time and its release, converted to EPHC time (returns true for PTP frames).
     pub fn on_released(
         &mut self,
         id: FrameId,
         released: Option<Tai>,
+        stamped: bool,
         station: &mut Station<Vec<u8>>,
         now: Tai,
     ) -> bool {
@@ -246,6 +275,13 @@ impl PtpPort {
             return false;
         }
         if let Some((token, slot_time)) = self.awaiting.remove(&id) {
+            if let Some(r) = released {
+                let lag = (station.ephc_at(r) - slot_time).0;
+                self.lag.n += 1;
+                self.lag.stamped += u64::from(stamped);
+                self.lag.sum += i128::from(lag);
+                self.lag.max = if self.lag.n == 1 { lag } else { self.lag.max.max(lag) };
+            }
             let tx = released.map_or(slot_time, |r| station.ephc_at(r).max(slot_time));
             self.mirror(station, now);
             let outs = self.engine.on_tx_time(token, tx + self.cfg.tx_constant);

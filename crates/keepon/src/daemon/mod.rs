@@ -188,7 +188,7 @@ fn route(
             Event::Underrun(_) => stats.underruns += 1,
             Event::Wire(w) => {
                 if let (Some(id), Some((s, now))) = (w.frame, ptp.as_mut()) {
-                    let _ = s.on_released(id, w.released, station, *now);
+                    let _ = s.on_released(id, w.released, w.stamped, station, *now);
                 }
             }
         }

@@ -19,7 +19,7 @@ use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::Nic;
 use keepon_ptp::engine::EngineConfig;
-use keepon_ptp::port::{PortConfig, PortError, PtpPort};
+use keepon_ptp::port::{PortConfig, PortError, PtpPort, TxLag};
 use keepon_ptp::servo::{ServoState, ServoStatus};
 use keepon_ptp::wire::WireError;
 
@@ -223,10 +223,11 @@ impl Sync {
         &mut self,
         id: FrameId,
         released: Option<Tai>,
+        stamped: bool,
         station: &mut Station<Vec<u8>>,
         now: Tai,
     ) -> bool {
-        self.port.on_released(id, released, station, now)
+        self.port.on_released(id, released, stamped, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).
@@ -262,12 +263,22 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}",
+            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}",
             st.state,
             ns(st.offset),
             station.ephc().rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),
             (station.ephc_at(now) - now).0,
+            match self.port.tx_lag() {
+                l @ TxLag { n: 1.., .. } => format!(
+                    ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max",
+                    l.stamped,
+                    l.n,
+                    l.mean().unwrap_or(0),
+                    l.max
+                ),
+                _ => String::new(),
+            },
             match &self.last_error {
                 Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
                 _ => String::new(),

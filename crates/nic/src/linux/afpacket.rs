@@ -12,8 +12,11 @@
 //! accepted and a driver then dropped can only be seen in the interface's `tx_dropped` counter, which the
 //! engine compares with the refusals and turns into [`NicError::Dropped`].
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+
+use keepon_core::time::Tai;
 
 use crate::NicError;
 
@@ -32,6 +35,33 @@ pub struct AfPacketTx {
     framing: Framing,
     mode: Mode,
     refused: u64,
+    stamps: Option<Stamps>,
+}
+
+/// Software TX timestamps of real frames (`sendmmsg` only): the kernel stamps a frame when the driver takes
+/// it (`skb_tx_timestamp`) and queues the stamp with a copy of the frame on the socket's error queue; a
+/// stamp is matched to its frame by the frame's bytes (hash), in order.
+#[derive(Debug)]
+struct Stamps {
+    /// Real frames sent and not stamped yet: (index among the real frames accepted, hash of the bytes).
+    waiting: VecDeque<(u64, u64)>,
+    /// Real frames accepted so far.
+    reals: u64,
+    buf: Vec<u8>,
+}
+
+/// Frames waiting for a stamp beyond this many are given up (the kernel lost their stamps).
+const STAMPS_WAITING_MAX: usize = 4096;
+
+/// FNV-1a over the parts of a frame.
+fn frame_hash(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 #[derive(Debug)]
@@ -142,7 +172,7 @@ impl AfPacketNic {
         let framing = Framing::new(mode_filler, src, slot_bytes);
         let mode =
             if ring { ring_mode(&fd, &framing)? } else { Mode::Sendmmsg { accepted: 0, completed: 0, truesize: 0 } };
-        let path = AfPacketTx { fd, framing, mode, refused: 0 };
+        let path = AfPacketTx { fd, framing, mode, refused: 0, stamps: None };
         let engine = super::engine_config(cfg, &link, &path.label(), mode_filler, &filler_why)?;
         Ok(LinuxNic::with_path(path, engine))
     }
@@ -209,9 +239,13 @@ impl AfPacketTx {
                 TxFrame::Real(d) => [*d, &[][..]],
             })
             .collect();
+        let stamp: Vec<bool> = match self.stamps {
+            Some(_) => frames.iter().map(|f| matches!(f, TxFrame::Real(_))).collect(),
+            None => Vec::new(),
+        };
         let mut sent = 0;
         while sent < msgs.len() {
-            match sys::sendmmsg(self.fd.as_fd(), &msgs[sent..]) {
+            match sys::sendmmsg_stamped(self.fd.as_fd(), &msgs[sent..], stamp.get(sent..).unwrap_or(&[])) {
                 Ok(0) => break,
                 Ok(n) => sent += n,
                 Err(e) => match e.raw_os_error() {
@@ -237,6 +271,17 @@ impl AfPacketTx {
         }
         if let Mode::Sendmmsg { accepted, .. } = &mut self.mode {
             *accepted += sent as u64;
+        }
+        if let Some(st) = &mut self.stamps {
+            for (f, m) in frames.iter().zip(&msgs).take(sent) {
+                if matches!(f, TxFrame::Real(_)) {
+                    st.waiting.push_back((st.reals, frame_hash(m)));
+                    st.reals += 1;
+                }
+            }
+            while st.waiting.len() > STAMPS_WAITING_MAX {
+                st.waiting.pop_front();
+            }
         }
         Ok(sent)
     }
@@ -329,5 +374,44 @@ impl TxPath for AfPacketTx {
 
     fn refused(&self) -> u64 {
         self.refused
+    }
+
+    fn stamp_real_frames(&mut self) -> bool {
+        if !matches!(self.mode, Mode::Sendmmsg { .. }) {
+            // TX_RING takes its control messages per doorbell, not per frame.
+            return false;
+        }
+        // Report software stamps; which frames are stamped is asked per message.
+        let flags = sys::SOF_TIMESTAMPING_SOFTWARE as libc::c_int;
+        if sys::setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, sys::SO_TIMESTAMPING, &flags).is_err() {
+            return false;
+        }
+        let rcvbuf: libc::c_int = 4 << 20;
+        if sys::setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, sys::SO_RCVBUFFORCE, &rcvbuf).is_err() {
+            let _ = sys::setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
+        }
+        let len = self.framing.wire_len() + 64;
+        self.stamps = Some(Stamps { waiting: VecDeque::new(), reals: 0, buf: vec![0; len] });
+        true
+    }
+
+    fn tx_stamps(&mut self) -> Result<Vec<(u64, Tai)>, NicError> {
+        let Some(st) = &mut self.stamps else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        let mut offset = None;
+        while let Some((n, ts)) = sys::recv_errqueue(self.fd.as_fd(), &mut st.buf).map_err(NicError::Io)? {
+            let (Some(sw), true) = (ts[0], n <= st.buf.len()) else { continue };
+            let h = frame_hash(&[&st.buf[..n]]);
+            let Some(at) = st.waiting.iter().position(|w| w.1 == h) else { continue };
+            let (index, _) = st.waiting[at];
+            st.waiting.drain(..=at);
+            // Software stamps are CLOCK_REALTIME; keepon runs on TAI.
+            let off = match offset {
+                Some(o) => o,
+                None => *offset.insert(sys::tai_offset_s().map_err(NicError::Io)? * 1_000_000_000),
+            };
+            out.push((index, Tai(sw + off)));
+        }
+        Ok(out)
     }
 }

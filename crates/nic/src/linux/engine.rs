@@ -58,6 +58,16 @@ pub trait TxPath: Send {
     fn refused(&self) -> u64 {
         0
     }
+    /// Ask the kernel for a software TX timestamp of every real frame from now on; false if this path cannot
+    /// (then release times are interpolated within the send call).
+    fn stamp_real_frames(&mut self) -> bool {
+        false
+    }
+    /// TX timestamps that have arrived since the last call: `(n, t)` for the `n`-th real frame the path
+    /// accepted since it opened (0-based), taken by the kernel at host time `t` (`CLOCK_TAI`).
+    fn tx_stamps(&mut self) -> Result<Vec<(u64, Tai)>, NicError> {
+        Ok(Vec::new())
+    }
 }
 
 /// How slots are released to the kernel.
@@ -114,6 +124,8 @@ pub struct LinuxStats {
     pub refused: u64,
     /// Host-paced gaps (the station posted after a slot's release time).
     pub gaps: u64,
+    /// Real frames whose release time is the kernel's software TX timestamp (the rest are interpolated).
+    pub tx_stamped: u64,
 }
 
 /// Static settings of the engine.
@@ -149,8 +161,11 @@ pub struct LinuxNic<P: TxPath> {
     accepted: u64,
     consumed: u64,
     reals: VecDeque<(u64, FrameId, Vec<u8>)>,
-    /// Host-paced: when each real slot was handed to the kernel, in slot order.
-    released: VecDeque<(u64, Tai)>,
+    /// Host-paced: when each real slot was handed to the kernel, in slot order: (slot, index among the real
+    /// frames accepted, link time, from a kernel TX timestamp).
+    released: VecDeque<(u64, u64, Tai, bool)>,
+    /// Real frames the kernel accepted so far.
+    reals_accepted: u64,
     wire: Vec<WireEvent>,
     gaps: Vec<Gap>,
     station_saw_idle: bool,
@@ -168,8 +183,12 @@ fn tai_now() -> Tai {
 }
 
 impl<P: TxPath> LinuxNic<P> {
-    pub(crate) fn with_path(path: P, cfg: EngineConfig) -> Self {
+    pub(crate) fn with_path(mut path: P, cfg: EngineConfig) -> Self {
         let now = cfg.emulation.map_or_else(tai_now, |e| e.link(tai_now()));
+        if cfg.host_paced {
+            // Best effort: where the path cannot, release times are interpolated.
+            let _ = path.stamp_real_frames();
+        }
         let drops_base = link::tx_dropped(&cfg.iface);
         LinuxNic {
             path,
@@ -182,6 +201,7 @@ impl<P: TxPath> LinuxNic<P> {
             consumed: 0,
             reals: VecDeque::new(),
             released: VecDeque::new(),
+            reals_accepted: 0,
             wire: Vec::new(),
             gaps: Vec::new(),
             station_saw_idle: false,
@@ -249,17 +269,22 @@ impl<P: TxPath> LinuxNic<P> {
                 if let Some(p) = self.pending.pop_front() {
                     if p.real {
                         if self.cfg.host_paced {
-                            // The kernel sends a chunk's frames one after another inside the call: frame `i` of `n`
-                            // is taken to leave at the middle of its share of the call's duration.
+                            // Until its kernel TX timestamp arrives: the kernel sends a chunk's frames one after
+                            // another inside the call, so frame `i` of `n` is taken to leave at the middle of its
+                            // share of the call's duration.
                             let share = (after - before).0 * (2 * i as i64 + 1) / (2 * n.max(1) as i64);
-                            self.released.push_back((p.slot, before + Nanos(share)));
+                            self.released.push_back((p.slot, self.reals_accepted, before + Nanos(share), false));
                         }
+                        self.reals_accepted += 1;
                         self.pool.push(p.bytes);
                     }
                 }
             }
             self.accepted += n as u64;
             done += n;
+            if self.cfg.host_paced {
+                self.take_tx_stamps()?;
+            }
             if n < chunk {
                 break;
             }
@@ -275,6 +300,18 @@ impl<P: TxPath> LinuxNic<P> {
                     STALL_LIMIT.0 / 1_000_000
                 ),
             )));
+        }
+        Ok(())
+    }
+
+    /// Replace interpolated release times by the kernel's TX timestamps that have arrived.
+    fn take_tx_stamps(&mut self) -> Result<(), NicError> {
+        for (n, host) in self.path.tx_stamps()? {
+            let t = self.link_time(host);
+            if let Some(r) = self.released.iter_mut().find(|r| r.1 == n && !r.3) {
+                (r.2, r.3) = (t, true);
+                self.stats.tx_stamped += 1;
+            }
         }
         Ok(())
     }
@@ -371,15 +408,15 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                 while self.released.front().is_some_and(|r| r.0 < nic_slot) {
                     self.released.pop_front();
                 }
-                let released = match self.released.front() {
-                    Some(&(k, t)) if k == nic_slot => {
+                let (released, stamped) = match self.released.front() {
+                    Some(&(k, _, t, stamped)) if k == nic_slot => {
                         self.released.pop_front();
-                        Some(t)
+                        (Some(t), stamped)
                     }
-                    _ => None,
+                    _ => (None, false),
                 };
                 let (start, rx, frame, bytes) = (None, None, Some(id), Some(bytes));
-                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released });
+                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released, stamped });
             }
         }
         self.check_drops(now)?;

@@ -382,6 +382,7 @@ impl Nic for EtfNic {
                             frame: Some(f.id),
                             bytes: Some(f.bytes),
                             released: None,
+                            stamped: false,
                         }),
                     }
                 }

@@ -34,6 +34,7 @@ pub const SO_RCVBUFFORCE: libc::c_int = 33;
 pub const SO_TIMESTAMPING: libc::c_int = 37;
 pub const SO_NOFCS: libc::c_int = 43;
 // <linux/net_tstamp.h>
+pub const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
 pub const SOF_TIMESTAMPING_RX_HARDWARE: u32 = 1 << 2;
 pub const SOF_TIMESTAMPING_RX_SOFTWARE: u32 = 1 << 3;
 pub const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
@@ -293,8 +294,11 @@ pub fn bind_xdp(fd: BorrowedFd<'_>, ifindex: u32, queue: u32, flags: u16) -> io:
 /// One message for [`sendmmsg`]: up to two byte slices sent back to back as one frame.
 pub type IoMsg<'a> = [&'a [u8]; 2];
 
-/// `sendmmsg(2)` with `MSG_DONTWAIT` on a bound socket: returns how many messages the kernel accepted.
-pub fn sendmmsg(fd: BorrowedFd<'_>, msgs: &[IoMsg<'_>]) -> io::Result<usize> {
+/// `sendmmsg(2)` with `MSG_DONTWAIT` on a bound socket (returns how many messages the kernel accepted),
+/// asking for a software TX timestamp (`SOF_TIMESTAMPING_TX_SOFTWARE`, per message through an
+/// `SO_TIMESTAMPING` control message) of every message `i` with `stamp[i]` (missing entries: no stamp). The
+/// stamps arrive on the socket's error queue ([`recv_errqueue`]).
+pub fn sendmmsg_stamped(fd: BorrowedFd<'_>, msgs: &[IoMsg<'_>], stamp: &[bool]) -> io::Result<usize> {
     let mut iov: Vec<libc::iovec> = Vec::with_capacity(msgs.len() * 2);
     for m in msgs {
         for part in m {
@@ -303,19 +307,37 @@ pub fn sendmmsg(fd: BorrowedFd<'_>, msgs: &[IoMsg<'_>]) -> io::Result<usize> {
             }
         }
     }
+    // One control buffer for every stamped message (they are identical and the kernel only reads them).
+    // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
+    let (space, len) = unsafe { (libc::CMSG_SPACE(4) as usize, libc::CMSG_LEN(4) as usize) };
+    let mut control = [0u64; 4];
+    debug_assert!(space <= size_of::<[u64; 4]>());
+    // SAFETY: `control` is 8-byte aligned and larger than one cmsghdr with a 4-byte payload; we write the
+    // header fields and the payload inside it.
+    unsafe {
+        let c = control.as_mut_ptr().cast::<libc::cmsghdr>();
+        (*c).cmsg_len = len as _;
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = SO_TIMESTAMPING;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u32>(), SOF_TIMESTAMPING_TX_SOFTWARE);
+    }
     let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(msgs.len());
     let mut at = 0usize;
-    for m in msgs {
+    for (i, m) in msgs.iter().enumerate() {
         let n = m.iter().filter(|p| !p.is_empty()).count();
         // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
         let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
         h.msg_iov = iov[at..].as_mut_ptr();
         h.msg_iovlen = n as _;
+        if stamp.get(i).copied().unwrap_or(false) {
+            h.msg_control = control.as_mut_ptr().cast();
+            h.msg_controllen = space as _;
+        }
         at += n;
         hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
     }
-    // SAFETY: every header points into `iov`, which points into the caller's slices; all of them outlive the
-    // call, and the kernel only reads the buffers (and writes `msg_len` into `hdrs`, which we own).
+    // SAFETY: every header points into `iov` (into the caller's slices) and at most into `control`; all of
+    // them outlive the call, and the kernel only reads them (and writes `msg_len` into `hdrs`, which we own).
     let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr(), hdrs.len() as _, libc::MSG_DONTWAIT) };
     cvt(r).map(|n| n as usize)
 }
@@ -349,6 +371,16 @@ pub type ScmTimestamps = [Option<i64>; 3];
 
 /// `recvmsg(2)` with `MSG_DONTWAIT` into `buf`: frame length (untruncated), and the timestamps.
 pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<(usize, ScmTimestamps)>> {
+    recv_stamped(fd, buf, libc::MSG_TRUNC)
+}
+
+/// One entry of the socket's error queue (`MSG_ERRQUEUE`): a TX timestamp, with the frame it belongs to in
+/// `buf` (length, untruncated) — `None` when the queue is empty.
+pub fn recv_errqueue(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<(usize, ScmTimestamps)>> {
+    recv_stamped(fd, buf, libc::MSG_ERRQUEUE | libc::MSG_TRUNC)
+}
+
+fn recv_stamped(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Result<Option<(usize, ScmTimestamps)>> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut control = [0u64; 64];
     // SAFETY: msghdr is plain data; all-zero is valid.
@@ -358,7 +390,7 @@ pub fn recv_timestamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = size_of::<[u64; 64]>() as _;
     // SAFETY: `msg` points at `iov` (into `buf`) and `control`, both valid and writable during the call.
-    let r = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+    let r = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | flags) };
     let n = match cvt_size(r) {
         Ok(n) => n,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => return Ok(None),
