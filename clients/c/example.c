@@ -1,5 +1,6 @@
 /*
- * example.c — send frames in ring slot 0 of the next cycles through keepon, print each frame's outcome.
+ * example.c — print the link and the station's network time, send frames in ring slot 0 of the next cycles
+ * through keepon, print each frame's outcome.
  *
  *     example SOCKET CLASS COUNT
  *
@@ -37,6 +38,15 @@ int main(int argc, char **argv) {
            info.slot_bytes, info.ring, cycle);
     for (unsigned i = 0; i < info.nclasses; i++) printf(" %s", keepon_info_class(&info, i));
     printf("\n");
+    struct keepon_time t;
+    rc = keepon_time(c, &t);
+    if (rc != KEEPON_OK) {
+        fprintf(stderr, "time: %s\n", keepon_strerror(c, rc));
+        keepon_close(c);
+        return 1;
+    }
+    printf("network time %" PRId64 " ns (EPHC - host CLOCK_TAI %+" PRId64 " ns), %s\n", t.ephc_now,
+           t.ephc_now - t.host_now, keepon_sync_name((unsigned)t.sync));
 
     uint8_t frame[100] = {0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5};
     for (int k = 0; k < count; k++) {

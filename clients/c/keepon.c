@@ -2,9 +2,9 @@
  * keepon.c — C client of `keepon daemon` (reference: keepon.h).
  *
  * Two layers: a sans-I/O codec (keepon_encode_*, keepon_parse) that reads untrusted bytes with checked lengths,
- * and a blocking client that keeps one byte buffer of received, not yet consumed responses. keepon_info() takes
- * its reply out of the middle of that buffer, so outcomes that arrived before it stay, in order, for
- * keepon_outcome().
+ * and a blocking client that keeps one byte buffer of received, not yet consumed responses. keepon_info() and
+ * keepon_time() take their reply out of the middle of that buffer, so outcomes that arrived before it stay, in
+ * order, for keepon_outcome().
  */
 #define _DEFAULT_SOURCE
 #include "keepon.h"
@@ -24,9 +24,12 @@ enum {
     K_INFO_REPLY = 0x81,
     K_OUTCOME = 0x82,
     K_ERROR = 0x83,
+    K_TIME = 3,
+    K_TIME_REPLY = 0x84,
     SUBMIT_HEADER = 4 + 8 + 8,
     OUTCOME_LEN = 32,
     INFO_FIXED = 38,
+    TIME_REPLY_LEN = 6 + 5 * 8,
     /* Most bytes of unread responses kept (a daemon caps frames in flight, so this is never reached by a
      * client that reads its outcomes). */
     MAX_BUFFERED = 4 << 20
@@ -104,12 +107,23 @@ long keepon_encode_submit(uint8_t *buf, size_t cap, const char *cls, int64_t txt
     return (long)(4 + body);
 }
 
-long keepon_encode_info(uint8_t *buf, size_t cap) {
+/* A request that is its 2-byte header alone (Info, Time). */
+static long encode_bare(uint8_t *buf, size_t cap, uint8_t kind) {
     if (cap < 6) return KEEPON_EINVAL;
     put_u32(buf, 2);
     buf[4] = KEEPON_PROTOCOL_VERSION;
-    buf[5] = K_INFO;
+    buf[5] = kind;
     return 6;
+}
+
+long keepon_encode_info(uint8_t *buf, size_t cap) { return encode_bare(buf, cap, K_INFO); }
+
+long keepon_encode_time(uint8_t *buf, size_t cap) { return encode_bare(buf, cap, K_TIME); }
+
+static const char *const SYNC_NAMES[] = {"free-running", "synchronised", "not-synchronised"};
+
+const char *keepon_sync_name(unsigned sync) {
+    return sync < sizeof SYNC_NAMES / sizeof SYNC_NAMES[0] ? SYNC_NAMES[sync] : NULL;
 }
 
 int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keepon_info *info) {
@@ -165,6 +179,35 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
             at += 1 + len;
         }
         msg->kind = KEEPON_MSG_INFO;
+        return KEEPON_OK;
+    }
+    case K_TIME_REPLY: {
+        /* Exactly this length, like the Rust and Python clients: the reply has no variable part. */
+        if (n != TIME_REPLY_LEN) {
+            snprintf(msg->text, sizeof msg->text, "time reply of %zu bytes, expected %d", n, TIME_REPLY_LEN);
+            return KEEPON_EPROTO;
+        }
+        static const char *const what[3] = {"sync state", "port role", "servo state"};
+        for (int k = 0; k < 3; k++)
+            if (b[2 + k] > 2) {
+                snprintf(msg->text, sizeof msg->text, "time reply: unknown %s %u", what[k], b[2 + k]);
+                return KEEPON_EPROTO;
+            }
+        if (b[5] & ~(KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID)) {
+            snprintf(msg->text, sizeof msg->text, "time reply flags 0x%02x has unknown bits", b[5]);
+            return KEEPON_EPROTO;
+        }
+        struct keepon_time *t = &msg->time;
+        t->sync = b[2];
+        t->port = b[3];
+        t->servo = b[4];
+        t->flags = b[5];
+        t->ephc_now = (int64_t)get_u64(b + 6);
+        t->host_now = (int64_t)get_u64(b + 14);
+        t->offset = t->flags & KEEPON_TIME_OFFSET_VALID ? (int64_t)get_u64(b + 22) : 0;
+        t->freq_ppt = (int64_t)get_u64(b + 30);
+        t->path_delay = t->flags & KEEPON_TIME_PATH_DELAY_VALID ? (int64_t)get_u64(b + 38) : 0;
+        msg->kind = KEEPON_MSG_TIME;
         return KEEPON_OK;
     }
     case K_ERROR: {
@@ -336,14 +379,16 @@ int keepon_outcome(keepon_client *c, struct keepon_outcome *out) {
             snprintf(c->text, sizeof c->text, "%s", m.text);
             return KEEPON_EREQUEST;
         }
-        /* an Info nobody waits for, or a newer kind: skip */
+        /* an Info or Time reply nobody waits for, or a newer kind: skip */
     }
 }
 
-int keepon_info(keepon_client *c, struct keepon_info *info) {
-    uint8_t req[6];
-    keepon_encode_info(req, sizeof req);
-    int r = write_all(c, req, sizeof req);
+/* Send the request `req` (6 bytes) and wait for its reply of kind `reply` (or an Error: KEEPON_EREQUEST). The
+ * reply is parsed into *m (and *info) and taken out of the buffer; every other message before it (outcomes,
+ * newer kinds) stays where it is, in order, for keepon_outcome()/keepon_recv(). */
+static int ask(keepon_client *c, const uint8_t *req, uint8_t reply, const char *what, struct keepon_msg *m,
+               struct keepon_info *info) {
+    int r = write_all(c, req, 6);
     if (r != KEEPON_OK) return r;
     size_t at = 0;
     for (;;) {
@@ -355,19 +400,34 @@ int keepon_info(keepon_client *c, struct keepon_info *info) {
             continue;
         }
         const uint8_t *b = c->rbuf + at + 4;
-        if (len >= 2 && b[0] == KEEPON_PROTOCOL_VERSION && (b[1] == K_INFO_REPLY || b[1] == K_ERROR)) {
-            struct keepon_msg m;
-            r = keepon_parse(b, len, &m, info);
+        if (len >= 2 && b[0] == KEEPON_PROTOCOL_VERSION && (b[1] == reply || b[1] == K_ERROR)) {
+            r = keepon_parse(b, len, m, info);
             consume(c, at, len);
-            if (r != KEEPON_OK) return proto_fail(c, "malformed info reply");
-            if (m.kind == KEEPON_MSG_ERROR) {
-                snprintf(c->text, sizeof c->text, "%s", m.text);
+            if (r != KEEPON_OK) return proto_fail(c, m->text[0] ? m->text : what);
+            if (m->kind == KEEPON_MSG_ERROR) {
+                snprintf(c->text, sizeof c->text, "%s", m->text);
                 return KEEPON_EREQUEST;
             }
             return KEEPON_OK;
         }
-        at += 4 + len; /* an outcome (or newer message): leave it for keepon_outcome */
+        at += 4 + len; /* an outcome (or another message): leave it for keepon_outcome */
     }
+}
+
+int keepon_info(keepon_client *c, struct keepon_info *info) {
+    uint8_t req[6];
+    struct keepon_msg m;
+    keepon_encode_info(req, sizeof req);
+    return ask(c, req, K_INFO_REPLY, "malformed info reply", &m, info);
+}
+
+int keepon_time(keepon_client *c, struct keepon_time *t) {
+    uint8_t req[6];
+    struct keepon_msg m;
+    keepon_encode_time(req, sizeof req);
+    int r = ask(c, req, K_TIME_REPLY, "malformed time reply", &m, NULL);
+    if (r == KEEPON_OK) *t = m.time;
+    return r;
 }
 
 const char *keepon_strerror(const keepon_client *c, int rc) {

@@ -2,8 +2,8 @@
  * keepon.h — C client of `keepon daemon`
  *
  * NAME
- *     keepon_connect, keepon_info, keepon_submit, keepon_outcome, keepon_recv, keepon_close_write, keepon_close
- *     — send Ethernet frames at a time through keepon and read each frame's outcome
+ *     keepon_connect, keepon_info, keepon_time, keepon_submit, keepon_outcome, keepon_recv, keepon_close_write,
+ *     keepon_close — send Ethernet frames at a time through keepon and read each frame's outcome
  *
  * SYNOPSIS
  *     #include "keepon.h"          link with keepon.c (or -lkeepon: target/c/libkeepon.{a,so} after `make c-client`)
@@ -11,6 +11,7 @@
  *     keepon_client *keepon_connect(const char *socket_path);
  *     int  keepon_set_timeout(keepon_client *c, int timeout_ms);
  *     int  keepon_info(keepon_client *c, struct keepon_info *info);
+ *     int  keepon_time(keepon_client *c, struct keepon_time *t);
  *     int  keepon_submit(keepon_client *c, const char *cls, int64_t txtime, const void *frame, size_t len,
  *                        uint64_t tag);
  *     int  keepon_outcome(keepon_client *c, struct keepon_outcome *out);
@@ -23,6 +24,7 @@
  *     const char *keepon_reason_name(unsigned code);
  *     const char *keepon_reason_str(unsigned code, char *buf, size_t len);
  *     const char *keepon_info_class(const struct keepon_info *info, unsigned i);
+ *     const char *keepon_sync_name(unsigned sync);
  *
  * DESCRIPTION
  *     keepon sends each frame in the slot of its transmission time (txtime, TAI nanoseconds) and reports exactly
@@ -42,19 +44,29 @@
  *     from there) and the class names by index (keepon_info_class()). Outcomes that arrive before the reply are
  *     kept for keepon_outcome()/keepon_recv().
  *
+ *     keepon_time() reads the station's network time, like clock_gettime() on a PHC: `ephc_now`, the EPHC (the
+ *     clock frames are scheduled on, TAI ns), and `host_now`, the daemon host's CLOCK_TAI at the same instant;
+ *     `sync` (KEEPON_SYNC_*: free running without `[ptp]`, synchronised, or not synchronised — then scheduled
+ *     submits are rejected KEEPON_R_NOT_SYNCHRONISED), the PTP port's role (KEEPON_PORT_*), the servo's state
+ *     (KEEPON_SERVO_*), its last offset estimate EPHC − master (ns, valid with KEEPON_TIME_OFFSET_VALID in
+ *     `flags`), its frequency adjustment (parts per trillion) and mean path delay (ns, valid with
+ *     KEEPON_TIME_PATH_DELAY_VALID). Outcomes that arrive before the reply are kept, as for keepon_info().
+ *     keepon_sync_name() gives "free-running", "synchronised" or "not-synchronised" (NULL for another value).
+ *
  *     keepon_submit() sends one frame: L2 bytes without FCS, class name `cls`, `txtime` in TAI ns or
  *     KEEPON_NO_TXTIME for a best-effort class, and a caller-chosen `tag` echoed in the outcome. It does not wait
  *     for the outcome. The daemon judges the frame (class, slot ownership, size, lateness, ...); the client only
  *     refuses what the protocol cannot carry (KEEPON_EINVAL: a class name over 255 bytes, a message over
  *     KEEPON_MAX_MESSAGE bytes).
  *
- *     keepon_outcome() waits for the next outcome. Outcomes can arrive in any order: match them by tag. An Info
- *     reply nobody waits for and messages of a newer protocol are skipped. If the daemon reports a malformed
- *     request instead, it returns KEEPON_EREQUEST and keepon_strerror() gives the daemon's text.
+ *     keepon_outcome() waits for the next outcome. Outcomes can arrive in any order: match them by tag. Info and
+ *     Time replies nobody waits for and messages of a newer protocol are skipped. If the daemon reports a
+ *     malformed request instead, it returns KEEPON_EREQUEST and keepon_strerror() gives the daemon's text.
  *
- *     keepon_recv() waits for the next message of any kind (outcome, info, error text, or a kind this client does
- *     not know: msg->kind says which) without interpreting it; an Info reply is stored in *info_out when that is
- *     not NULL. keepon_send_raw() sends bytes as they are (for testing a daemon's handling of bad requests).
+ *     keepon_recv() waits for the next message of any kind (outcome, info, time, error text, or a kind this client
+ *     does not know: msg->kind says which) without interpreting it; an Info reply is stored in *info_out when that
+ *     is not NULL, a Time reply in msg->time. keepon_send_raw() sends bytes as they are (for testing a daemon's
+ *     handling of bad requests).
  *
  *     keepon_close_write() half-closes the connection: the daemon reads no more requests from it but still sends
  *     the outcome of every frame already submitted, then closes the connection (keepon_recv then reports the end).
@@ -74,8 +86,10 @@
  *     keepon_connect() returns a client, or NULL with errno set. The other int functions return KEEPON_OK (0) or
  *     a negative KEEPON_E* code; keepon_strerror() describes it (KEEPON_ESYS: errno's text at the time). Bytes
  *     from the daemon that are not a valid message give KEEPON_EPROTO; a stream whose framing is broken cannot be
- *     resynchronised, so close the client then. keepon_recv() and keepon_outcome() return KEEPON_ECLOSED when the
- *     daemon has closed the connection.
+ *     resynchronised, so close the client then. A Time reply must be exactly 46 bytes with known state bytes and
+ *     flag bits (as the Rust and Python clients require); otherwise keepon_time() returns KEEPON_EPROTO and
+ *     keepon_strerror() says what was wrong (the reply is dropped, the connection stays usable). keepon_recv()
+ *     and keepon_outcome() return KEEPON_ECLOSED when the daemon has closed the connection.
  *
  * EXAMPLE
  *     keepon_client *c = keepon_connect("/run/keepon.sock");
@@ -171,12 +185,51 @@ struct keepon_outcome {
     uint32_t ring_slot;/**< ownership ring slot (sent) */
 };
 
+/** Synchronisation state (`sync` of struct keepon_time). */
+enum keepon_sync {
+    KEEPON_SYNC_FREE_RUNNING = 0,    /**< no `[ptp]`: the EPHC runs free on the link's clock; submits are not gated */
+    KEEPON_SYNC_SYNCHRONISED = 1,    /**< master, or a slave locked within the sync threshold */
+    KEEPON_SYNC_NOT_SYNCHRONISED = 2 /**< PTP configured but not synchronised: scheduled submits are refused */
+};
+
+/** The PTP port's role (`port` of struct keepon_time). */
+enum keepon_port {
+    KEEPON_PORT_NONE = 0,   /**< neither master nor slave (listening, passive, or no PTP) */
+    KEEPON_PORT_MASTER = 1,
+    KEEPON_PORT_SLAVE = 2
+};
+
+/** The servo's state (`servo` of struct keepon_time). */
+enum keepon_servo {
+    KEEPON_SERVO_UNLOCKED = 0,
+    KEEPON_SERVO_STEPPING = 1, /**< its last measurement stepped the clock */
+    KEEPON_SERVO_LOCKED = 2
+};
+
+/** Bits of keepon_time.flags. */
+#define KEEPON_TIME_OFFSET_VALID 1u     /**< `offset` holds an estimate */
+#define KEEPON_TIME_PATH_DELAY_VALID 2u /**< `path_delay` holds an estimate */
+
+/** The station's network time and synchronisation state (the Time reply). Times are TAI ns. */
+struct keepon_time {
+    int sync;            /**< enum keepon_sync */
+    int port;            /**< enum keepon_port */
+    int servo;           /**< enum keepon_servo */
+    unsigned flags;      /**< KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID */
+    int64_t ephc_now;    /**< the EPHC (network time when synchronised) */
+    int64_t host_now;    /**< the daemon host's CLOCK_TAI at the same instant */
+    int64_t offset;      /**< the servo's last offset estimate, EPHC − master, ns (0 unless OFFSET_VALID) */
+    int64_t freq_ppt;    /**< the servo's frequency adjustment, parts per trillion */
+    int64_t path_delay;  /**< the servo's mean path delay estimate, ns (0 unless PATH_DELAY_VALID) */
+};
+
 /** Kinds of keepon_msg. */
 enum keepon_msg_kind {
     KEEPON_MSG_OUTCOME = 1,
     KEEPON_MSG_INFO = 2,
     KEEPON_MSG_ERROR = 3,
-    KEEPON_MSG_UNKNOWN = 4
+    KEEPON_MSG_UNKNOWN = 4,
+    KEEPON_MSG_TIME = 5
 };
 
 /** Any response. For KEEPON_MSG_INFO the info is stored in *info_out given to keepon_recv (if not NULL). */
@@ -184,7 +237,9 @@ struct keepon_msg {
     int kind;                   /**< enum keepon_msg_kind */
     uint8_t raw_kind;           /**< the kind byte on the wire */
     struct keepon_outcome outcome;
-    char text[512];             /**< KEEPON_MSG_ERROR: the daemon's text (truncated, NUL-terminated) */
+    char text[512];             /**< KEEPON_MSG_ERROR: the daemon's text (truncated, NUL-terminated); after
+                                     KEEPON_EPROTO from keepon_parse: what was wrong, if it says */
+    struct keepon_time time;    /**< KEEPON_MSG_TIME */
 };
 
 typedef struct keepon_client keepon_client;
@@ -192,6 +247,7 @@ typedef struct keepon_client keepon_client;
 keepon_client *keepon_connect(const char *socket_path);
 int keepon_set_timeout(keepon_client *c, int timeout_ms);
 int keepon_info(keepon_client *c, struct keepon_info *info);
+int keepon_time(keepon_client *c, struct keepon_time *t);
 int keepon_submit(keepon_client *c, const char *cls, int64_t txtime, const void *frame, size_t len, uint64_t tag);
 int keepon_outcome(keepon_client *c, struct keepon_outcome *out);
 int keepon_recv(keepon_client *c, struct keepon_msg *msg, struct keepon_info *info_out);
@@ -203,19 +259,22 @@ const char *keepon_strerror(const keepon_client *c, int rc);
 const char *keepon_reason_name(unsigned code);
 const char *keepon_reason_str(unsigned code, char *buf, size_t len);
 const char *keepon_info_class(const struct keepon_info *info, unsigned i);
+const char *keepon_sync_name(unsigned sync);
 
 /*
  * Sans-I/O layer (no socket): encode requests, parse responses. Used by the functions above; exposed for
  * programs with their own event loop and for tests.
  *
  * keepon_encode_submit() writes the length-prefixed Submit into buf (cap bytes) and returns its length, or a
- * negative KEEPON_E* code. keepon_encode_info() likewise (6 bytes). keepon_parse() parses one message body
- * (without length prefix) from untrusted bytes into *msg (and *info if it is an Info reply and info is not NULL);
- * it returns KEEPON_OK or KEEPON_EPROTO and never reads outside b[0..n).
+ * negative KEEPON_E* code. keepon_encode_info() and keepon_encode_time() likewise (6 bytes each). keepon_parse()
+ * parses one message body (without length prefix) from untrusted bytes into *msg (and *info if it is an Info
+ * reply and info is not NULL; a Time reply into msg->time); it returns KEEPON_OK or KEEPON_EPROTO and never reads
+ * outside b[0..n).
  */
 long keepon_encode_submit(uint8_t *buf, size_t cap, const char *cls, int64_t txtime, const void *frame, size_t len,
                           uint64_t tag);
 long keepon_encode_info(uint8_t *buf, size_t cap);
+long keepon_encode_time(uint8_t *buf, size_t cap);
 int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keepon_info *info);
 
 #ifdef __cplusplus

@@ -1,8 +1,8 @@
 /*
  * test_keepon.c — tests of the C client, run by python/tests/test_c_client.py (`make test`).
  *
- *     keepon-test                 codec checks only (no daemon)
- *     keepon-test SOCKET          codec checks, then against a running daemon with the test configuration of
+ *     keepon-test                 codec checks, and the client against a scripted peer on a socket (no daemon)
+ *     keepon-test SOCKET          the same, then against a running daemon with the test configuration of
  *                                 python/tests/daemon_support.py (tc-0 owns ring slot 0, tc-1 is forbidden to
  *                                 this uid, tc-2 is best effort; 100 Mb/s, 1230-byte slots, ring 32, in-flight 64)
  *
@@ -11,10 +11,16 @@
  * REASON` report the on-time frames for the caller, which judges their timing against the daemon's underrun
  * count. Exit status 0 when every check passed.
  */
+#define _DEFAULT_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "keepon.h"
 
@@ -46,6 +52,237 @@ static size_t outcome_bytes(uint8_t *b, int status, int reason, uint64_t tag, ui
     put64(b + 20, (uint64_t)time);
     for (int i = 0; i < 4; i++) b[28 + i] = (uint8_t)(ring >> (8 * i));
     return 32;
+}
+
+/* A Time reply body: state bytes, flags, then ephc_now, host_now, offset, freq_ppt, path_delay. */
+static size_t time_bytes(uint8_t *b, int sync, int port, int servo, int flags, const int64_t v[5]) {
+    b[0] = 1;
+    b[1] = 0x84;
+    b[2] = (uint8_t)sync;
+    b[3] = (uint8_t)port;
+    b[4] = (uint8_t)servo;
+    b[5] = (uint8_t)flags;
+    for (int i = 0; i < 5; i++) put64(b + 6 + 8 * i, (uint64_t)v[i]);
+    return 46;
+}
+
+static void time_codec_checks(void) {
+    uint8_t buf[16];
+    CHECK(keepon_encode_time(buf, sizeof buf) == 6 && memcmp(buf, "\x02\x00\x00\x00\x01\x03", 6) == 0,
+          "time request bytes");
+    CHECK(keepon_encode_time(buf, 5) == KEEPON_EINVAL, "time request needs 6 bytes");
+
+    struct keepon_msg m;
+    uint8_t b[64];
+    /* The values of the Rust test `responses_round_trip`: a locked slave. */
+    const int64_t v[5] = {1700000000000000123, -5, -42, 50000000, 3100};
+    size_t n = time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 3, v);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_TIME && m.raw_kind == 0x84 &&
+              m.time.sync == KEEPON_SYNC_SYNCHRONISED && m.time.port == KEEPON_PORT_SLAVE &&
+              m.time.servo == KEEPON_SERVO_LOCKED &&
+              m.time.flags == (KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID) &&
+              m.time.ephc_now == 1700000000000000123 && m.time.host_now == -5 && m.time.offset == -42 &&
+              m.time.freq_ppt == 50000000 && m.time.path_delay == 3100,
+          "time reply: %d %d %d %u %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, m.time.sync,
+          m.time.port, m.time.servo, m.time.flags, m.time.ephc_now, m.time.host_now, m.time.offset,
+          m.time.freq_ppt, m.time.path_delay);
+    /* Flags clear: offset and path delay are not estimates, whatever the bytes say. */
+    n = time_bytes(b, KEEPON_SYNC_FREE_RUNNING, KEEPON_PORT_NONE, KEEPON_SERVO_UNLOCKED, 0, v);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.time.sync == KEEPON_SYNC_FREE_RUNNING &&
+              m.time.flags == 0 && m.time.offset == 0 && m.time.path_delay == 0 && m.time.freq_ppt == 50000000,
+          "free-running time reply");
+    n = time_bytes(b, KEEPON_SYNC_NOT_SYNCHRONISED, KEEPON_PORT_MASTER, KEEPON_SERVO_STEPPING,
+                   KEEPON_TIME_PATH_DELAY_VALID, v);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.time.sync == KEEPON_SYNC_NOT_SYNCHRONISED &&
+              m.time.port == KEEPON_PORT_MASTER && m.time.servo == KEEPON_SERVO_STEPPING && m.time.offset == 0 &&
+              m.time.path_delay == 3100,
+          "path delay alone");
+    /* Every truncation, and one byte too many, is a protocol error naming the length. */
+    for (size_t cut = 0; cut < 46; cut++) {
+        uint8_t *heap = malloc(cut ? cut : 1);
+        memcpy(heap, b, cut);
+        int rc = keepon_parse(heap, cut, &m, NULL);
+        CHECK(rc == KEEPON_EPROTO && m.kind != KEEPON_MSG_TIME, "time reply cut to %zu bytes: %d", cut, rc);
+        free(heap);
+    }
+    CHECK(keepon_parse(b, 45, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 45 bytes, expected 46") == 0,
+          "short time reply text: %s", m.text);
+    b[46] = 0;
+    CHECK(keepon_parse(b, 47, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 47 bytes, expected 46") == 0,
+          "long time reply: %s", m.text);
+    /* State bytes and flags outside the protocol. */
+    const struct {
+        int at, value;
+        const char *text;
+    } bad[] = {
+        {2, 3, "time reply: unknown sync state 3"},
+        {3, 3, "time reply: unknown port role 3"},
+        {4, 255, "time reply: unknown servo state 255"},
+        {5, 4, "time reply flags 0x04 has unknown bits"},
+        {5, 0x81, "time reply flags 0x81 has unknown bits"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        time_bytes(b, 1, 2, 2, 3, v);
+        b[bad[i].at] = (uint8_t)bad[i].value;
+        CHECK(keepon_parse(b, 46, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, bad[i].text) == 0,
+              "byte %d = %d: %s", bad[i].at, bad[i].value, m.text);
+    }
+    CHECK(strcmp(keepon_sync_name(KEEPON_SYNC_FREE_RUNNING), "free-running") == 0 &&
+              strcmp(keepon_sync_name(KEEPON_SYNC_SYNCHRONISED), "synchronised") == 0 &&
+              strcmp(keepon_sync_name(KEEPON_SYNC_NOT_SYNCHRONISED), "not-synchronised") == 0 &&
+              keepon_sync_name(3) == NULL,
+          "sync names");
+}
+
+/* ---- the client against a scripted peer: a listening socket in a temporary directory ---------------------- */
+
+struct peer {
+    char dir[32];
+    char path[64];
+    int listen_fd, fd;
+    keepon_client *c;
+};
+
+static int peer_open(struct peer *p) {
+    memset(p, 0, sizeof *p);
+    p->listen_fd = p->fd = -1;
+    snprintf(p->dir, sizeof p->dir, "/tmp/keepon-test-XXXXXX");
+    if (!mkdtemp(p->dir)) return -1;
+    snprintf(p->path, sizeof p->path, "%s/peer.sock", p->dir);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", p->path);
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (p->listen_fd < 0 || bind(p->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(p->listen_fd, 1) != 0)
+        return -1;
+    p->c = keepon_connect(p->path);
+    if (!p->c) return -1;
+    p->fd = accept(p->listen_fd, NULL, NULL);
+    if (p->fd < 0) return -1;
+    keepon_set_timeout(p->c, 5000);
+    return 0;
+}
+
+static void peer_close(struct peer *p) {
+    if (p->c) keepon_close(p->c);
+    if (p->fd >= 0) close(p->fd);
+    if (p->listen_fd >= 0) close(p->listen_fd);
+    unlink(p->path);
+    rmdir(p->dir);
+}
+
+/* The peer sends one length-prefixed message. */
+static void peer_send(struct peer *p, const uint8_t *body, size_t n) {
+    uint8_t m[4 + 128];
+    for (int i = 0; i < 4; i++) m[i] = (uint8_t)(n >> (8 * i));
+    memcpy(m + 4, body, n);
+    CHECK(write(p->fd, m, 4 + n) == (ssize_t)(4 + n), "peer write: %s", strerror(errno));
+}
+
+/* The peer reads the 6-byte Time request the client sent. */
+static void peer_expect_time_request(struct peer *p) {
+    uint8_t req[6] = {0};
+    size_t got = 0;
+    while (got < sizeof req) {
+        ssize_t r = read(p->fd, req + got, sizeof req - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    CHECK(got == 6 && memcmp(req, "\x02\x00\x00\x00\x01\x03", 6) == 0, "peer got %zu request bytes", got);
+}
+
+static void time_client_checks(void) {
+    const int64_t v[5] = {1700000000000000123, 1700000000000000100, -42, 50000000, 3100};
+    uint8_t b[64];
+    struct keepon_time t;
+    struct keepon_outcome o;
+    struct peer p;
+
+    /* Outcomes before and after the reply: the reply is taken, the outcomes stay in order. */
+    CHECK(peer_open(&p) == 0, "scripted peer: %s", strerror(errno));
+    if (p.fd < 0) {
+        peer_close(&p);
+        return;
+    }
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 11, 5, 500, 0));
+    peer_send(&p, b, outcome_bytes(b, KEEPON_REJECTED, KEEPON_R_LATE, 12, 0, 0, 0));
+    peer_send(&p, b, time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 3, v));
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 13, 6, 600, 0));
+    memset(&t, 0, sizeof t);
+    int rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_OK && t.sync == KEEPON_SYNC_SYNCHRONISED && t.port == KEEPON_PORT_SLAVE &&
+              t.servo == KEEPON_SERVO_LOCKED && t.ephc_now == v[0] && t.host_now == v[1] && t.offset == -42 &&
+              t.freq_ppt == 50000000 && t.path_delay == 3100,
+          "time after two outcomes: %s", keepon_strerror(p.c, rc));
+    peer_expect_time_request(&p);
+    const uint64_t want[3] = {11, 12, 13};
+    for (int i = 0; i < 3; i++) {
+        rc = keepon_outcome(p.c, &o);
+        CHECK(rc == KEEPON_OK && o.tag == want[i], "kept outcome %d: rc %d tag %" PRIu64, i, rc, o.tag);
+    }
+    CHECK(o.sent && o.time == 600, "the outcome after the reply is intact");
+    keepon_set_timeout(p.c, 50);
+    struct keepon_msg m;
+    memset(&m, 0, sizeof m);
+    rc = keepon_recv(p.c, &m, NULL);
+    CHECK(rc == KEEPON_ETIMEDOUT, "nothing left after the reply and three outcomes: %d kind %d", rc, m.kind);
+    keepon_set_timeout(p.c, 5000);
+
+    /* A truncated reply: KEEPON_EPROTO with the length, *t untouched, the outcome before it kept, the connection
+     * usable. */
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 21, 7, 700, 0));
+    time_bytes(b, KEEPON_SYNC_FREE_RUNNING, KEEPON_PORT_NONE, KEEPON_SERVO_UNLOCKED, 0, v);
+    peer_send(&p, b, 45);
+    struct keepon_time before = t;
+    rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "time reply of 45 bytes, expected 46") == 0,
+          "truncated time reply: %d %s", rc, keepon_strerror(p.c, rc));
+    CHECK(memcmp(&before, &t, sizeof t) == 0, "a failed keepon_time leaves *t alone");
+    peer_expect_time_request(&p);
+    rc = keepon_outcome(p.c, &o);
+    CHECK(rc == KEEPON_OK && o.tag == 21, "outcome before a truncated reply kept: %d", rc);
+    peer_send(&p, b, time_bytes(b, KEEPON_SYNC_FREE_RUNNING, KEEPON_PORT_NONE, KEEPON_SERVO_UNLOCKED, 0, v));
+    rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_OK && t.sync == KEEPON_SYNC_FREE_RUNNING && t.flags == 0 && t.offset == 0,
+          "usable after a truncated reply: %s", keepon_strerror(p.c, rc));
+    peer_expect_time_request(&p);
+
+    /* A bad state byte names itself. */
+    time_bytes(b, 1, 2, 2, 3, v);
+    b[3] = 9;
+    peer_send(&p, b, 46);
+    rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "time reply: unknown port role 9") == 0,
+          "bad port role: %s", keepon_strerror(p.c, rc));
+    peer_expect_time_request(&p);
+
+    /* The daemon's error reply is the error. */
+    const uint8_t err[] = {1, 0x83, 'n', 'o'};
+    peer_send(&p, err, sizeof err);
+    rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_EREQUEST && strcmp(keepon_strerror(p.c, rc), "no") == 0, "error reply: %d", rc);
+    peer_expect_time_request(&p);
+
+    /* A Time reply nobody waits for: keepon_outcome skips it, keepon_recv reports it. */
+    peer_send(&p, b, time_bytes(b, 0, 0, 0, 0, v));
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 31, 8, 800, 0));
+    peer_send(&p, b, time_bytes(b, 2, 1, 1, 1, v));
+    rc = keepon_outcome(p.c, &o);
+    CHECK(rc == KEEPON_OK && o.tag == 31, "stale time reply skipped: %d", rc);
+    rc = keepon_recv(p.c, &m, NULL);
+    CHECK(rc == KEEPON_OK && m.kind == KEEPON_MSG_TIME && m.time.sync == KEEPON_SYNC_NOT_SYNCHRONISED &&
+              m.time.port == KEEPON_PORT_MASTER && m.time.offset == -42,
+          "keepon_recv: time message: %d kind %d", rc, m.kind);
+
+    /* The connection ends inside the reply. */
+    time_bytes(b, 0, 0, 0, 0, v);
+    uint8_t cut[4 + 20] = {46, 0, 0, 0};
+    memcpy(cut + 4, b, 20);
+    CHECK(write(p.fd, cut, sizeof cut) == (ssize_t)sizeof cut, "peer write");
+    shutdown(p.fd, SHUT_WR);
+    rc = keepon_time(p.c, &t);
+    CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "connection closed inside a message") == 0,
+          "reply cut by the end of the connection: %d %s", rc, keepon_strerror(p.c, rc));
+    peer_close(&p);
 }
 
 static void codec_checks(void) {
@@ -115,9 +352,9 @@ static void codec_checks(void) {
     CHECK(keepon_parse(err, sizeof err, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_ERROR &&
               strcmp(m.text, "bad") == 0,
           "error reply");
-    const uint8_t newer[] = {1, 0x84, 9};
+    const uint8_t newer[] = {1, 0x85, 9};
     CHECK(keepon_parse(newer, sizeof newer, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_UNKNOWN &&
-              m.raw_kind == 0x84,
+              m.raw_kind == 0x85,
           "unknown kind");
     const uint8_t v2[] = {2, 0x82};
     CHECK(keepon_parse(v2, 2, &m, NULL) == KEEPON_EPROTO && keepon_parse(v2, 1, &m, NULL) == KEEPON_EPROTO,
@@ -131,7 +368,7 @@ static void codec_checks(void) {
         for (size_t i = 0; i < len; i++) r[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
         if (len >= 2 && (round & 1)) {
             r[0] = 1;
-            r[1] = (uint8_t)(0x81 + round % 3);
+            r[1] = (uint8_t)(0x81 + round % 4);
         }
         uint8_t *heap = malloc(len ? len : 1);
         memcpy(heap, r, len);
@@ -261,6 +498,37 @@ static void daemon_checks(const char *path) {
     rc = keepon_info(c, &info);
     CHECK(rc == KEEPON_OK && info.ring == 32, "usable after the malformed request: %s", keepon_strerror(c, rc));
 
+    /* Time: no [ptp] in the test configuration, so the EPHC runs free next to the host's CLOCK_TAI (the simulated
+     * NIC is held to it). A submit the daemon rejects at once (unknown class) is answered before the Time
+     * request that follows it: that outcome must still reach keepon_outcome. */
+    frame(f, 100, 400);
+    rc = keepon_submit(c, "tc-9", first, f, 100, 400);
+    CHECK(rc == KEEPON_OK, "submit 400: %s", keepon_strerror(c, rc));
+    struct timespec t0, t1;
+    struct keepon_time t;
+    clock_gettime(CLOCK_TAI, &t0);
+    rc = keepon_time(c, &t);
+    clock_gettime(CLOCK_TAI, &t1);
+    CHECK(rc == KEEPON_OK, "time: %s", keepon_strerror(c, rc));
+    if (rc == KEEPON_OK) {
+        int64_t host0 = (int64_t)t0.tv_sec * 1000000000 + t0.tv_nsec;
+        int64_t host1 = (int64_t)t1.tv_sec * 1000000000 + t1.tv_nsec;
+        CHECK(t.sync == KEEPON_SYNC_FREE_RUNNING && t.port == KEEPON_PORT_NONE &&
+                  !(t.flags & KEEPON_TIME_OFFSET_VALID) && !(t.flags & KEEPON_TIME_PATH_DELAY_VALID),
+              "free running without [ptp]: sync %d (%s) port %d flags %u", t.sync, keepon_sync_name((unsigned)t.sync),
+              t.port, t.flags);
+        CHECK(llabs(t.ephc_now - t.host_now) < 10000000, "EPHC %" PRId64 " vs host %" PRId64, t.ephc_now,
+              t.host_now);
+        CHECK(t.host_now > host0 - 1000000000 && t.host_now < host1 + 1000000000,
+              "host_now %" PRId64 " is this host's CLOCK_TAI [%" PRId64 ", %" PRId64 "]", t.host_now, host0, host1);
+        CHECK(t.ephc_now > info.now, "EPHC %" PRId64 " after the earlier info's now %" PRId64, t.ephc_now, info.now);
+    }
+    struct keepon_outcome early;
+    memset(&early, 0, sizeof early);
+    rc = keepon_outcome(c, &early);
+    CHECK(rc == KEEPON_OK && early.tag == 400 && !early.sent && early.reason == KEEPON_R_UNKNOWN_CLASS,
+          "the outcome that came before the time reply: rc %d tag %" PRIu64, rc, early.tag);
+
     /* A timeout is reported, and the connection stays usable. */
     keepon_set_timeout(c, 50);
     struct keepon_outcome o;
@@ -287,6 +555,8 @@ static void daemon_checks(const char *path) {
 
 int main(int argc, char **argv) {
     codec_checks();
+    time_codec_checks();
+    time_client_checks();
     if (argc > 1) daemon_checks(argv[1]);
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);
