@@ -18,117 +18,20 @@
 //! offset is removed (median true error within 500 µs). See the README's measured section for the figures.
 #![cfg(target_os = "linux")]
 
+#[path = "support/ptp.rs"]
+mod ptp;
 #[allow(dead_code)] // shared with the other namespace tests
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keepon::api::{Client, SyncState};
+use keepon::api::SyncState;
 
-use support::{bridged, chmod, ip, is_root, Proc};
-
-const BIN: &str = env!("CARGO_BIN_EXE_keepon");
-
-fn have_ptp4l() -> bool {
-    Command::new("ptp4l").arg("-v").output().is_ok_and(|o| o.status.success())
-}
-
-/// ptp4l's configuration: never steer the host clock; fast Sync for quick lock.
-fn ptp4l_conf(dir: &Path, master: bool) -> std::path::PathBuf {
-    let p = dir.join(if master { "ptp4l-master.conf" } else { "ptp4l-slave.conf" });
-    // The slave's utc_offset is the kernel's TAI offset, so its offsets read CLOCK_TAI − EPHC (keepon announces
-    // the PTP timescale without a valid UTC offset, and ptp4l then applies its configured one).
-    let role = if master {
-        "masterOnly 1\npriority1 10\nsummary_interval 0\n".to_string()
-    } else {
-        // A free-running slave prints an offset per frequency estimate (every 2^0 s) when its summary interval
-        // is the Sync interval.
-        format!(
-            "slaveOnly 1\nutc_offset {}\nfreq_est_interval 0\nsummary_interval -4\n",
-            tai_offset_ns() / 1_000_000_000
-        )
-    };
-    std::fs::write(
-        &p,
-        format!(
-            "[global]\nfree_running 1\n{role}logSyncInterval -4\nlogAnnounceInterval -2\nlogMinDelayReqInterval -4\n\
-             time_stamping software\n"
-        ),
-    )
-    .unwrap();
-    p
-}
-
-fn keepon_conf(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
-    format!(
-        r#"
-[link]
-rate = "100Mbps"
-emulated_offset = "{offset}"
-emulated_ppm = {ppm:.3}
-[ring]
-slot_bytes = 1230      # δ = 100 µs
-slots = 32
-batch = 8
-[[class]]
-name = "ptp"
-slots = [0, 8, 16, 24]
-[[class]]
-name = "tc"
-slots = [4]
-[[class]]
-name = "be"
-[run]
-poll_period = "50us"
-[daemon]
-socket = "{}"
-[ptp]
-class = "ptp"
-log_sync_interval = -4
-log_announce_interval = -2
-log_delay_req_interval = -4
-sync_threshold = "20us"
-{ptp}
-"#,
-        sock.display()
-    )
-}
-
-/// The kernel's TAI offset (CLOCK_TAI − CLOCK_REALTIME, whole seconds).
-fn tai_offset_ns() -> i64 {
-    let read = |c| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: valid timespec; both clocks exist on Linux ≥ 3.10.
-        unsafe { libc::clock_gettime(c, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    };
-    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
-    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
-}
-
-struct Stats {
-    n: usize,
-    median: f64,
-    mean: f64,
-    rms: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn stats(errors: &[i64]) -> Stats {
-    let n = errors.len().max(1);
-    let mean = errors.iter().map(|&e| e as f64).sum::<f64>() / n as f64;
-    let rms = (errors.iter().map(|&e| (e as f64).powi(2)).sum::<f64>() / n as f64).sqrt();
-    let mut abs: Vec<f64> = errors.iter().map(|&e| (e as f64).abs()).collect();
-    abs.sort_by(|a, b| a.total_cmp(b));
-    let p99 = abs.get((abs.len() * 99 / 100).min(abs.len().saturating_sub(1))).copied().unwrap_or(0.0);
-    let mut sorted: Vec<i64> = errors.to_vec();
-    sorted.sort_unstable();
-    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0) as f64;
-    Stats { n: errors.len(), median, mean, rms, p99, max: abs.last().copied().unwrap_or(0.0) }
-}
+use ptp::{
+    connect, fit, keepon_conf, monotonic_s, ptp4l_conf, ptp4l_offsets, skip, spawn_daemon, spawn_ptp4l, stats,
+    tai_offset_ns,
+};
+use support::{bridged, chmod, ip};
 
 /// keepon slave ← ptp4l master. Returns the true errors (ns) over `window` after the station reported
 /// synchronised, and the mean frequency correction (ppm).
@@ -143,52 +46,12 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
         extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
     }
     let conf = ptp4l_conf(d, true);
-    let mut ptp4l = Proc::spawn(
-        "ptp4l",
-        d,
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &topo.listener,
-                "ptp4l",
-                "-i",
-                "kp1",
-                "-S",
-                "-m",
-                if l2 { "-2" } else { "-4" },
-                "-f",
-            ])
-            .arg(&conf),
-    );
+    let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
     std::fs::write(&cfg, keepon_conf(&sock, offset, ppm, &extra)).unwrap();
-    let mut daemon = Proc::spawn(
-        "daemon",
-        d,
-        Command::new("ip").args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"]).arg(&cfg).args([
-            "--backend",
-            "afpacket",
-            "--iface",
-            "kp0",
-            "--pacing",
-            "host",
-            "--filler",
-            "reserved-address",
-            "--duration",
-            "900s",
-        ]),
-    );
-    let up = Instant::now();
-    let mut c = loop {
-        if let Ok(c) = Client::connect(&sock) {
-            break c;
-        }
-        assert!(daemon.running() && up.elapsed() < Duration::from_secs(10), "daemon not up\n{}", daemon.output());
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
+    let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
     // Lock: synchronised within 30 s.
     let start = Instant::now();
@@ -244,14 +107,6 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     (errors, f)
 }
 
-fn skip() -> bool {
-    if !is_root() || !have_ptp4l() {
-        println!("skipping: needs root (network namespaces) and ptp4l (linuxptp)");
-        return true;
-    }
-    false
-}
-
 /// keepon slave ← ptp4l master over L2, the link 3 ms ahead and 50 ppm fast: the injected error is removed.
 #[test]
 fn keepon_slave_follows_ptp4l_over_l2_from_plus_3ms_and_plus_50ppm() {
@@ -282,35 +137,6 @@ fn keepon_slave_follows_ptp4l_over_udpv4_from_minus_1s_and_minus_50ppm() {
     let _ = f;
 }
 
-/// One `master offset` line of `ptp4l -m`: (its CLOCK_MONOTONIC time in s, the offset in ns).
-fn ptp4l_offsets(out: &str) -> Vec<(f64, f64)> {
-    out.lines()
-        .filter_map(|l| {
-            let t = l.strip_prefix("ptp4l[")?.split(']').next()?.parse::<f64>().ok()?;
-            let mut w = l.split_whitespace().skip_while(|w| *w != "offset");
-            w.next()?;
-            Some((t, w.next()?.parse::<f64>().ok()?))
-        })
-        .collect()
-}
-
-fn monotonic_s() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
-/// Least-squares line through (x, y): (slope, intercept).
-fn fit(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let slope = sxy / sxx;
-    (slope, my - slope * mx)
-}
-
 /// keepon master → a free-running ptp4l slave (it measures, never steers): the slave's offsets show exactly
 /// the keepon link's injected drift (slope within 0.5 %) and its offset (against the true error the master's
 /// own `Time` reports at the same instants).
@@ -327,50 +153,10 @@ fn master_run(tag: &str, l2: bool, offset: &str, ppm: f64) {
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
     std::fs::write(&cfg, keepon_conf(&sock, offset, ppm, &extra)).unwrap();
-    let mut daemon = Proc::spawn(
-        "daemon",
-        d,
-        Command::new("ip").args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"]).arg(&cfg).args([
-            "--backend",
-            "afpacket",
-            "--iface",
-            "kp0",
-            "--pacing",
-            "host",
-            "--filler",
-            "reserved-address",
-            "--duration",
-            "900s",
-        ]),
-    );
+    let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
     let conf = ptp4l_conf(d, false);
-    let mut ptp4l = Proc::spawn(
-        "ptp4l",
-        d,
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &topo.listener,
-                "ptp4l",
-                "-i",
-                "kp1",
-                "-S",
-                "-m",
-                if l2 { "-2" } else { "-4" },
-                "-f",
-            ])
-            .arg(&conf),
-    );
-    let up = Instant::now();
-    let mut c = loop {
-        if let Ok(c) = Client::connect(&sock) {
-            break c;
-        }
-        assert!(daemon.running() && up.elapsed() < Duration::from_secs(10), "daemon not up\n{}", daemon.output());
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
+    let mut c = connect(&sock, &mut daemon);
     // The slave must start measuring within 30 s.
     assert!(
         support::wait_until(Duration::from_secs(30), || ptp4l_offsets(&ptp4l.stdout()).len() >= 2),

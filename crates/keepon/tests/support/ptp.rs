@@ -1,0 +1,197 @@
+//! Shared by the PTP namespace tests: ptp4l and keepon configurations, the daemon and ptp4l processes, the
+//! kernel's TAI offset, statistics of true errors and ptp4l's log.
+#![allow(dead_code)] // each test file uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use keepon::api::Client;
+
+use super::support::Proc;
+
+/// The keepon binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_keepon");
+
+pub fn have_ptp4l() -> bool {
+    Command::new("ptp4l").arg("-v").output().is_ok_and(|o| o.status.success())
+}
+
+/// ptp4l's configuration: never steer the host clock; fast Sync for quick lock.
+pub fn ptp4l_conf(dir: &Path, master: bool) -> PathBuf {
+    let p = dir.join(if master { "ptp4l-master.conf" } else { "ptp4l-slave.conf" });
+    // The slave's utc_offset is the kernel's TAI offset, so its offsets read CLOCK_TAI − EPHC (keepon announces
+    // the PTP timescale without a valid UTC offset, and ptp4l then applies its configured one).
+    let role = if master {
+        "masterOnly 1\npriority1 10\nsummary_interval 0\n".to_string()
+    } else {
+        // A free-running slave prints an offset per frequency estimate (every 2^0 s) when its summary interval
+        // is the Sync interval.
+        format!(
+            "slaveOnly 1\nutc_offset {}\nfreq_est_interval 0\nsummary_interval -4\n",
+            tai_offset_ns() / 1_000_000_000
+        )
+    };
+    std::fs::write(
+        &p,
+        format!(
+            "[global]\nfree_running 1\n{role}logSyncInterval -4\nlogAnnounceInterval -2\nlogMinDelayReqInterval -4\n\
+             time_stamping software\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+pub fn keepon_conf(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
+    format!(
+        r#"
+[link]
+rate = "100Mbps"
+emulated_offset = "{offset}"
+emulated_ppm = {ppm:.3}
+[ring]
+slot_bytes = 1230      # δ = 100 µs
+slots = 32
+batch = 8
+[[class]]
+name = "ptp"
+slots = [0, 8, 16, 24]
+[[class]]
+name = "tc"
+slots = [4]
+[[class]]
+name = "be"
+[run]
+poll_period = "50us"
+[daemon]
+socket = "{}"
+[ptp]
+class = "ptp"
+log_sync_interval = -4
+log_announce_interval = -2
+log_delay_req_interval = -4
+sync_threshold = "20us"
+{ptp}
+"#,
+        sock.display()
+    )
+}
+
+/// The kernel's TAI offset (CLOCK_TAI − CLOCK_REALTIME, whole seconds).
+pub fn tai_offset_ns() -> i64 {
+    let read = |c| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid timespec; both clocks exist on Linux ≥ 3.10.
+        unsafe { libc::clock_gettime(c, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
+    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
+}
+
+/// Statistics of true errors (ns).
+pub struct Stats {
+    pub n: usize,
+    pub median: f64,
+    pub mean: f64,
+    pub rms: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+pub fn stats(errors: &[i64]) -> Stats {
+    let n = errors.len().max(1);
+    let mean = errors.iter().map(|&e| e as f64).sum::<f64>() / n as f64;
+    let rms = (errors.iter().map(|&e| (e as f64).powi(2)).sum::<f64>() / n as f64).sqrt();
+    let mut abs: Vec<f64> = errors.iter().map(|&e| (e as f64).abs()).collect();
+    abs.sort_by(|a, b| a.total_cmp(b));
+    let p99 = abs.get((abs.len() * 99 / 100).min(abs.len().saturating_sub(1))).copied().unwrap_or(0.0);
+    let mut sorted: Vec<i64> = errors.to_vec();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0) as f64;
+    Stats { n: errors.len(), median, mean, rms, p99, max: abs.last().copied().unwrap_or(0.0) }
+}
+
+/// One `master offset` line of `ptp4l -m`: (its CLOCK_MONOTONIC time in s, the offset in ns).
+pub fn ptp4l_offsets(out: &str) -> Vec<(f64, f64)> {
+    out.lines()
+        .filter_map(|l| {
+            let t = l.strip_prefix("ptp4l[")?.split(']').next()?.parse::<f64>().ok()?;
+            let mut w = l.split_whitespace().skip_while(|w| *w != "offset");
+            w.next()?;
+            Some((t, w.next()?.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
+pub fn monotonic_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Least-squares line through (x, y): (slope, intercept).
+pub fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = sxy / sxx;
+    (slope, my - slope * mx)
+}
+
+/// Start ptp4l (software time stamping, `-m`) on `kp1`-like interface `iface` in namespace `ns`.
+pub fn spawn_ptp4l(dir: &Path, ns: &str, iface: &str, l2: bool, conf: &Path) -> Proc {
+    Proc::spawn(
+        "ptp4l",
+        dir,
+        Command::new("ip")
+            .args(["netns", "exec", ns, "ptp4l", "-i", iface, "-S", "-m", if l2 { "-2" } else { "-4" }, "-f"])
+            .arg(conf),
+    )
+}
+
+/// Start `keepon daemon` (AF_PACKET, host-paced, reserved-address fillers) on `iface` in namespace `ns`.
+pub fn spawn_daemon(dir: &Path, ns: &str, iface: &str, cfg: &Path) -> Proc {
+    Proc::spawn(
+        "daemon",
+        dir,
+        Command::new("ip").args(["netns", "exec", ns, BIN, "daemon", "--config"]).arg(cfg).args([
+            "--backend",
+            "afpacket",
+            "--iface",
+            iface,
+            "--pacing",
+            "host",
+            "--filler",
+            "reserved-address",
+            "--duration",
+            "900s",
+        ]),
+    )
+}
+
+/// Connect to the daemon's socket (it must come up within 10 s), with a 5 s read timeout.
+pub fn connect(sock: &Path, daemon: &mut Proc) -> Client {
+    let up = Instant::now();
+    let c = loop {
+        if let Ok(c) = Client::connect(sock) {
+            break c;
+        }
+        assert!(daemon.running() && up.elapsed() < Duration::from_secs(10), "daemon not up\n{}", daemon.output());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    c
+}
+
+/// Skip (true, with a message) unless root and ptp4l are there.
+pub fn skip() -> bool {
+    if !super::support::is_root() || !have_ptp4l() {
+        println!("skipping: needs root (network namespaces) and ptp4l (linuxptp)");
+        return true;
+    }
+    false
+}
