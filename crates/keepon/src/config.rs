@@ -12,6 +12,7 @@ use serde::Deserialize;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{parse_mask, ClassSpec, Ownership};
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai, MIN_FRAME_BYTES};
+use keepon_nic::emulation::EmulatedError;
 use keepon_nic::sim::{HostModel, SimConfig};
 use keepon_nic::source::{FlowSpec, Pattern};
 
@@ -199,6 +200,12 @@ pub struct LinkSection {
     /// Test only: emulated frequency error of a host-paced link's clock, ppm.
     #[serde(default)]
     pub emulated_ppm: Option<f64>,
+    /// Test only: a phase step of the host-paced link's clock (with `emulated_step_after`).
+    #[serde(default)]
+    pub emulated_step: Option<Dur>,
+    /// Test only: when the step happens, after the backend opens.
+    #[serde(default)]
+    pub emulated_step_after: Option<Dur>,
 }
 
 /// `[ring]`
@@ -418,9 +425,9 @@ pub struct Config {
     pub tolerance: Nanos,
     /// Simulator settings.
     pub sim: SimConfig,
-    /// Test only: the emulated oscillator error of a host-paced link, (offset, ppb) (`link.emulated_offset`,
-    /// `link.emulated_ppm`).
-    pub emulation: Option<(Nanos, i64)>,
+    /// Test only: the emulated oscillator error of a host-paced link (`link.emulated_offset`,
+    /// `link.emulated_ppm`, `link.emulated_step` after `link.emulated_step_after`).
+    pub emulation: Option<EmulatedError>,
     /// The raw file, for sections other commands read.
     pub raw: RawConfig,
 }
@@ -661,9 +668,19 @@ impl Config {
         if !BACKENDS.contains(&backend.as_str()) {
             return err(format!("run.backend = \"{backend}\": use one of {}", BACKENDS.join(", ")));
         }
-        let emulation = match (raw.link.emulated_offset, raw.link.emulated_ppm) {
+        let step = match (raw.link.emulated_step, raw.link.emulated_step_after) {
             (None, None) => None,
-            (offset, ppm) => {
+            (Some(by), Some(after)) => {
+                if by.0 .0.unsigned_abs() > 1_000_000_000 {
+                    return err(format!("link.emulated_step = {} ns must be within ±1 s", by.0 .0));
+                }
+                Some((in_range("link.emulated_step_after", after.0, MAX_SPAN)?, by.0))
+            }
+            _ => return err("link.emulated_step and link.emulated_step_after go together"),
+        };
+        let emulation = match (raw.link.emulated_offset, raw.link.emulated_ppm, step) {
+            (None, None, None) => None,
+            (offset, ppm, step) => {
                 let offset = offset.map_or(Nanos(0), |d| d.0);
                 if offset.0.unsigned_abs() > 1_000_000_000_000 {
                     return err(format!("link.emulated_offset = {} ns must be within ±1000 s", offset.0));
@@ -672,7 +689,7 @@ impl Config {
                 if !ppm.is_finite() || ppm.abs() > 1000.0 {
                     return err(format!("link.emulated_ppm = {ppm} must be within ±1000"));
                 }
-                Some((offset, (ppm * 1000.0).round() as i64))
+                Some(EmulatedError { offset, ppb: (ppm * 1000.0).round() as i64, step })
             }
         };
         Ok(Config {
@@ -765,8 +782,13 @@ mod tests {
             |extra: &str| Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", &format!("rate = \"1Gbps\"\n{extra}")));
         assert_eq!(Config::parse(EXAMPLE2).unwrap().emulation, None);
         let c = emu("emulated_offset = \"-1s\"\nemulated_ppm = 50.0").unwrap();
-        assert_eq!(c.emulation, Some((Nanos(-1_000_000_000), 50_000)));
-        assert_eq!(emu("emulated_ppm = -0.25").unwrap().emulation, Some((Nanos(0), -250)));
+        let e = |offset, ppb, step| Some(EmulatedError { offset: Nanos(offset), ppb, step });
+        assert_eq!(c.emulation, e(-1_000_000_000, 50_000, None));
+        assert_eq!(emu("emulated_ppm = -0.25").unwrap().emulation, e(0, -250, None));
+        let s = emu("emulated_step = \"10us\"\nemulated_step_after = \"40s\"").unwrap();
+        assert_eq!(s.emulation, e(0, 0, Some((Nanos::from_ms(40_000), Nanos::from_us(10)))));
+        assert!(emu("emulated_step = \"10us\"").unwrap_err().0.contains("go together"));
+        assert!(emu("emulated_step = \"2s\"\nemulated_step_after = \"1s\"").unwrap_err().0.contains("±1 s"));
         assert!(emu("emulated_ppm = 2000.0").unwrap_err().0.contains("link.emulated_ppm"));
         assert!(emu("emulated_offset = \"2000s\"").unwrap_err().0.contains("link.emulated_offset"));
     }

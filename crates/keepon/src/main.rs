@@ -192,6 +192,15 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Run { config, records, pcap, pcap_fillers, backend } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
+            if PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?.is_some() {
+                // Never run a configuration that asks for network time on a free-running clock.
+                return Err(format!(
+                    "{}: [ptp] asks for network time, which `keepon daemon` serves: start `keepon daemon --config \
+                     {0}` and replay this configuration's flows through it with `keepon talk --config {0}` (its \
+                     scheduled frames wait for synchronisation); `keepon run` runs on the station's own clock",
+                    config.display()
+                ));
+            }
             let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers };
             let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
             let out = if name == "sim" {

@@ -249,6 +249,10 @@ fn hostile_inputs_fail_fast_with_a_clear_message() {
     let (ok, text) = keepon_out(&["run", "--config", &p, "--records", csv.to_str().unwrap()]);
     assert!(ok, "{text}");
     assert_eq!(record::read(&csv).unwrap().len(), 12_000);
+    // A configuration asking for network time is never run on the free-running clock.
+    let p = cfg("ptp.toml", format!("{base}\n[ptp]\nclass = \"tc-0\"\nrole = \"slave\"\n"));
+    let (ok, text) = keepon_out(&["run", "--config", &p]);
+    assert!(!ok && text.contains("[ptp]") && text.contains("keepon daemon") && !text.contains("frames:"), "{text}");
     // `report` on an endless file and `table3` with an absurd span.
     let (ok, text) = keepon_out(&["report", "/dev/zero"]);
     assert!(!ok && text.contains("not a keepon records file"), "{text}");

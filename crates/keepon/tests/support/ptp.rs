@@ -187,11 +187,24 @@ pub fn connect(sock: &Path, daemon: &mut Proc) -> Client {
     c
 }
 
-/// Skip (true, with a message) unless root and ptp4l are there.
-pub fn skip() -> bool {
+/// One PTP scenario at a time: each measures timing on a shared 2-core host, and two at once would judge each
+/// other's load. Hold the guard for the whole test.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `Some(guard)` to run (root and ptp4l are there; the guard serialises the PTP scenarios of this test file),
+/// or `None` to skip (with a message).
+pub fn skip_unless_ready() -> Option<std::sync::MutexGuard<'static, ()>> {
     if !super::support::is_root() || !have_ptp4l() {
         println!("skipping: needs root (network namespaces) and ptp4l (linuxptp)");
-        return true;
+        return None;
     }
-    false
+    Some(exclusive())
+}
+
+/// Skip (true, with a message) unless root and ptp4l are there.
+pub fn skip() -> bool {
+    skip_unless_ready().is_none()
 }

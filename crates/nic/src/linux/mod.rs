@@ -73,7 +73,7 @@ pub struct LinuxNicConfig {
     pub zero_copy: bool,
     /// Test only: an emulated oscillator error of the link's clock (host-paced links only; see
     /// [`crate::emulation`]). The origin is set when the backend opens.
-    pub emulation: Option<(Nanos, i64)>,
+    pub emulation: Option<crate::emulation::EmulatedError>,
 }
 
 impl LinuxNicConfig {
@@ -171,16 +171,17 @@ pub(crate) fn engine_config(
                 "an emulated oscillator error needs a host-paced link (a PHY paces a line-rate link)".into(),
             ))
         }
-        Some((_, ppb)) if ppb.abs() > crate::emulation::MAX_PPB => {
-            return Err(NicError::Unsupported(format!("emulated frequency error {ppb} ppb is beyond ±1000 ppm")))
+        Some(e) if e.ppb.abs() > crate::emulation::MAX_PPB => {
+            return Err(NicError::Unsupported(format!("emulated frequency error {} ppb is beyond ±1000 ppm", e.ppb)))
         }
-        Some((offset, ppb)) => {
-            Some(crate::emulation::Emulation { offset, ppb, origin: Tai(sys::clock_ns(libc::CLOCK_TAI)) })
-        }
+        Some(e) => Some(crate::emulation::Emulation::new(e, Tai(sys::clock_ns(libc::CLOCK_TAI)))),
     };
     let mut pacing = if host_paced { format!("host-paced at {rate}") } else { format!("line rate {rate}") };
     if let Some(e) = &emulation {
         pacing.push_str(&format!(", TEST: emulated clock error {} ns {:+.3} ppm", e.offset.0, e.ppb as f64 / 1000.0));
+        if let Some((at, by)) = e.step {
+            pacing.push_str(&format!(", step {:+} ns after {} ms", by.0, (at - e.origin).0 / 1_000_000));
+        }
     }
     let queue = match cfg.backend {
         Backend::AfXdp => format!("queue {}; {}", cfg.queue, qdisc::xdp_launch_time(link.ifindex)),

@@ -34,6 +34,8 @@ struct World {
     queue: BTreeMap<(i64, u64), Ev>,
     seq: u64,
     delay: i64,
+    /// Messages from this node are lost (it went away).
+    mute: Option<usize>,
 }
 
 impl World {
@@ -71,6 +73,18 @@ impl World {
 
     fn handle(&mut self, i: usize, t: i64, outs: Vec<Output>) {
         for o in outs {
+            if let Output::SendEvent { data, .. } | Output::SendGeneral { data } = &o {
+                // logMessageInterval as configured (statime 0.4.0 alone writes 0): Sync and Follow_Up −3,
+                // Announce 0, Delay_Req 0x7F.
+                let want = match data[0] & 0x0F {
+                    0x0 | 0x8 => Some(-3),
+                    0xB => Some(0),
+                    0x1 => Some(0x7F),
+                    _ => None,
+                };
+                assert_eq!(want.map(|w| w as u8), want.map(|_| data[33]), "message type {:#x}", data[0] & 0x0F);
+            }
+            let muted = self.mute == Some(i);
             match o {
                 Output::SetTimer { timer, after } => {
                     self.nodes[i].timers.insert(timer, t + after.0);
@@ -78,7 +92,9 @@ impl World {
                 }
                 Output::SendGeneral { data } => {
                     let f = self.frame(i, data);
-                    self.push(t + self.delay, Ev::General(1 - i, f))
+                    if !muted {
+                        self.push(t + self.delay, Ev::General(1 - i, f))
+                    }
                 }
                 Output::SendEvent { data, token } => {
                     // Into the sender's next slot: its TX time is that slot's EPHC time, exactly.
@@ -86,7 +102,9 @@ impl World {
                     let tx = self.nodes[i].clock.borrow().ephc().time_of(k);
                     let leaves = self.nodes[i].osc.start_of(k).ceil() as i64;
                     let f = self.frame(i, data);
-                    self.push(leaves + self.delay, Ev::Event(1 - i, f));
+                    if !muted {
+                        self.push(leaves + self.delay, Ev::Event(1 - i, f));
+                    }
                     let more = self.nodes[i].engine.on_tx_time(token, tx);
                     self.handle(i, t, more);
                 }
@@ -134,19 +152,26 @@ impl World {
 }
 
 fn world(servo: ServoKind, ppm: f64, offset: Nanos) -> World {
-    world_over(servo, ppm, offset, None)
+    world_over(servo, ppm, offset, None, false)
 }
 
-fn world_over(servo: ServoKind, ppm: f64, offset: Nanos, transport: Option<crate::wire::Transport>) -> World {
+/// Node 0 (priority 10) and node 1 (priority 200, `ppm` fast, `offset` off; slave-only if `slave_only`).
+fn world_over(
+    servo: ServoKind,
+    ppm: f64,
+    offset: Nanos,
+    transport: Option<crate::wire::Transport>,
+    slave_only: bool,
+) -> World {
     let g = SlotGeometry::new(LinkRate::from_mbps(10_000).unwrap(), 64).unwrap(); // δ = 67.2 ns
-    let mut w = World { nodes: Vec::new(), transport, queue: BTreeMap::new(), seq: 0, delay: 5_000 };
+    let mut w = World { nodes: Vec::new(), transport, queue: BTreeMap::new(), seq: 0, delay: 5_000, mute: None };
     for (i, (ppm, offset, prio)) in [(0.0, Nanos::ZERO, 10u8), (ppm, offset, 200u8)].into_iter().enumerate() {
         let clock = Rc::new(RefCell::new(EphcClock::new(Ephc::new(g.period(), 0, EPOCH + offset), 0)));
         let cfg = EngineConfig {
             domain: 0,
             identity: [2, 0, 0, 0xff, 0xfe, 0, 0, i as u8 + 1],
             priority1: prio,
-            slave_only: false,
+            slave_only: slave_only && i == 1,
             master_only: false,
             log_sync: -3,
             log_announce: 0,
@@ -191,10 +216,28 @@ fn bmca_elects_the_master_and_every_servo_locks_the_slave() {
 fn engines_synchronise_through_l2_and_udp_frames() {
     use crate::wire::Transport;
     for tr in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 2] }] {
-        let mut w = world_over(ServoKind::Pi, -25.0, Nanos::from_us(-80), Some(tr));
+        let mut w = world_over(ServoKind::Pi, -25.0, Nanos::from_us(-80), Some(tr), false);
         let errors = w.run(40_000_000_000, 25_000_000_000, 1);
         assert!(w.nodes[1].engine.is_steering(), "{tr:?}");
         let max = errors.iter().map(|e| e.abs()).max().unwrap();
         assert!(max < 200, "{tr:?}: max |true error| {max} ns");
     }
+}
+
+/// A slave-only port whose master goes away falls back to listening — never master, never a panic (statime
+/// 0.4.0 debug-asserts on this legal path; the workspace turns its debug assertions off, see Cargo.toml) —
+/// and locks again when the master returns.
+#[test]
+fn a_slave_only_port_that_loses_its_master_listens_and_relocks() {
+    let mut w = world_over(ServoKind::Pi, 10.0, Nanos::from_us(50), None, true);
+    w.run(20_000_000_000, 0, 1);
+    assert!(w.nodes[1].engine.is_steering(), "node 1 follows node 0");
+    w.mute = Some(0);
+    w.run(30_000_000_000, 0, 1);
+    assert!(!w.nodes[1].engine.is_master() && !w.nodes[1].engine.is_steering(), "master lost: listening");
+    w.mute = None;
+    let errors = w.run(60_000_000_000, 50_000_000_000, 1);
+    assert!(w.nodes[1].engine.is_steering(), "node 1 follows node 0 again");
+    let max = errors.iter().map(|e| e.abs()).max().unwrap();
+    assert!(max < 200, "max |true error| {max} ns after the master returned");
 }
