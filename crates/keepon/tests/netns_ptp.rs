@@ -262,8 +262,10 @@ fn keepon_slave_relocks_after_a_10us_master_phase_jump() {
     let t_jump = samples[j].0;
     let before: Vec<i64> = samples[..j].iter().filter(|s| s.0 > t_jump - 10.0).map(|s| s.2).collect();
     let b = stats(&before);
-    // Re-locked: the first sample from which the relative error stays within `bound` for 5 s.
-    let bound = 3_000;
+    // Re-locked: the first sample from which the relative error stays, for 5 s, within the band it kept before
+    // the jump (its largest value over the 10 s before; at least the 3 µs) — on a quiet host that is
+    // the 3 µs; a loaded one widens both.
+    let bound = (b.max as i64).max(3_000);
     let after = &samples[j..];
     let last = after.last().map_or(0.0, |s| s.0);
     let relock = (0..after.len()).find(|&i| {

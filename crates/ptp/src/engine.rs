@@ -25,7 +25,8 @@ use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
-use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoStatus};
+use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
+use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoState, ServoStatus};
 
 /// Configuration of one PTP port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,8 +144,10 @@ impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
 /// Our servo as statime's filter; its status is published through a shared cell.
 struct ServoFilter {
     servo: AnyServo,
+    prefilter: Prefilter,
     ppt: i64,
     status: Rc<Cell<ServoStatus>>,
+    outliers: Rc<Cell<PrefilterStats>>,
 }
 
 /// Configuration of [`ServoFilter`]: the servo, the sync interval, where to publish its status.
@@ -153,6 +156,7 @@ struct ServoFilterConfig {
     kind: ServoKind,
     interval: Nanos,
     status: Rc<Cell<ServoStatus>>,
+    outliers: Rc<Cell<PrefilterStats>>,
 }
 
 impl ServoFilter {
@@ -172,7 +176,13 @@ impl Filter for ServoFilter {
     type Config = ServoFilterConfig;
 
     fn new(c: ServoFilterConfig) -> Self {
-        ServoFilter { servo: AnyServo::new(c.kind, c.interval), ppt: 0, status: c.status }
+        ServoFilter {
+            servo: AnyServo::new(c.kind, c.interval),
+            prefilter: Prefilter::new(PrefilterConfig::default()),
+            ppt: 0,
+            status: c.status,
+            outliers: c.outliers,
+        }
     }
 
     fn measurement<C: statime::Clock>(&mut self, m: Measurement, clock: &mut C) -> FilterUpdate {
@@ -182,8 +192,13 @@ impl Filter for ServoFilter {
             delay_raw: m.raw_delay_offset.map(from_statime_duration),
         };
         let mut c = FromStatime { clock, ppt: &mut self.ppt };
-        // A refused adjustment leaves the servo unlocked; it retries with the next measurement.
-        let _ = self.servo.sample(s, &mut c);
+        let locked = self.servo.status().state == ServoState::Locked;
+        let kept = self.prefilter.filter(s, locked);
+        self.outliers.set(self.prefilter.stats());
+        if let Some(s) = kept {
+            // A refused adjustment leaves the servo unlocked; it retries with the next measurement.
+            let _ = self.servo.sample(s, &mut c);
+        }
         let now = c.now();
         self.status.set(self.servo.status());
         self.update_from(now)
@@ -218,6 +233,7 @@ pub struct PtpEngine<C: ServoClock + 'static> {
     intervals: Intervals,
     port: Option<RunningPort<C>>,
     status: Rc<Cell<ServoStatus>>,
+    outliers: Rc<Cell<PrefilterStats>>,
 }
 
 fn to_nanos(d: core::time::Duration) -> Nanos {
@@ -308,7 +324,8 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         };
         let status = Rc::new(Cell::new(ServoStatus::INITIAL));
         let interval = to_nanos(Interval::from_log_2(cfg.log_sync).as_core_duration());
-        let fcfg = ServoFilterConfig { kind: cfg.servo, interval, status: status.clone() };
+        let outliers = Rc::new(Cell::new(PrefilterStats::default()));
+        let fcfg = ServoFilterConfig { kind: cfg.servo, interval, status: status.clone(), outliers: outliers.clone() };
         let bmca: BmcaPort<C> = instance.add_port(port_cfg, fcfg, SharedClock(clock), ChaCha8Rng::seed_from_u64(seed));
         let (port, actions) = bmca.end_bmca();
         let mut out = Vec::new();
@@ -316,7 +333,7 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(instance.bmca_interval()) });
         let intervals = Intervals { log_sync: cfg.log_sync, log_announce: cfg.log_announce };
         intervals.stamp(&mut out);
-        (PtpEngine { instance, intervals, port: Some(port), status }, out)
+        (PtpEngine { instance, intervals, port: Some(port), status, outliers }, out)
     }
 
     fn with_port(&mut self, f: impl FnOnce(&mut RunningPort<C>, &mut Vec<Output>)) -> Vec<Output> {
@@ -384,6 +401,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     /// The servo's status (state, offset, frequency, path delay).
     pub fn servo_status(&self) -> ServoStatus {
         self.status.get()
+    }
+
+    /// What the outlier prefilter in front of the servo did so far.
+    pub fn prefilter_stats(&self) -> PrefilterStats {
+        self.outliers.get()
     }
 
     /// The UTC offset the current master announces (seconds), if valid. keepon's EPHC runs on TAI and never

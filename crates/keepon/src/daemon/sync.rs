@@ -263,7 +263,7 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}",
+            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}",
             st.state,
             ns(st.offset),
             station.ephc().rate_ppt() as f64 / 1e6,
@@ -277,6 +277,10 @@ impl Sync {
                     l.mean().unwrap_or(0),
                     l.max
                 ),
+                _ => String::new(),
+            },
+            match self.port.engine().prefilter_stats() {
+                p if p.dropped > 0 => format!(", outliers dropped {} of {}", p.dropped, p.dropped + p.passed),
                 _ => String::new(),
             },
             match &self.last_error {

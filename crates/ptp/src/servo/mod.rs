@@ -18,6 +18,7 @@
 pub mod kalman;
 pub mod mafilter;
 pub mod pi;
+pub mod prefilter;
 
 use core::fmt;
 
