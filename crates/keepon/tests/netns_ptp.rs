@@ -101,9 +101,19 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     );
     assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
     assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
-    if let Some(l) = daemon.output().lines().rev().find(|l| l.contains("ptp: slave")) {
-        eprintln!("{tag}: last daemon status: {l}");
-    }
+    let out = daemon.output();
+    let status = out.lines().rev().find(|l| l.contains("ptp: slave") && l.contains("TX times:"));
+    let Some(l) = status else { panic!("{tag}: no status line with TX times\n{out}") };
+    eprintln!("{tag}: last daemon status: {l}");
+    // Every event message's TX time is the kernel's software TX timestamp (AF_PACKET sendmmsg on a host-paced
+    // link), none interpolated.
+    let counts: Vec<u64> = l
+        .split("TX times: ")
+        .nth(1)
+        .and_then(|r| r.split(" from").next())
+        .map(|r| r.split(" of ").filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(counts.len() == 2 && counts[1] > 0 && counts[0] == counts[1], "{tag}: TX times not all stamped: {l}");
     (errors, f)
 }
 
