@@ -57,8 +57,11 @@ impl RxSource for keepon_nic::linux::rx::Receiver {
 }
 
 /// Consecutive measurements within the threshold, locked, before a slave counts as synchronised (one alone
-/// may be the filter's reset value right after a step).
+/// may be the filter's reset value right after a step)...
 const GOOD_MEASUREMENTS: u32 = 4;
+/// ...spanning at least this long: right after its first step a servo reports small offsets while it has not
+/// yet learned the frequency error, and a 50 ppm error then takes it past the threshold within a second or two.
+const SETTLE: Nanos = Nanos::from_ms(2_000);
 
 /// How often the status is logged while nothing changes.
 const LOG_EVERY: Nanos = Nanos::from_ms(10_000);
@@ -75,6 +78,8 @@ pub struct Sync {
     stale_after: Nanos,
     /// Consecutive measurements that found the servo locked within the threshold.
     good: u32,
+    /// When the current run of good measurements began.
+    good_since: Option<Tai>,
     synchronised: bool,
     logged: (PortRole, ServoState, bool),
     next_log: Tai,
@@ -132,6 +137,7 @@ impl Sync {
             last_sample: None,
             stale_after: Nanos(interval.0.saturating_mul(4)),
             good: 0,
+            good_since: None,
             synchronised: false,
             logged: (PortRole::None, ServoState::Unlocked, false),
             next_log: now,
@@ -171,6 +177,7 @@ impl Sync {
             self.last_sample = Some(now);
             let within = st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs());
             self.good = if st.state == ServoState::Locked && within { self.good.saturating_add(1) } else { 0 };
+            self.good_since = if self.good == 0 { None } else { self.good_since.or(Some(now)) };
         }
         self.synchronised = self.judge(now);
         let role = self.role();
@@ -193,6 +200,7 @@ impl Sync {
         }
         self.port.engine().is_steering()
             && self.good >= GOOD_MEASUREMENTS
+            && self.good_since.is_some_and(|t| now - t >= SETTLE)
             && self.last_sample.is_some_and(|t| now - t <= self.stale_after)
     }
 
