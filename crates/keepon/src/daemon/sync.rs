@@ -99,7 +99,7 @@ impl Sync {
             master_only: cfg.role == Role::Master,
             log_sync: cfg.log_sync,
             log_announce: cfg.log_announce,
-            log_delay_req: cfg.log_delay_req,
+            delay: cfg.delay,
             servo: cfg.servo,
         };
         // Schedule PTP frames beyond the posted slots and one poll: the insertion window starts `batch` slots
@@ -115,6 +115,7 @@ impl Sync {
             lead,
             tx_constant: cfg.tx_latency,
             rx_latency: cfg.rx_latency,
+            one_step: cfg.one_step,
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
@@ -214,8 +215,9 @@ impl Sync {
     }
 
     /// Take PTP TX times from the backend's release times (host-paced links: a slot released late leaves late).
-    pub fn tx_on_release(&mut self) {
-        self.port.tx_on_release();
+    /// Refused with one-step Sync (checked before start by [`PtpConfig::check_link`]).
+    pub fn tx_on_release(&mut self) -> Result<(), String> {
+        self.port.tx_on_release().map_err(|e| format!("ptp.one_step = true on this host-paced link: {e}"))
     }
 
     /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).
