@@ -2,7 +2,11 @@
 //! "is the EPHC network time?" that gates scheduled submits.
 //!
 //! - TX: the port schedules event and general messages through the station's insertion path in the `[ptp]`
-//!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact.
+//!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact (on host-paced links:
+//!   the time the host released it). With `ptp.one_step` a Sync carries that time itself and has no Follow_Up;
+//!   the daemon refuses it on host-paced links before it starts ([`PtpConfig::check_link`]).
+//! - Delay: `ptp.delay_mechanism` E2E (a slave's Delay_Req) or P2P (Pdelay_Req from every state, answered in
+//!   every state); the status line's path delay is the link delay with P2P, a master's too.
 //! - RX: an [`RxSource`] hands in frames with host timestamps (`CLOCK_TAI`; on Linux the kernel's software
 //!   stamp from an AF_PACKET socket on the link's interface). Each is converted to the backend's clock
 //!   ([`Nic::link_time`], which differs from the host's only under an emulated oscillator error) and then to
