@@ -262,3 +262,13 @@ fn a_one_step_master_locks_a_slave_and_its_syncs_carry_their_slot_time() {
     }
     assert_eq!(count(m, 0x8), 0, "no Follow_Up from a one-step master");
 }
+
+/// A one-step port cannot take its TX times from the host's release (host-paced links): refused, with the reason.
+#[test]
+fn a_one_step_port_refuses_tx_times_from_release() {
+    let mut one = node(Oscillator::default(), 10, 1, Opts { one_step: true, ..E2E });
+    let e = one.port.tx_on_release().unwrap_err();
+    assert!(e.to_string().contains("host-paced"), "{e}");
+    let mut two = node(Oscillator::default(), 10, 1, E2E);
+    assert_eq!(two.port.tx_on_release(), Ok(()));
+}

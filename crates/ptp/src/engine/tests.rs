@@ -82,11 +82,17 @@ impl World {
                 }
                 Output::SendGeneral { data } => {
                     *self.sent.entry((i, data[0] & 0x0F)).or_default() += 1;
+                    if data[0] & 0x0F == 0xA {
+                        assert_eq!(data[33], 0x7F, "Pdelay_Resp_Follow_Up's logMessageInterval");
+                    }
                     let f = self.frame(i, data);
                     self.push(t + self.delay, Ev::General(1 - i, f))
                 }
                 Output::SendEvent { mut data, token } => {
                     *self.sent.entry((i, data[0] & 0x0F)).or_default() += 1;
+                    if matches!(data[0] & 0x0F, 0x2 | 0x3) {
+                        assert_eq!(data[33], 0x7F, "Pdelay_Req/Resp's logMessageInterval (IEEE 1588-2019 Table 42)");
+                    }
                     // Into the sender's next slot: its TX time is that slot's EPHC time, exactly.
                     let k = self.nodes[i].osc.slot_at(t as f64) + 1;
                     let tx = self.nodes[i].clock.borrow().ephc().time_of(k);
