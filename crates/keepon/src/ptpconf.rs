@@ -1,13 +1,19 @@
 //! `[ptp]`: synchronising the link's EPHC to the network's PTP time (see `docs/config.md`).
 //!
 //! Read by `keepon daemon`. Every value is checked here, and an error names its key. What is not supported is
-//! an error, never a silent fallback: `delay_mechanism = "p2p"` is refused (the engine, statime 0.4 behind
-//! our interface, measures E2E only).
+//! an error, never a silent fallback: a key that does not apply (`log_pdelay_req_interval` with E2E,
+//! `log_delay_req_interval` with P2P, `one_step` on a slave) is refused, and so is `one_step = true` on a
+//! host-paced link ([`PtpConfig::check_link`]): one-step Sync writes the TX time into the Sync before it leaves,
+//! and there the TX time is known only after the host released the frame. keepon refuses rather than falling
+//! back to two-step, so a configuration means the same on every link.
 
 use serde::Deserialize;
 
 use keepon_core::isolation::ClassId;
 use keepon_core::time::Nanos;
+use keepon_nic::Timing;
+use keepon_ptp::engine::DelayMechanism;
+use keepon_ptp::port::OneStepNeedsSlotTime;
 use keepon_ptp::servo::ServoKind;
 use keepon_ptp::wire::Transport;
 
@@ -40,6 +46,10 @@ struct PtpSection {
     log_announce_interval: Option<i64>,
     #[serde(default)]
     log_delay_req_interval: Option<i64>,
+    #[serde(default)]
+    log_pdelay_req_interval: Option<i64>,
+    #[serde(default)]
+    one_step: Option<toml::Value>,
     #[serde(default)]
     priority1: Option<i64>,
     #[serde(default)]
@@ -78,8 +88,12 @@ pub struct PtpConfig {
     pub log_sync: i8,
     /// log₂ of the Announce interval (s), −3..=4.
     pub log_announce: i8,
-    /// log₂ of the Delay_Req interval (s), −7..=6.
-    pub log_delay_req: i8,
+    /// E2E (log₂ of the Delay_Req interval in s, −7..=6, as slave) or P2P (log₂ of the Pdelay_Req interval,
+    /// −7..=6, in every state).
+    pub delay: DelayMechanism,
+    /// As master, send one-step Sync (the TX time in the Sync, no Follow_Up); only on links whose slot time is
+    /// the TX time ([`PtpConfig::check_link`]).
+    pub one_step: bool,
     /// BMCA priority 1 (lower wins).
     pub priority1: u8,
     /// The servo.
@@ -149,16 +163,42 @@ impl PtpConfig {
             }
             (t, _) => return Err(ConfigError(format!("ptp.transport = \"{t}\": use \"l2\" or \"udpv4\""))),
         };
-        match s.delay_mechanism.as_deref().unwrap_or("e2e") {
-            "e2e" => {}
-            "p2p" => {
+        let delay = match (
+            s.delay_mechanism.as_deref().unwrap_or("e2e"),
+            s.log_delay_req_interval,
+            s.log_pdelay_req_interval,
+        ) {
+            ("e2e", v, None) => {
+                DelayMechanism::E2E { log_interval: int_in("log_delay_req_interval", v, 0, -7, 6)? as i8 }
+            }
+            ("p2p", None, v) => {
+                DelayMechanism::P2P { log_interval: int_in("log_pdelay_req_interval", v, 0, -7, 6)? as i8 }
+            }
+            ("e2e", _, Some(_)) => {
                 return Err(ConfigError(
-                    "ptp.delay_mechanism = \"p2p\" is not supported (the engine measures end-to-end delay only); \
-                     use \"e2e\""
+                    "ptp.log_pdelay_req_interval is only for delay_mechanism = \"p2p\" (E2E sends \
+                     ptp.log_delay_req_interval's Delay_Req)"
                         .into(),
                 ))
             }
-            d => return Err(ConfigError(format!("ptp.delay_mechanism = \"{d}\": use \"e2e\""))),
+            ("p2p", Some(_), _) => {
+                return Err(ConfigError(
+                    "ptp.log_delay_req_interval is only for delay_mechanism = \"e2e\" (P2P sends \
+                     ptp.log_pdelay_req_interval's Pdelay_Req)"
+                        .into(),
+                ))
+            }
+            (d, _, _) => return Err(ConfigError(format!("ptp.delay_mechanism = \"{d}\": use \"e2e\" or \"p2p\""))),
+        };
+        let one_step = match s.one_step {
+            None => false,
+            Some(toml::Value::Boolean(b)) => b,
+            Some(v) => return Err(ConfigError(format!("ptp.one_step = {v}: use true or false"))),
+        };
+        if one_step && role == Role::Slave {
+            return Err(ConfigError(
+                "ptp.one_step = true: a slave sends no Sync (one-step is for role = \"master\" or \"auto\")".into(),
+            ));
         }
         let class = cfg
             .ownership
@@ -190,13 +230,25 @@ impl PtpConfig {
             class,
             log_sync: int_in("log_sync_interval", s.log_sync_interval, 0, -7, 4)? as i8,
             log_announce: int_in("log_announce_interval", s.log_announce_interval, 1, -3, 4)? as i8,
-            log_delay_req: int_in("log_delay_req_interval", s.log_delay_req_interval, 0, -7, 6)? as i8,
+            delay,
+            one_step,
             priority1: int_in("priority1", s.priority1, 128, 0, 255)? as u8,
             servo,
             sync_threshold,
             tx_latency: latency("tx_latency", s.tx_latency)?,
             rx_latency: latency("rx_latency", s.rx_latency)?,
         }))
+    }
+}
+
+impl PtpConfig {
+    /// Refuse what this configuration cannot do on a link of `timing`: one-step Sync on a host-paced link (see
+    /// the module docs).
+    pub fn check_link(&self, timing: Timing) -> Result<(), ConfigError> {
+        if self.one_step && timing == Timing::HostPaced {
+            return Err(ConfigError(format!("ptp.one_step = true on this host-paced link: {OneStepNeedsSlotTime}")));
+        }
+        Ok(())
     }
 }
 
@@ -233,6 +285,7 @@ name = "be"
         let p = parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap();
         assert_eq!((p.role, p.domain, p.transport, p.servo), (Role::Auto, 0, Transport::L2, ServoKind::Kalman));
         assert_eq!((p.sync_threshold, p.tx_latency, p.rx_latency), (Nanos(1_000), Nanos(0), Nanos(0)));
+        assert_eq!((p.delay, p.one_step), (DelayMechanism::E2E { log_interval: 0 }, false));
         let p = parse(
             "[ptp]\nclass = \"ptp\"\nrole = \"slave\"\ndomain = 24\ntransport = \"udpv4\"\nipv4 = \"10.0.0.2\"\n\
              delay_mechanism = \"e2e\"\nlog_sync_interval = -3\nlog_announce_interval = 0\n\
@@ -244,10 +297,35 @@ name = "be"
         assert_eq!(p.role, Role::Slave);
         assert_eq!(p.domain, 24);
         assert_eq!(p.transport, Transport::UdpV4 { src: [10, 0, 0, 2] });
-        assert_eq!((p.log_sync, p.log_announce, p.log_delay_req, p.priority1), (-3, 0, -2, 200));
+        assert_eq!(
+            (p.log_sync, p.log_announce, p.delay, p.priority1),
+            (-3, 0, DelayMechanism::E2E { log_interval: -2 }, 200)
+        );
         assert_eq!((p.servo, p.sync_threshold), (ServoKind::Pi, Nanos(250)));
         assert_eq!((p.tx_latency, p.rx_latency), (Nanos(1_000), Nanos(12_000)));
         assert_eq!(p.class, ClassId(0));
+        let p = parse(
+            "[ptp]\nclass = \"ptp\"\nrole = \"master\"\ndelay_mechanism = \"p2p\"\nlog_pdelay_req_interval = -3\n\
+             one_step = true\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((p.delay, p.one_step), (DelayMechanism::P2P { log_interval: -3 }, true));
+        let p = parse("[ptp]\nclass = \"ptp\"\ndelay_mechanism = \"p2p\"\n").unwrap().unwrap();
+        assert_eq!((p.delay, p.one_step), (DelayMechanism::P2P { log_interval: 0 }, false));
+    }
+
+    /// One-step Sync needs the TX time before the frame leaves: refused on host-paced links, with the reason.
+    #[test]
+    fn one_step_is_refused_on_host_paced_links() {
+        let one = parse("[ptp]\nclass = \"ptp\"\none_step = true\n").unwrap().unwrap();
+        let two = parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap();
+        for t in [Timing::Simulated, Timing::LineRate, Timing::HostPaced] {
+            assert!(two.check_link(t).is_ok(), "{t:?}");
+        }
+        assert!(one.check_link(Timing::Simulated).is_ok() && one.check_link(Timing::LineRate).is_ok());
+        let e = one.check_link(Timing::HostPaced).unwrap_err().0;
+        assert!(e.starts_with("ptp.one_step = true on this host-paced link") && e.contains("one_step = false"), "{e}");
     }
 
     #[test]
@@ -261,8 +339,16 @@ name = "be"
             (format!("{c}transport = \"udpv4\""), "ptp.ipv4"),
             (format!("{c}transport = \"udpv4\"\nipv4 = \"10.0.0.256\""), "ptp.ipv4"),
             (format!("{c}ipv4 = \"10.0.0.1\""), "ptp.ipv4"),
-            (format!("{c}delay_mechanism = \"p2p\""), "not supported"),
             (format!("{c}delay_mechanism = \"x\""), "ptp.delay_mechanism"),
+            (format!("{c}delay_mechanism = \"p2p\"\nlog_pdelay_req_interval = 7"), "ptp.log_pdelay_req_interval"),
+            (format!("{c}delay_mechanism = \"p2p\"\nlog_delay_req_interval = 0"), "ptp.log_delay_req_interval is only"),
+            (format!("{c}log_pdelay_req_interval = 0"), "ptp.log_pdelay_req_interval is only"),
+            (
+                format!("{c}delay_mechanism = \"e2e\"\nlog_pdelay_req_interval = 0"),
+                "ptp.log_pdelay_req_interval is only",
+            ),
+            (format!("{c}one_step = 1"), "ptp.one_step = 1: use true or false"),
+            (format!("{c}one_step = true\nrole = \"slave\""), "ptp.one_step"),
             (format!("{c}log_sync_interval = 5"), "ptp.log_sync_interval"),
             (format!("{c}log_announce_interval = -4"), "ptp.log_announce_interval"),
             (format!("{c}log_delay_req_interval = 7"), "ptp.log_delay_req_interval"),

@@ -116,11 +116,22 @@ fn a_slave_without_a_master_refuses_scheduled_frames_and_still_sends_best_effort
 
 #[test]
 fn a_master_is_synchronised_and_sends_scheduled_frames_at_their_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut d = Daemon::start(
-        dir.path(),
-        "[ptp]\nclass = \"ptp\"\nrole = \"master\"\nlog_announce_interval = -3\nlog_sync_interval = -3\n",
+    let master = "[ptp]\nclass = \"ptp\"\nrole = \"master\"\nlog_announce_interval = -3\nlog_sync_interval = -3\n";
+    master_sends_on_time(master);
+}
+
+/// The same with one-step Sync and P2P: accepted on the simulated link, whose slot time is the TX time.
+#[test]
+fn a_one_step_p2p_master_is_synchronised_and_sends_scheduled_frames_at_their_time() {
+    master_sends_on_time(
+        "[ptp]\nclass = \"ptp\"\nrole = \"master\"\nlog_announce_interval = -3\nlog_sync_interval = -3\n\
+         one_step = true\ndelay_mechanism = \"p2p\"\nlog_pdelay_req_interval = -3\n",
     );
+}
+
+fn master_sends_on_time(ptp: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), ptp);
     let start = Instant::now();
     let t = loop {
         let t = d.client.time().unwrap();

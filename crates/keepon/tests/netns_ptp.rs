@@ -304,3 +304,31 @@ fn keepon_slave_relocks_after_a_10us_master_phase_jump() {
     let Some(i) = relock else { panic!("the slave did not re-lock within 40 s\n{}", slave.output()) };
     assert!(after[i].0 - t_jump <= 30.0, "re-lock took {:.1} s", after[i].0 - t_jump);
 }
+
+/// `ptp.one_step = true` on a host-paced link (veth) is refused at start, saying why: one-step Sync writes the TX
+/// time into the Sync before it leaves, and here that time is known only after the host released the frame. This
+/// is also why one-step Sync cannot be tried against ptp4l here: veth is host-paced.
+#[test]
+fn one_step_sync_is_refused_on_a_host_paced_link() {
+    if !support::is_root() {
+        println!("skipping: needs root (network namespaces)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    chmod(d, 0o755);
+    let topo = bridged("ku");
+    let sock = d.join("keepon.sock");
+    let cfg = d.join("K.toml");
+    std::fs::write(&cfg, keepon_conf(&sock, "0ns", 0.0, "role = \"master\"\none_step = true\n")).unwrap();
+    let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
+    let status = daemon.wait(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    let out = daemon.output();
+    assert!(!status.success(), "the daemon ran with one_step on veth\n{out}");
+    assert!(
+        out.contains("ptp.one_step = true on this host-paced link") && out.contains("one_step = false"),
+        "the refusal does not say why\n{out}"
+    );
+    assert!(!sock.exists(), "the daemon bound its socket before refusing\n{out}");
+    println!("refused: {}", out.lines().find(|l| l.contains("one_step")).unwrap_or_default());
+}

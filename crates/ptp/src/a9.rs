@@ -153,6 +153,7 @@ pub fn run(cfg: &A9Config) -> Result<Vec<A9Round>, ClockError> {
             at: slave.now(),
             sync_raw: Some(Nanos((t2 - t1).round() as i64)),
             delay_raw: Some(Nanos((t3 - t4).round() as i64)),
+            peer_delay: None,
         };
         servo.sample(s, &mut slave)?;
         after_correction = Some(theta(&slave, slave.now));

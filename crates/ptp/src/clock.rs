@@ -39,6 +39,8 @@ pub enum ClockError {
     NotFinite,
     /// A step that does not fit the clock's range.
     StepOutOfRange,
+    /// The clock takes no adjustment now (a servo absorbing a measurement that must not steer).
+    Frozen,
 }
 
 impl fmt::Display for ClockError {
@@ -47,6 +49,7 @@ impl fmt::Display for ClockError {
             ClockError::Ephc(e) => write!(f, "EPHC: {e}"),
             ClockError::NotFinite => write!(f, "frequency adjustment is not a finite number"),
             ClockError::StepOutOfRange => write!(f, "phase step does not fit the clock's range"),
+            ClockError::Frozen => write!(f, "the clock takes no adjustment now"),
         }
     }
 }

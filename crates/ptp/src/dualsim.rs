@@ -211,7 +211,12 @@ pub fn run(cfg: &DualSimConfig) -> Result<DualSimResult, ClockError> {
             let k3 = osc.slot_at(arrive + cfg.poll_period.0 as f64) + 1;
             let t3 = clock.ephc().time_of(k3).0;
             let t4 = EPOCH.0 + (osc.start_of(k3) + d).round() as i64;
-            let s = Sample { at: clock.now(), sync_raw: Some(Nanos(t2 - t1)), delay_raw: Some(Nanos(t3 - t4)) };
+            let s = Sample {
+                at: clock.now(),
+                sync_raw: Some(Nanos(t2 - t1)),
+                delay_raw: Some(Nanos(t3 - t4)),
+                peer_delay: None,
+            };
             if cfg.dual {
                 // PTP sets the RX clock's phase (its rate is A's already); the TX EPHC follows through the local
                 // loop, or is stepped with it when the offset is beyond τ (at lock-in).

@@ -1,13 +1,22 @@
-//! The PTP engine: statime's port and instance (BMCA, E2E message exchange) behind our own sans-IO interface,
-//! with one of our [`Servo`]s as its filter and a shared [`ServoClock`] (the EPHC) as its clock.
+//! The PTP engine: statime's port and instance (BMCA, the E2E or P2P delay mechanism) behind our own sans-IO
+//! interface, with one of our [`Servo`]s as its filter and a shared [`ServoClock`] (the EPHC) as its clock.
 //!
 //! Inputs: received messages with their RX time ([`PtpEngine::on_event`], [`PtpEngine::on_general`]), the
 //! exact TX time of each event message the engine asked to send ([`PtpEngine::on_tx_time`] — on keepon this is
 //! the slot's EPHC time, known when the message is placed), and expired timers ([`PtpEngine::on_timer`]).
 //! Outputs: [`Output`]s — messages to send, timers to (re)arm. Nothing here reads a clock or touches a socket.
 //!
-//! Not yet: P2P (the servos take E2E measurements only), one-step Sync (statime 0.4 sends two-step), and
-//! wiring into the station's insertion path and the daemon.
+//! **Delay mechanisms.** E2E: a slave sends Delay_Req to the master ([`Timer::DelayRequest`]). P2P: every port,
+//! master or slave, measures the delay of its link with Pdelay_Req every `2^log_interval` s (the same timer;
+//! statime only arms it on becoming slave, so the engine arms it at start) and answers a peer's Pdelay_Req with
+//! Pdelay_Resp and Pdelay_Resp_Follow_Up in every state. Pdelay_Req and Pdelay_Resp are event messages: their TX
+//! times come back through [`PtpEngine::on_tx_time`] like Sync's and Delay_Req's (the Follow_Up of a
+//! Pdelay_Resp carries its TX time). A servo takes each peer delay as a sample of its own; a Sync's offset is
+//! `t2 − t1 −` the link delay. statime asks for no timer beyond E2E's.
+//!
+//! **One-step Sync.** statime 0.4 sends two-step Sync. A driver that knows a Sync's TX time before it leaves
+//! (keepon: the slot's EPHC time) may write it into the Sync ([`crate::wire::make_one_step`]) and hand it back
+//! with [`PtpEngine::on_one_step_sent`], which drops the Follow_Up statime makes for it.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -16,7 +25,7 @@ use keepon_core::time::{Nanos, Tai};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use statime::config::{
-    AcceptAnyMaster, ClockIdentity, DelayMechanism, InstanceConfig, LeapIndicator, PortConfig, PtpMinorVersion, SdoId,
+    AcceptAnyMaster, ClockIdentity, InstanceConfig, LeapIndicator, PortConfig, PtpMinorVersion, SdoId,
     TimePropertiesDS, TimeSource,
 };
 use statime::filters::{Filter, FilterEstimate, FilterUpdate};
@@ -45,10 +54,26 @@ pub struct EngineConfig {
     pub log_sync: i8,
     /// log₂ of the Announce interval.
     pub log_announce: i8,
-    /// log₂ of the Delay_Req interval.
-    pub log_delay_req: i8,
+    /// How the path delay is measured.
+    pub delay: DelayMechanism,
     /// The servo.
     pub servo: ServoKind,
+}
+
+/// How the path delay is measured, with the log₂ of the request interval in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelayMechanism {
+    /// End to end: a slave's Delay_Req to the master, answered with Delay_Resp.
+    E2E {
+        /// log₂ of the Delay_Req interval.
+        log_interval: i8,
+    },
+    /// Peer to peer: every port's Pdelay_Req to its link partner, answered with Pdelay_Resp and
+    /// Pdelay_Resp_Follow_Up.
+    P2P {
+        /// log₂ of the Pdelay_Req interval.
+        log_interval: i8,
+    },
 }
 
 /// Timers the engine asks for.
@@ -58,7 +83,7 @@ pub enum Timer {
     Announce,
     /// Send a Sync.
     Sync,
-    /// Send a Delay_Req.
+    /// Send a Delay_Req (E2E) or a Pdelay_Req (P2P).
     DelayRequest,
     /// No Announce from the master in time.
     AnnounceReceipt,
@@ -76,14 +101,14 @@ pub struct TxToken(TimestampContext);
 /// What the engine asks the driver to do.
 #[derive(Debug)]
 pub enum Output {
-    /// Send an event message (Sync, Delay_Req) and hand its TX time back with the token.
+    /// Send an event message (Sync, Delay_Req, Pdelay_Req, Pdelay_Resp) and hand its TX time back with the token.
     SendEvent {
         /// The PTP message.
         data: Vec<u8>,
         /// Return with [`PtpEngine::on_tx_time`].
         token: TxToken,
     },
-    /// Send a general message (Announce, Follow_Up, Delay_Resp).
+    /// Send a general message (Announce, Follow_Up, Delay_Resp, Pdelay_Resp_Follow_Up).
     SendGeneral {
         /// The PTP message.
         data: Vec<u8>,
@@ -190,6 +215,7 @@ impl Filter for ServoFilter {
             at: Tai(i64::try_from(m.event_time.nanos().to_num::<u128>()).unwrap_or(i64::MAX)),
             sync_raw: m.raw_sync_offset.map(from_statime_duration),
             delay_raw: m.raw_delay_offset.map(from_statime_duration),
+            peer_delay: m.peer_delay.map(from_statime_duration),
         };
         let mut c = FromStatime { clock, ppt: &mut self.ppt };
         let locked = self.servo.status().state == ServoState::Locked;
@@ -240,8 +266,10 @@ fn to_nanos(d: core::time::Duration) -> Nanos {
     Nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// The logMessageInterval values this port announces (statime 0.4.0 writes 0 into Sync, Follow_Up and
-/// Announce; a receiver such as ptp4l takes its Sync interval from the Sync's field, IEEE 1588-2019 Table 42).
+/// The logMessageInterval values this port announces (statime 0.4.0 writes 0 into Sync, Follow_Up, Announce and
+/// the peer-delay messages; a receiver such as ptp4l takes its Sync interval from the Sync's field). IEEE
+/// 1588-2019 Table 42: the Sync interval in Sync and Follow_Up, the Announce interval in Announce, 0x7F in
+/// Pdelay_Req, Pdelay_Resp and Pdelay_Resp_Follow_Up.
 #[derive(Clone, Copy, Debug)]
 struct Intervals {
     log_sync: i8,
@@ -249,7 +277,7 @@ struct Intervals {
 }
 
 impl Intervals {
-    /// Set the logMessageInterval of outgoing Sync, Follow_Up and Announce messages.
+    /// Set the logMessageInterval of outgoing Sync, Follow_Up, Announce and peer-delay messages.
     fn stamp(self, out: &mut [Output]) {
         for o in out {
             let data = match o {
@@ -262,6 +290,7 @@ impl Intervals {
             data[33] = match data[0] & 0x0F {
                 0x0 | 0x8 => self.log_sync as u8,
                 0xB => self.log_announce as u8,
+                0x2 | 0x3 | 0xA => 0x7F,
                 _ => continue,
             };
         }
@@ -312,9 +341,17 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         let tp =
             TimePropertiesDS::new_ptp_time(None, LeapIndicator::NoLeap, false, false, TimeSource::InternalOscillator);
         let instance: &'static Inst = Box::leak(Box::new(PtpInstance::new(instance_cfg, tp)));
+        let delay_mechanism = match cfg.delay {
+            DelayMechanism::E2E { log_interval } => {
+                statime::config::DelayMechanism::E2E { interval: Interval::from_log_2(log_interval) }
+            }
+            DelayMechanism::P2P { log_interval } => {
+                statime::config::DelayMechanism::P2P { interval: Interval::from_log_2(log_interval) }
+            }
+        };
         let port_cfg = PortConfig {
             acceptable_master_list: AcceptAnyMaster,
-            delay_mechanism: DelayMechanism::E2E { interval: Interval::from_log_2(cfg.log_delay_req) },
+            delay_mechanism,
             announce_interval: Interval::from_log_2(cfg.log_announce),
             announce_receipt_timeout: 3,
             sync_interval: Interval::from_log_2(cfg.log_sync),
@@ -331,6 +368,10 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         let mut out = Vec::new();
         collect(actions, &mut out);
         out.push(Output::SetTimer { timer: Timer::Bmca, after: to_nanos(instance.bmca_interval()) });
+        if matches!(cfg.delay, DelayMechanism::P2P { .. }) {
+            // Every P2P port measures its link, whatever its state (statime starts only on becoming slave).
+            out.push(Output::SetTimer { timer: Timer::DelayRequest, after: Nanos::ZERO });
+        }
         let intervals = Intervals { log_sync: cfg.log_sync, log_announce: cfg.log_announce };
         intervals.stamp(&mut out);
         (PtpEngine { instance, intervals, port: Some(port), status, outliers }, out)
@@ -345,7 +386,7 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         out
     }
 
-    /// An event message (Sync, Delay_Req) arrived at local time `rx`.
+    /// An event message (Sync, Delay_Req, Pdelay_Req, Pdelay_Resp) arrived at local time `rx`.
     pub fn on_event(&mut self, data: &[u8], rx: Tai) -> Vec<Output> {
         self.with_port(|p, out| collect(p.handle_event_receive(data, to_statime_time(rx)), out))
     }
@@ -358,6 +399,20 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     /// An event message left at local time `tx` (on keepon: its slot's EPHC time, plus the MAC/PHY constant).
     pub fn on_tx_time(&mut self, token: TxToken, tx: Tai) -> Vec<Output> {
         self.with_port(|p, out| collect(p.handle_send_timestamp(token.0, to_statime_time(tx)), out))
+    }
+
+    /// A Sync this engine asked to send left as one-step Sync at local time `tx` (the time written into it, see
+    /// [`crate::wire::make_one_step`]; `sequence_id` is the Sync's): the engine takes its TX time, and the
+    /// Follow_Up statime makes for it is dropped — a one-step Sync has none.
+    pub fn on_one_step_sent(&mut self, token: TxToken, sequence_id: u16, tx: Tai) -> Vec<Output> {
+        let mut out = self.on_tx_time(token, tx);
+        out.retain(|o| match o {
+            Output::SendGeneral { data } => {
+                !(data.first().is_some_and(|b| b & 0x0F == 0x8) && crate::wire::sequence_id(data) == Some(sequence_id))
+            }
+            _ => true,
+        });
+        out
     }
 
     /// A timer expired.

@@ -7,8 +7,8 @@
 //! grid with it; the bridge to statime's `Clock`), [`servo`] (one trait, explicit states, three servos:
 //! statime's Kalman filter, a PI servo, the paper's moving-average frequency filter), [`engine`] (statime's
 //! port and BMCA behind our own sans-IO interface: messages, exact TX times and timers in, messages and timers
-//! out), [`port`] (the engine on a station: PTP frames through the insertion path with exact TX times,
-//! adjustments through `Station::adjust_clock`), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
+//! out; E2E or P2P delay), [`port`] (the engine on a station: PTP frames through the insertion path with exact TX
+//! times, one-step Sync where the slot time is the TX time, adjustments through `Station::adjust_clock`), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
 //! granularity/jitter study), [`dualsim`] (two stations back to back, single vs dual clock), [`wire`] (PTP over
 //! L2 and UDPv4: checked parse, emit).
 //!

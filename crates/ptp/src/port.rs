@@ -8,6 +8,13 @@
 //! - The engine's clock is a mirror of the station's EPHC, refreshed before every engine call; whatever the
 //!   servo did to it is applied to the station with [`Station::adjust_clock`] (the schedule's grid moves too).
 //! - Timers are kept here, in host time; call [`PtpPort::poll`] from the poll loop.
+//! - With [`PortConfig::one_step`], a Sync is one-step: its slot is chosen first, and the slot's EPHC time plus
+//!   the MAC/PHY constant — the TX time, known before the frame leaves — is written into it
+//!   ([`crate::wire::make_one_step`]); no Follow_Up is sent. That needs a link whose slot time is the TX time (the
+//!   simulated NIC, line-rate NICs): on host-paced links the TX time is known only after the host released the
+//!   frame, and [`PtpPort::tx_on_release`] refuses a one-step port. Should a clock adjustment move the Sync's
+//!   slot after it was written (a master does not steer, so this is not expected), the port reports
+//!   [`PortError::OneStepOff`].
 //!
 //! Frame ids of PTP frames have the top bit set ([`PTP_ID_BIT`]); applications must not use such ids.
 
@@ -23,7 +30,7 @@ use keepon_core::time::{Nanos, Tai};
 use crate::clock::EphcClock;
 use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
 use crate::servo::ServoStatus;
-use crate::wire::{Class, Transport, WireError};
+use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError};
 
 /// Frame ids with this bit set belong to the PTP port.
 pub const PTP_ID_BIT: u64 = 1 << 63;
@@ -45,6 +52,24 @@ pub struct PortConfig {
     pub tx_constant: Nanos,
     /// Subtracted from RX times (the calibrated RX latency).
     pub rx_latency: Nanos,
+    /// Send one-step Sync (as master): the TX time written into the Sync, no Follow_Up. Only where the slot time
+    /// is the TX time (see the module docs).
+    pub one_step: bool,
+}
+
+/// A one-step port on a host-paced link: refused by [`PtpPort::tx_on_release`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneStepNeedsSlotTime;
+
+impl core::fmt::Display for OneStepNeedsSlotTime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "one-step Sync writes the TX time into the Sync before it leaves; on a host-paced link (no line \
+             clock, e.g. veth) a frame leaves when the host releases it, later than its slot, and that time is \
+             known only afterwards — use two-step Sync (one_step = false), whose Follow_Up carries the real TX time"
+        )
+    }
 }
 
 /// Problems the port reports (none of them stops it).
@@ -58,6 +83,9 @@ pub enum PortError {
     NoSlot,
     /// The station refused a clock adjustment (it stays unapplied).
     Adjust,
+    /// A one-step Sync left this much later than the time written into it (a clock adjustment moved its slot
+    /// after it was placed).
+    OneStepOff(Nanos),
 }
 
 /// A PTP port on a station.
@@ -69,6 +97,8 @@ pub struct PtpPort {
     tokens: HashMap<FrameId, TxToken>,
     /// With [`PtpPort::tx_on_release`]: PTP frames sent, waiting for the time the backend released them.
     awaiting: HashMap<FrameId, (TxToken, Tai)>,
+    /// One-step Syncs placed, with the slot time written into them (less the TX constant).
+    one_step: HashMap<FrameId, Tai>,
     tx_on_release: bool,
     next_id: u64,
     last_slot: Option<u64>,
@@ -112,6 +142,7 @@ impl PtpPort {
             timers: HashMap::new(),
             tokens: HashMap::new(),
             awaiting: HashMap::new(),
+            one_step: HashMap::new(),
             tx_on_release: false,
             next_id: 0,
             last_slot: None,
@@ -158,27 +189,46 @@ impl PtpPort {
                 Output::SetTimer { timer, after } => {
                     self.timers.insert(timer, now + after);
                 }
+                Output::SendEvent { mut data, token }
+                    if self.cfg.one_step && data.first().is_some_and(|b| b & 0x0F == 0x0) =>
+                {
+                    self.one_step_sync(&mut data, token, station, now);
+                }
                 Output::SendEvent { data, token } => {
-                    if let Some(id) = self.submit(&data, station, now) {
+                    if let Some(id) = self.slot(station).and_then(|k| self.submit(&data, k, station, now)) {
                         self.tokens.insert(id, token);
                     }
                 }
                 Output::SendGeneral { data } => {
-                    let _ = self.submit(&data, station, now);
+                    let _ = self.slot(station).and_then(|k| self.submit(&data, k, station, now));
                 }
             }
         }
     }
 
-    /// Schedule a message into the next free slot of the PTP class at least `lead` ahead.
-    fn submit(&mut self, msg: &[u8], station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
-        let data = match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
-            Ok(d) => d,
-            Err(e) => {
-                self.errors.push(PortError::Wire(e));
-                return None;
+    /// Send `sync` one-step: into the next slot, carrying that slot's EPHC time plus the TX constant, and tell
+    /// the engine it left then (no Follow_Up). A Sync that cannot carry its time goes two-step.
+    fn one_step_sync(&mut self, sync: &mut [u8], token: TxToken, station: &mut Station<Vec<u8>>, now: Tai) {
+        let Some(k) = self.slot(station) else { return };
+        let slot_time = station.ephc().time_of(k);
+        let tx = slot_time + self.cfg.tx_constant;
+        if make_one_step(sync, tx).is_err() {
+            if let Some(id) = self.submit(sync, k, station, now) {
+                self.tokens.insert(id, token);
             }
-        };
+            return;
+        }
+        let Some(seq) = sequence_id(sync) else { return };
+        let Some(id) = self.submit(sync, k, station, now) else { return };
+        self.one_step.insert(id, slot_time);
+        self.mirror(station, now);
+        let outs = self.engine.on_one_step_sent(token, seq, tx);
+        self.apply(station);
+        self.outputs(outs, station, now);
+    }
+
+    /// The next free slot of the PTP class at least `lead` ahead (after the last one taken).
+    fn slot(&mut self, station: &Station<Vec<u8>>) -> Option<u64> {
         let own = &station.config().ownership;
         let n = station.ring().len();
         let phase = station.phase();
@@ -196,6 +246,18 @@ impl PtpPort {
             return None;
         };
         self.last_slot = Some(k);
+        Some(k)
+    }
+
+    /// Schedule a message into slot `k` (from [`PtpPort::slot`]).
+    fn submit(&mut self, msg: &[u8], k: u64, station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
+        let data = match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
+            Ok(d) => d,
+            Err(e) => {
+                self.errors.push(PortError::Wire(e));
+                return None;
+            }
+        };
         let j = u64::try_from(i128::from(k) + i128::from(station.schedule_shift())).ok()?;
         let txtime = station.schedule().time_of(j);
         self.next_id += 1;
@@ -232,6 +294,14 @@ impl PtpPort {
         if o.id.0 & PTP_ID_BIT == 0 {
             return false;
         }
+        if let Some(written) = self.one_step.remove(&o.id) {
+            match o.result {
+                Ok(sent) if sent.time != written => self.errors.push(PortError::OneStepOff(sent.time - written)),
+                Ok(_) => {}
+                Err(why) => self.errors.push(PortError::Rejected(why)),
+            }
+            return true;
+        }
         let token = self.tokens.remove(&o.id);
         match (o.result, token) {
             (Ok(sent), Some(token)) if self.tx_on_release => {
@@ -250,9 +320,14 @@ impl PtpPort {
     }
 
     /// Take event messages' TX times from when the backend released them ([`PtpPort::on_released`]) instead of
-    /// their slot's time: for host-paced links, where a slot released late leaves late.
-    pub fn tx_on_release(&mut self) {
+    /// their slot's time: for host-paced links, where a slot released late leaves late. Refused for a one-step
+    /// port, which must know the TX time before the frame leaves.
+    pub fn tx_on_release(&mut self) -> Result<(), OneStepNeedsSlotTime> {
+        if self.cfg.one_step {
+            return Err(OneStepNeedsSlotTime);
+        }
         self.tx_on_release = true;
+        Ok(())
     }
 
     /// How far behind their slots PTP event messages left, so far.

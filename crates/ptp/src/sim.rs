@@ -159,8 +159,10 @@ pub fn run<S: Servo>(cfg: &SimConfig, servo: &mut S) -> Result<Vec<SimRow>, Cloc
             ts + cfg.delay.0 as f64 + cfg.rx_latency.0 as f64 + rng.gen_range(0.0..=cfg.rx_jitter.0.max(0) as f64);
         clock.advance_to(osc.slot_at(arrive));
         let t2 = clock.now().0 - cfg.rx_correction.0;
-        let status =
-            servo.sample(Sample { at: clock.now(), sync_raw: Some(Nanos(t2 - t1)), delay_raw: None }, &mut clock)?;
+        let status = servo.sample(
+            Sample { at: clock.now(), sync_raw: Some(Nanos(t2 - t1)), delay_raw: None, peer_delay: None },
+            &mut clock,
+        )?;
         rows.push(SimRow {
             t: Nanos(ts as i64),
             true_error,
@@ -173,7 +175,10 @@ pub fn run<S: Servo>(cfg: &SimConfig, servo: &mut S) -> Result<Vec<SimRow>, Cloc
         clock.advance_to(k3);
         let t3 = clock.ephc().time_of(k3).0;
         let t4 = EPOCH.0 + master(osc.start_of(k3) + cfg.delay.0 as f64).round() as i64;
-        servo.sample(Sample { at: clock.now(), sync_raw: None, delay_raw: Some(Nanos(t3 - t4)) }, &mut clock)?;
+        servo.sample(
+            Sample { at: clock.now(), sync_raw: None, delay_raw: Some(Nanos(t3 - t4)), peer_delay: None },
+            &mut clock,
+        )?;
         n += 1;
     }
     Ok(rows)

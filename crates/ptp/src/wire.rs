@@ -9,8 +9,13 @@
 //! received frame apart, checking every length and header field it relies on, and says whether the message
 //! is an event (timestamped) or a general message. Frames shorter than the minimum are padded by the station
 //! (every keepon frame fills its slot), so trailing bytes after the PTP message are ignored.
+//!
+//! [`make_one_step`] turns a two-step Sync into a one-step one (its TX time written into it, twoStepFlag
+//! cleared); its length stays 44, the bare Sync a receiver such as ptp4l requires.
 
 use core::fmt;
+
+use keepon_core::time::Tai;
 
 /// The PTP ethertype.
 pub const ETHERTYPE_PTP: u16 = 0x88F7;
@@ -106,6 +111,51 @@ fn is_pdelay(msg: &[u8]) -> bool {
 /// and read no TLVs, so they carry none.
 fn admits_tlv(msg: &[u8]) -> bool {
     !matches!(msg[0] & 0x0F, 0x0 | 0x2 | 0x3)
+}
+
+/// The messageType of a Sync.
+const SYNC: u8 = 0x0;
+/// The twoStepFlag: bit 1 of the first flagField octet (header byte 6).
+const TWO_STEP: u8 = 0x02;
+
+/// The header's sequenceId.
+pub fn sequence_id(msg: &[u8]) -> Option<u16> {
+    msg.get(30..32).map(|b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Why a Sync cannot be made one-step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OneStepError {
+    /// Not a bare PTPv2 Sync (messageType 0, 44 bytes).
+    NotSync,
+    /// A time before the PTP epoch, which a timestamp cannot carry.
+    BeforeEpoch(Tai),
+}
+
+impl fmt::Display for OneStepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OneStepError::NotSync => write!(f, "not a PTPv2 Sync of 44 bytes"),
+            OneStepError::BeforeEpoch(t) => write!(f, "TX time {} ns is before the PTP epoch", t.0),
+        }
+    }
+}
+
+/// Make `msg`, a two-step Sync, one-step: its originTimestamp becomes `origin` (the time it leaves, on the
+/// PTP timescale: 48-bit seconds and 32-bit nanoseconds), its twoStepFlag is cleared, its correctionField
+/// (sub-nanoseconds; `origin` is whole nanoseconds) is left as it is. The message keeps its length.
+pub fn make_one_step(msg: &mut [u8], origin: Tai) -> Result<(), OneStepError> {
+    if msg.len() != 44 || msg[0] & 0x0F != SYNC || msg[1] & 0x0F != 2 || u16::from_be_bytes([msg[2], msg[3]]) != 44 {
+        return Err(OneStepError::NotSync);
+    }
+    if origin.0 < 0 {
+        return Err(OneStepError::BeforeEpoch(origin));
+    }
+    let (secs, ns) = (origin.0 / 1_000_000_000, origin.0 % 1_000_000_000);
+    msg[6] &= !TWO_STEP;
+    msg[34..40].copy_from_slice(&secs.to_be_bytes()[2..]);
+    msg[40..44].copy_from_slice(&(ns as u32).to_be_bytes());
+    Ok(())
 }
 
 fn ipv4_checksum(h: &[u8]) -> u16 {
@@ -284,6 +334,33 @@ mod tests {
         assert_eq!(Transport::L2.emit_for_slot(src, &fup, 60).unwrap(), Transport::L2.emit(src, &fup).unwrap());
         let t = Transport::UdpV4 { src: [10, 0, 0, 1] };
         assert_eq!(t.emit_for_slot(src, &fup, 1226).unwrap(), t.emit(src, &fup).unwrap());
+    }
+
+    /// A two-step Sync as statime makes it (twoStepFlag set, originTimestamp zero) becomes one-step: flag
+    /// cleared, the time in the origin timestamp, nothing else changed.
+    #[test]
+    fn a_sync_becomes_one_step() {
+        let mut sync = msg(0x0, 44);
+        sync[6] = 0x02 | 0x04; // twoStep and unicast
+        sync[8..16].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0x12, 0x34]); // correctionField
+        sync[30..32].copy_from_slice(&[0xBE, 0xEF]);
+        let before = sync.clone();
+        // 1 700 000 000.123456789 s = 0x6553_F100 s.
+        make_one_step(&mut sync, Tai(1_700_000_000_123_456_789)).unwrap();
+        assert_eq!(sync[6], 0x04, "twoStepFlag cleared, the other flags kept");
+        assert_eq!(&sync[34..44], &[0, 0, 0x65, 0x53, 0xF1, 0x00, 0x07, 0x5B, 0xCD, 0x15]);
+        assert_eq!((&sync[..6], &sync[7..34]), (&before[..6], &before[7..34]), "the rest of the header is kept");
+        assert_eq!(sequence_id(&sync), Some(0xBEEF));
+        // Seconds beyond 32 bits land in the top 16 of the 48.
+        make_one_step(&mut sync, Tai((1i64 << 32) * 1_000_000_000 + 5)).unwrap();
+        assert_eq!(&sync[34..44], &[0, 1, 0, 0, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(make_one_step(&mut sync, Tai(-1)), Err(OneStepError::BeforeEpoch(Tai(-1))));
+        for mut other in [msg(0x8, 44), msg(0x1, 44), msg(0x0, 54), msg(0x0, 34)] {
+            let was = other.clone();
+            assert_eq!(make_one_step(&mut other, Tai(1)), Err(OneStepError::NotSync));
+            assert_eq!(other, was, "left untouched");
+        }
+        assert_eq!(sequence_id(&[0; 31]), None);
     }
 
     #[test]

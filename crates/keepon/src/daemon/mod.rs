@@ -324,6 +324,9 @@ pub fn serve_with<N: Nic>(
 ) -> Result<DaemonStats, String> {
     let limits = &dcfg.limits;
     let ptp = PtpConfig::from_config(cfg).map_err(|e| e.to_string())?;
+    if let Some(p) = &ptp {
+        p.check_link(nic.timing()).map_err(|e| e.to_string())?;
+    }
     let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
     let setup = ptp.map(|p| (p, link.unwrap_or(PtpLink { mac: DEFAULT_PTP_MAC, rx: Box::new(NoRx) })));
     let result = serve_bound(cfg, dcfg, nic, setup, stop, duration, &mut bound, limits);
@@ -365,14 +368,17 @@ fn serve_bound<N: Nic>(
         }
         driver.nic.wait(cfg.poll_period);
     }
-    let mut ptp: Option<(Sync, Tai)> = setup.map(|(p, link)| {
-        let now = driver.nic.now();
-        let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
-        if driver.nic.timing() == keepon_nic::Timing::HostPaced {
-            sync.tx_on_release();
+    let mut ptp: Option<(Sync, Tai)> = match setup {
+        Some((p, link)) => {
+            let now = driver.nic.now();
+            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
+            if driver.nic.timing() == keepon_nic::Timing::HostPaced {
+                sync.tx_on_release()?;
+            }
+            Some((sync, now))
         }
-        (sync, now)
-    });
+        None => None,
+    };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);

@@ -2,7 +2,11 @@
 //! "is the EPHC network time?" that gates scheduled submits.
 //!
 //! - TX: the port schedules event and general messages through the station's insertion path in the `[ptp]`
-//!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact.
+//!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact (on host-paced links:
+//!   the time the host released it). With `ptp.one_step` a Sync carries that time itself and has no Follow_Up;
+//!   the daemon refuses it on host-paced links before it starts ([`PtpConfig::check_link`]).
+//! - Delay: `ptp.delay_mechanism` E2E (a slave's Delay_Req) or P2P (Pdelay_Req from every state, answered in
+//!   every state); the status line's path delay is the link delay with P2P, a master's too.
 //! - RX: an [`RxSource`] hands in frames with host timestamps (`CLOCK_TAI`; on Linux the kernel's software
 //!   stamp from an AF_PACKET socket on the link's interface). Each is converted to the backend's clock
 //!   ([`Nic::link_time`], which differs from the host's only under an emulated oscillator error) and then to
@@ -104,7 +108,7 @@ impl Sync {
             master_only: cfg.role == Role::Master,
             log_sync: cfg.log_sync,
             log_announce: cfg.log_announce,
-            log_delay_req: cfg.log_delay_req,
+            delay: cfg.delay,
             servo: cfg.servo,
         };
         // Schedule PTP frames beyond the posted slots and one poll: the insertion window starts `batch` slots
@@ -120,6 +124,7 @@ impl Sync {
             lead,
             tx_constant: cfg.tx_latency,
             rx_latency: cfg.rx_latency,
+            one_step: cfg.one_step,
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
@@ -222,8 +227,9 @@ impl Sync {
     }
 
     /// Take PTP TX times from the backend's release times (host-paced links: a slot released late leaves late).
-    pub fn tx_on_release(&mut self) {
-        self.port.tx_on_release();
+    /// Refused with one-step Sync (checked before start by [`PtpConfig::check_link`]).
+    pub fn tx_on_release(&mut self) -> Result<(), String> {
+        self.port.tx_on_release().map_err(|e| format!("ptp.one_step = true on this host-paced link: {e}"))
     }
 
     /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).

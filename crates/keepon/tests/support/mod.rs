@@ -45,6 +45,8 @@ pub struct Bridged {
     pub talker: String,
     /// Listener namespace.
     pub listener: String,
+    /// The bridge's namespace.
+    pub bridge: String,
     /// Namespaces, deleted on drop.
     _guard: Namespaces,
 }
@@ -70,7 +72,7 @@ pub fn bridged(prefix: &str) -> Bridged {
     for (ns, dev) in devs {
         ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
     }
-    Bridged { talker: t, listener: l, _guard: guard }
+    Bridged { talker: t, listener: l, bridge: b, _guard: guard }
 }
 
 /// A child process the test started. Its output goes to files; dropping it kills it by its pid (SIGKILL)

@@ -43,7 +43,25 @@ pub fn ptp4l_conf(dir: &Path, master: bool) -> PathBuf {
     p
 }
 
+/// [`ptp4l_conf`] with the peer-to-peer delay mechanism (Pdelay_Req at 4 Hz).
+pub fn ptp4l_conf_p2p(dir: &Path, master: bool) -> PathBuf {
+    let p = ptp4l_conf(dir, master);
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("delay_mechanism P2P\nlogMinPdelayReqInterval -2\n");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 pub fn keepon_conf(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
+    keepon_conf_with(sock, offset, ppm, "log_delay_req_interval = -4", ptp)
+}
+
+/// [`keepon_conf`] measuring the path delay peer to peer (Pdelay_Req at 4 Hz, as [`ptp4l_conf_p2p`]).
+pub fn keepon_conf_p2p(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
+    keepon_conf_with(sock, offset, ppm, "delay_mechanism = \"p2p\"\nlog_pdelay_req_interval = -2", ptp)
+}
+
+fn keepon_conf_with(sock: &Path, offset: &str, ppm: f64, delay: &str, ptp: &str) -> String {
     format!(
         r#"
 [link]
@@ -70,7 +88,7 @@ socket = "{}"
 class = "ptp"
 log_sync_interval = -4
 log_announce_interval = -2
-log_delay_req_interval = -4
+{delay}
 sync_threshold = "20us"
 {ptp}
 "#,

@@ -1,8 +1,10 @@
 //! statime's Kalman filter behind our [`Servo`] trait.
 //!
-//! The filter estimates offset, frequency and mean delay jointly from the raw Sync and Delay_Req differences,
-//! steers by frequency for `steer_time` after each measurement (then asks for an update, which returns to its
-//! frequency estimate), and steps above its step threshold (1 ms by default).
+//! The filter estimates offset, frequency and mean delay jointly from the raw Sync and Delay_Req differences (or,
+//! with P2P, the raw Sync differences and the measured peer delays), steers by frequency for `steer_time` after
+//! each measurement (then asks for an update, which returns to its frequency estimate), and steps above its step
+//! threshold (1 ms by default). A peer delay alone only updates the filter's delay: statime's filter would also
+//! steer on it, from its last offset estimate — on a master too, whose filter outlived its slave state.
 
 use keepon_core::time::{Nanos, Tai};
 use statime::filters::{Filter, KalmanConfiguration, KalmanFilter};
@@ -17,7 +19,10 @@ pub struct KalmanServo {
     filter: KalmanFilter,
     status: ServoStatus,
     update_due: Option<Tai>,
+    /// A Sync was measured (the offset estimate means something).
     measured: bool,
+    /// A Sync or a peer delay was measured (the delay estimate means something).
+    delay_measured: bool,
     /// The latest clock time the filter has seen (its filter time cannot be later), moved with every step.
     /// statime's filter must never run backwards from it (it asserts so): the filter reads the clock through
     /// [`Floor`], which never reads earlier. An event time can be a little ahead of the driver's reading (a
@@ -40,6 +45,7 @@ impl KalmanServo {
             status: ServoStatus::INITIAL,
             update_due: None,
             measured: false,
+            delay_measured: false,
             seen: None,
         }
     }
@@ -48,8 +54,10 @@ impl KalmanServo {
         let est = self.filter.current_estimates();
         if self.measured {
             self.status.offset = Some(from_statime_duration(est.offset_from_master));
-            self.status.mean_delay = Some(from_statime_duration(est.mean_delay));
             self.status.state = if steps > 0 { ServoState::Stepping } else { ServoState::Locked };
+        }
+        if self.delay_measured {
+            self.status.mean_delay = Some(from_statime_duration(est.mean_delay));
         }
         self.status.freq_ppb = clock.freq_ppt() as f64 / 1000.0;
         if let Some(d) = next {
@@ -57,6 +65,24 @@ impl KalmanServo {
             self.update_due = Some(clock.now() + Nanos(ns));
         }
         self.status
+    }
+}
+
+/// A clock that refuses every adjustment: the filter absorbs a peer delay through it without steering.
+struct Frozen<'a, C>(&'a mut C);
+
+impl<C: ServoClock> ServoClock for Frozen<'_, C> {
+    fn now(&self) -> Tai {
+        self.0.now()
+    }
+    fn step(&mut self, _: Nanos) -> Result<Tai, ClockError> {
+        Err(ClockError::Frozen)
+    }
+    fn set_freq_ppt(&mut self, _: i64) -> Result<Tai, ClockError> {
+        Err(ClockError::Frozen)
+    }
+    fn freq_ppt(&self) -> i64 {
+        self.0.freq_ppt()
     }
 }
 
@@ -116,16 +142,24 @@ impl Servo for KalmanServo {
             event_time: to_statime_time(s.at),
             offset: None,
             delay: None,
-            peer_delay: None,
+            peer_delay: s.peer_delay.map(dur),
             raw_sync_offset: s.sync_raw.map(dur),
             raw_delay_offset: s.delay_raw.map(dur),
         };
-        let mut bridge = StatimeClock::new(clock);
-        let up = self.filter.measurement(m, &mut bridge);
-        let steps = bridge.steps;
+        let (steps, next) = if s.sync_raw.is_none() && s.delay_raw.is_none() {
+            // A peer delay alone: absorbed, no steering, and the update the last steering asked for stands.
+            let mut frozen = Frozen(&mut *clock);
+            let _ = self.filter.measurement(m, &mut StatimeClock::new(&mut frozen));
+            (0, None)
+        } else {
+            let mut bridge = StatimeClock::new(clock);
+            let up = self.filter.measurement(m, &mut bridge);
+            (bridge.steps, up.next_update)
+        };
         self.measured |= s.sync_raw.is_some();
+        self.delay_measured |= s.sync_raw.is_some() || s.peer_delay.is_some();
         self.saw(before, clock.now(), s.at);
-        Ok(self.after(clock.inner, steps, up.next_update))
+        Ok(self.after(clock.inner, steps, next))
     }
 
     fn update_due(&self) -> Option<Tai> {

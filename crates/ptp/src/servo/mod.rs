@@ -13,7 +13,9 @@
 //!
 //! Inputs are the raw PTP differences statime also uses: `t2 − t1` of a Sync (master→slave) and `t3 − t4` of a
 //! Delay_Req (slave→master), in the slave's and master's clocks. With path delay `d` and slave offset `o`
-//! (slave − master): `t2 − t1 = o + d`, `t3 − t4 = o − d`.
+//! (slave − master): `t2 − t1 = o + d`, `t3 − t4 = o − d`. With the peer-to-peer mechanism there is no Delay_Req:
+//! the link delay `d` is measured on its own (Pdelay_Req/Resp, independent of `o`) and comes as a sample of its
+//! own, which updates the servo's delay estimate and never adjusts the clock.
 
 pub mod kalman;
 pub mod mafilter;
@@ -35,6 +37,9 @@ pub struct Sample {
     pub sync_raw: Option<Nanos>,
     /// `t3 − t4` of a Delay_Req (slave TX − master RX).
     pub delay_raw: Option<Nanos>,
+    /// A peer-to-peer link delay measurement `((t4 − t1) − (t3 − t2))/2` of a Pdelay exchange. A sample with
+    /// only this never adjusts the clock: it is a property of the link, not of the clock's offset.
+    pub peer_delay: Option<Nanos>,
 }
 
 /// Where a servo is on its way to lock.
@@ -171,8 +176,9 @@ impl Servo for AnyServo {
 }
 
 /// Offset from the raw differences, shared by the PI and moving-average servos: the mean path delay is the
-/// average of the last `window` per-exchange delays `((t2 − t1) − (t3 − t4))/2`, each pairing a Delay_Req with
-/// the Sync before it; the offset of a Sync is `(t2 − t1) − mean delay`.
+/// average of the last `window` per-exchange delays — `((t2 − t1) − (t3 − t4))/2`, each pairing a Delay_Req with
+/// the Sync before it (E2E), or the peer delays as measured (P2P); the offset of a Sync is
+/// `(t2 − t1) − mean delay`.
 #[derive(Clone, Debug)]
 pub struct OffsetEstimator {
     window: usize,
@@ -198,16 +204,23 @@ impl OffsetEstimator {
     /// Absorb a sample; returns the offset of its Sync, if it has one and the delay is known.
     pub fn absorb(&mut self, s: &Sample) -> Option<Nanos> {
         if let (Some(d), Some(sync)) = (s.delay_raw, s.sync_raw.or(self.last_sync.map(Nanos))) {
-            if self.delays.len() == self.window {
-                self.delays.pop_front();
-            }
-            self.delays.push_back((sync.0 - d.0) / 2);
+            self.push_delay((sync.0 - d.0) / 2);
+        }
+        if let Some(d) = s.peer_delay {
+            self.push_delay(d.0);
         }
         if let Some(sync) = s.sync_raw {
             self.last_sync = Some(sync.0);
         }
         let sync = s.sync_raw?;
         Some(sync - self.mean_delay()?)
+    }
+
+    fn push_delay(&mut self, d: i64) {
+        if self.delays.len() == self.window {
+            self.delays.pop_front();
+        }
+        self.delays.push_back(d);
     }
 
     /// The slave's clock was stepped by `by`: shift the stored Sync difference so it pairs with the next

@@ -3,7 +3,7 @@
 //! Software timestamps are mostly good and sometimes very late: a receive timestamp is taken when the kernel's
 //! receive softirq runs, and on a loaded host that can wait for `ksoftirqd` (hundreds of µs, even ms). One such
 //! sample pulls a locked servo far off (or makes it step). Each stream of raw differences (`t2 − t1` of Syncs,
-//! `t3 − t4` of Delay_Reqs) is therefore compared with the median of its recent values, and a value further
+//! `t3 − t4` of Delay_Reqs, peer delays of Pdelay exchanges) is therefore compared with the median of its recent values, and a value further
 //! off than a robust spread (a multiple of the median absolute deviation, never less than a floor) is
 //! dropped. A real change — a master's phase jump, a path change — persists: after
 //! [`PrefilterConfig::accept_after`] dropped values in a row the stream starts afresh from the new value.
@@ -82,6 +82,7 @@ pub struct Prefilter {
     cfg: PrefilterConfig,
     sync: Stream,
     delay: Stream,
+    peer: Stream,
     stats: PrefilterStats,
 }
 
@@ -95,7 +96,13 @@ impl Prefilter {
     pub fn filter(&mut self, s: Sample, locked: bool) -> Option<Sample> {
         let sync_raw = s.sync_raw.and_then(|x| self.sync.judge(x, locked, &self.cfg, &mut self.stats));
         let delay_raw = s.delay_raw.and_then(|x| self.delay.judge(x, locked, &self.cfg, &mut self.stats));
-        (sync_raw.is_some() || delay_raw.is_some()).then_some(Sample { at: s.at, sync_raw, delay_raw })
+        let peer_delay = s.peer_delay.and_then(|x| self.peer.judge(x, locked, &self.cfg, &mut self.stats));
+        (sync_raw.is_some() || delay_raw.is_some() || peer_delay.is_some()).then_some(Sample {
+            at: s.at,
+            sync_raw,
+            delay_raw,
+            peer_delay,
+        })
     }
 
     /// What it did so far.
@@ -154,7 +161,7 @@ mod tests {
     use keepon_core::time::Tai;
 
     fn sample(sync: i64) -> Sample {
-        Sample { at: Tai(0), sync_raw: Some(Nanos(sync)), delay_raw: None }
+        Sample { at: Tai(0), sync_raw: Some(Nanos(sync)), delay_raw: None, peer_delay: None }
     }
 
     #[test]

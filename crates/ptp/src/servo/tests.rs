@@ -130,11 +130,54 @@ fn offset_estimator_pairs_sync_and_delay() {
     let mut e = OffsetEstimator::new(2);
     let at = keepon_core::time::Tai(0);
     // o = 300, d = 1000: sync_raw 1300, delay_raw −700.
-    assert_eq!(e.absorb(&Sample { at, sync_raw: Some(Nanos(1300)), delay_raw: None }), None);
-    assert_eq!(e.absorb(&Sample { at, sync_raw: None, delay_raw: Some(Nanos(-700)) }), None);
+    assert_eq!(e.absorb(&Sample { at, sync_raw: Some(Nanos(1300)), delay_raw: None, peer_delay: None }), None);
+    assert_eq!(e.absorb(&Sample { at, sync_raw: None, delay_raw: Some(Nanos(-700)), peer_delay: None }), None);
     assert_eq!(e.mean_delay(), Some(Nanos(1000)));
-    assert_eq!(e.absorb(&Sample { at, sync_raw: Some(Nanos(1350)), delay_raw: None }), Some(Nanos(350)));
+    assert_eq!(
+        e.absorb(&Sample { at, sync_raw: Some(Nanos(1350)), delay_raw: None, peer_delay: None }),
+        Some(Nanos(350))
+    );
     e.after_step(Nanos(-350));
-    e.absorb(&Sample { at, sync_raw: None, delay_raw: Some(Nanos(-1000)) });
+    e.absorb(&Sample { at, sync_raw: None, delay_raw: Some(Nanos(-1000)), peer_delay: None });
     assert_eq!(e.mean_delay(), Some(Nanos(1000)));
+}
+
+#[test]
+fn peer_delays_set_the_mean_delay_and_never_steer() {
+    // P2P: the link delay comes measured on its own; a Sync's offset is (t2 − t1) − mean delay.
+    let mut e = OffsetEstimator::new(2);
+    let at = keepon_core::time::Tai(0);
+    let peer = |d| Sample { at, sync_raw: None, delay_raw: None, peer_delay: Some(Nanos(d)) };
+    assert_eq!(e.absorb(&peer(900)), None);
+    assert_eq!(e.absorb(&peer(1100)), None);
+    assert_eq!(e.mean_delay(), Some(Nanos(1000)));
+    assert_eq!(
+        e.absorb(&Sample { at, sync_raw: Some(Nanos(1300)), delay_raw: None, peer_delay: None }),
+        Some(Nanos(300))
+    );
+    e.absorb(&peer(1300));
+    assert_eq!(e.mean_delay(), Some(Nanos(1200)), "a window of two");
+    // No servo adjusts the clock on a peer delay alone, also once it is steering (statime's Kalman filter would
+    // steer on its last estimate).
+    let g = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 64).unwrap();
+    for kind in [ServoKind::Kalman, ServoKind::Pi, ServoKind::MovingAverage] {
+        let mut s = AnyServo::new(kind, Nanos::from_ms(125));
+        let mut c = crate::clock::EphcClock::new(keepon_core::ephc::Ephc::new(g.period(), 0, crate::sim::EPOCH), 0);
+        let mut k = 0;
+        for (sync, delay) in [(1300, -700), (1350, -650), (1400, -600)] {
+            k += 1_000_000;
+            c.advance_to(k);
+            let at = c.now();
+            s.sample(Sample { at, sync_raw: Some(Nanos(sync)), delay_raw: None, peer_delay: None }, &mut c).unwrap();
+            s.sample(Sample { at, sync_raw: None, delay_raw: Some(Nanos(delay)), peer_delay: None }, &mut c).unwrap();
+        }
+        assert!(!c.take_adjustments().is_empty(), "{kind:?} steers on Sync and Delay_Req");
+        c.advance_to(k + 1000);
+        let before = (c.now(), c.freq_ppt());
+        let st =
+            s.sample(Sample { at: c.now(), sync_raw: None, delay_raw: None, peer_delay: Some(Nanos(1000)) }, &mut c);
+        assert!(st.is_ok_and(|st| st.mean_delay.is_some()), "{kind:?}: {st:?}");
+        assert_eq!((c.now(), c.freq_ppt()), before, "{kind:?} adjusted the clock on a peer delay");
+        assert!(c.take_adjustments().is_empty(), "{kind:?}");
+    }
 }
