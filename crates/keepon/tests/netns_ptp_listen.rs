@@ -29,7 +29,7 @@ mod support;
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use keepon::api::{Client, Delivery, Request, Response, SyncState};
@@ -37,7 +37,7 @@ use keepon_core::outcome::Reason;
 use keepon_core::testframe::TestHeader;
 use keepon_nic::linux::{self, rx::Receiver, rx::TimestampKind};
 
-use ptp::{connect, keepon_conf, ptp4l_conf, skip, spawn_ptp4l, stats, tai_offset_ns, BIN};
+use ptp::{connect, keepon_conf, ptp4l_conf, skip_unless_ready, spawn_ptp4l, stats, tai_offset_ns, BIN};
 use support::{bridged, can_chrt, chmod, Proc};
 
 /// Slot period (100 Mb/s, 1230 B slots) and ring cycle (32 slots) of `ptp::keepon_conf`, ns.
@@ -68,9 +68,6 @@ const TOLERANCE_NS: i64 = SLOT / 2 + 450_000;
 /// host stall with slots pending (a VM's vCPU descheduled for milliseconds: one of 2.9 ms in 15 runs of both
 /// tests) releases them late at once while their outcomes still say sent in their slot.
 const STALLED_MAX: usize = 2;
-
-/// The tests take turns.
-static TURN: Mutex<()> = Mutex::new(());
 
 fn frame(seq: u64, txtime: i64) -> Vec<u8> {
     let mut b = vec![0u8; 100];
@@ -171,7 +168,6 @@ fn settle(c: &mut Client, daemon: &Proc, ptp4l: &Proc) -> String {
 /// reported synchronised for [`SETTLE`]; otherwise without `[ptp]` (the EPHC runs free on the link's clock).
 /// Checks every outcome and that every frame sent arrived once; prints the figures.
 fn run(prefix: &str, synchronised: bool) -> Measured {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let what = if synchronised { "synchronised" } else { "free-running" };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -398,9 +394,7 @@ fn on_time(what: &str, m: &Measured, due: &[i64]) -> Vec<usize> {
 /// station's free-running clock.
 #[test]
 fn frames_scheduled_while_synchronised_arrive_at_the_masters_txtime() {
-    if skip() {
-        return;
-    }
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
     let m = run("kl", true);
     on_time("synchronised", &m, &vec![0; m.seq.len()]);
     for ((seq, at), free) in m.seq.iter().zip(&m.arrival).zip(&m.free) {
@@ -412,9 +406,7 @@ fn frames_scheduled_while_synchronised_arrive_at_the_masters_txtime() {
 /// clock — the injected 3 ms (and more) early on the master's — so the listener does see the injected error.
 #[test]
 fn frames_of_a_free_running_station_arrive_at_its_own_clocks_txtime() {
-    if skip() {
-        return;
-    }
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
     let m = run("km", false);
     let due: Vec<i64> = m.free.iter().map(|f| -f).collect();
     for i in on_time("free-running", &m, &due) {

@@ -32,11 +32,14 @@ pub fn ptp4l_conf(dir: &Path, master: bool) -> PathBuf {
             tai_offset_ns() / 1_000_000_000
         )
     };
+    // Its own management sockets: the default /var/run/ptp4l would clash with any other ptp4l on the host.
+    let uds = dir.join(if master { "ptp4l-master" } else { "ptp4l-slave" });
     std::fs::write(
         &p,
         format!(
             "[global]\nfree_running 1\n{role}logSyncInterval -4\nlogAnnounceInterval -2\nlogMinDelayReqInterval -4\n\
-             time_stamping software\n"
+             time_stamping software\nuds_address {0}.uds\n",
+            uds.display()
         ),
     )
     .unwrap();
@@ -220,9 +223,4 @@ pub fn skip_unless_ready() -> Option<std::sync::MutexGuard<'static, ()>> {
         return None;
     }
     Some(exclusive())
-}
-
-/// Skip (true, with a message) unless root and ptp4l are there.
-pub fn skip() -> bool {
-    skip_unless_ready().is_none()
 }
