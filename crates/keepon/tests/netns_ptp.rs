@@ -85,6 +85,12 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
         std::thread::sleep(Duration::from_millis(20));
     }
     let f = freq.iter().sum::<f64>() / freq.len().max(1) as f64;
+    if std::env::var_os("KEEPON_PTP_TRACE").is_some() {
+        for (i, c) in errors.chunks(50).enumerate() {
+            let (lo, hi) = (c.iter().min().unwrap_or(&0), c.iter().max().unwrap_or(&0));
+            eprintln!("  {:4} s  true error {lo:+} … {hi:+} ns  freq {:+.3} ppm", i, freq[i * 50]);
+        }
+    }
     let s = stats(&errors);
     eprintln!(
         "{tag}: synchronised after {:.1} s; from 30 s later, over {:.0} s ({} reads, {unsynced} not synchronised): true error median {:.0} ns, mean {:.0} ns, \

@@ -163,13 +163,24 @@ pub fn fit(points: &[(f64, f64)]) -> (f64, f64) {
     (slope, my - slope * mx)
 }
 
+/// `KEEPON_PTP_PIN=CPU`: run the daemons and ptp4l on that CPU (`taskset`), so that every software timestamp
+/// of both directions is taken on one core.
+fn pinned() -> Vec<String> {
+    match std::env::var("KEEPON_PTP_PIN") {
+        Ok(cpu) if !cpu.is_empty() => vec!["taskset".into(), "-c".into(), cpu],
+        _ => Vec::new(),
+    }
+}
+
 /// Start ptp4l (software time stamping, `-m`) on `kp1`-like interface `iface` in namespace `ns`.
 pub fn spawn_ptp4l(dir: &Path, ns: &str, iface: &str, l2: bool, conf: &Path) -> Proc {
     Proc::spawn(
         "ptp4l",
         dir,
         Command::new("ip")
-            .args(["netns", "exec", ns, "ptp4l", "-i", iface, "-S", "-m", if l2 { "-2" } else { "-4" }, "-f"])
+            .args(["netns", "exec", ns])
+            .args(pinned())
+            .args(["ptp4l", "-i", iface, "-S", "-m", if l2 { "-2" } else { "-4" }, "-f"])
             .arg(conf),
     )
 }
@@ -179,18 +190,20 @@ pub fn spawn_daemon(dir: &Path, ns: &str, iface: &str, cfg: &Path) -> Proc {
     Proc::spawn(
         "daemon",
         dir,
-        Command::new("ip").args(["netns", "exec", ns, BIN, "daemon", "--config"]).arg(cfg).args([
-            "--backend",
-            "afpacket",
-            "--iface",
-            iface,
-            "--pacing",
-            "host",
-            "--filler",
-            "reserved-address",
-            "--duration",
-            "900s",
-        ]),
+        Command::new("ip").args(["netns", "exec", ns]).args(pinned()).args([BIN, "daemon", "--config"]).arg(cfg).args(
+            [
+                "--backend",
+                "afpacket",
+                "--iface",
+                iface,
+                "--pacing",
+                "host",
+                "--filler",
+                "reserved-address",
+                "--duration",
+                "900s",
+            ],
+        ),
     )
 }
 
