@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use keepon::api::SyncState;
 
 use ptp::{
-    connect, fit, keepon_conf, monotonic_s, ptp4l_conf, ptp4l_offsets, skip_unless_ready, spawn_daemon, spawn_ptp4l,
-    stats, tai_offset_ns,
+    connect, fit, keepon_conf, ptp4l_conf, ptp4l_offsets, sample_time, skip_unless_ready, spawn_daemon, spawn_ptp4l,
+    stats, tai_offset_ns, wait_synchronised,
 };
 use support::{bridged, chmod, ip};
 
@@ -54,21 +54,7 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
     // Lock: synchronised within 30 s.
-    let start = Instant::now();
-    loop {
-        let t = c.time().unwrap();
-        if t.sync == SyncState::Synchronised {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{tag}: not synchronised after 30 s: {t:?}\n{}\n{}",
-            daemon.output(),
-            ptp4l.output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let lock = start.elapsed();
+    let lock = wait_synchronised(&mut c, tag, &[&daemon, &ptp4l]);
     // The window starts after 30 s of lock (the Kalman filter is still converging on a 50 ppm error
     // before that).
     std::thread::sleep(Duration::from_secs(30));
@@ -177,15 +163,10 @@ fn master_run(tag: &str, l2: bool, offset: &str, ppm: f64) {
         ptp4l.output()
     );
     // The master's true error (EPHC − CLOCK_TAI) over the window, on the monotonic axis ptp4l's log uses.
-    let mut truth = Vec::new();
-    let from = Instant::now();
-    while from.elapsed() < Duration::from_secs(40) {
-        let m0 = monotonic_s();
-        let t = c.time().unwrap();
-        let m1 = monotonic_s();
-        truth.push(((m0 + m1) / 2.0, (t.ephc_now - t.host_now) as f64));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let truth: Vec<(f64, f64)> = sample_time(&mut c, Duration::from_secs(40))
+        .into_iter()
+        .map(|(m, t)| (m, (t.ephc_now - t.host_now) as f64))
+        .collect();
     let (t0, t1) = (truth[0].0, truth[truth.len() - 1].0);
     let seen: Vec<(f64, f64)> =
         ptp4l_offsets(&ptp4l.stdout()).into_iter().filter(|(t, _)| *t >= t0 && *t <= t1).collect();

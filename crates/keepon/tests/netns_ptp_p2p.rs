@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use keepon::api::SyncState;
 
 use ptp::{
-    connect, fit, keepon_conf_p2p, monotonic_s, ptp4l_conf_p2p, ptp4l_offsets, skip_unless_ready, spawn_daemon,
-    spawn_ptp4l, stats, tai_offset_ns,
+    connect, fit, keepon_conf_p2p, ptp4l_conf_p2p, ptp4l_offsets, sample_time, skip_unless_ready, spawn_daemon,
+    spawn_ptp4l, stats, tai_offset_ns, wait_synchronised,
 };
 use support::{bridged, chmod, ip, Bridged};
 
@@ -84,21 +84,7 @@ fn keepon_slave_follows_ptp4l_with_peer_delay_over_l2_from_plus_3ms_and_plus_50p
     let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
-    let start = Instant::now();
-    loop {
-        let t = c.time().unwrap();
-        if t.sync == SyncState::Synchronised {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{tag}: not synchronised after 30 s: {t:?}\n{}\n{}",
-            daemon.output(),
-            ptp4l.output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let lock = start.elapsed();
+    let lock = wait_synchronised(&mut c, tag, &[&daemon, &ptp4l]);
     // As in netns_ptp.rs: measure from 30 s after lock (the Kalman filter still converges on 50 ppm before).
     std::thread::sleep(Duration::from_secs(30));
     let (mut errors, mut freq, mut delays, mut unsynced) = (Vec::new(), Vec::new(), Vec::new(), 0);
@@ -165,17 +151,9 @@ fn free_running_ptp4l_slave_measures_keepon_master_with_peer_delay_over_l2() {
         ptp4l.output()
     );
     // The master's true error (EPHC − CLOCK_TAI) over 40 s, on the monotonic axis ptp4l's log uses.
-    let mut truth = Vec::new();
-    let mut link = Vec::new();
-    let from = Instant::now();
-    while from.elapsed() < Duration::from_secs(40) {
-        let m0 = monotonic_s();
-        let t = c.time().unwrap();
-        let m1 = monotonic_s();
-        truth.push(((m0 + m1) / 2.0, (t.ephc_now - t.host_now) as f64));
-        link.extend(t.path_delay);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let replies = sample_time(&mut c, Duration::from_secs(40));
+    let truth: Vec<(f64, f64)> = replies.iter().map(|(m, t)| (*m, (t.ephc_now - t.host_now) as f64)).collect();
+    let link: Vec<i64> = replies.iter().filter_map(|(_, t)| t.path_delay).collect();
     let (t0, t1) = (truth[0].0, truth[truth.len() - 1].0);
     let out = ptp4l.stdout();
     let seen: Vec<(f64, f64)> = ptp4l_offsets(&out).into_iter().filter(|(t, _)| *t >= t0 && *t <= t1).collect();

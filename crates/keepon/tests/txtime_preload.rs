@@ -144,18 +144,6 @@ fn parse_log(out: &str) -> Log {
     log
 }
 
-/// The kernel's TAI − UTC offset, whole seconds (0 when never set).
-fn tai_offset() -> i64 {
-    let read = |c| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is valid for writes; clock_gettime has no other preconditions.
-        unsafe { libc::clock_gettime(c, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    };
-    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
-    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
-}
-
 fn number_before(text: &str, what: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let i = l.find(what)?;
@@ -203,7 +191,11 @@ fn check(log: &Log, underruns: u64, exact: bool) -> Vec<i64> {
                                 "frame {key}: {hw} vs {txtime}"
                             );
                         }
-                        assert_eq!(sw, hw - tai_offset(), "software timestamp: the same instant on CLOCK_REALTIME");
+                        assert_eq!(
+                            sw,
+                            hw - support::tai_offset_ns(),
+                            "software timestamp: the same instant on CLOCK_REALTIME"
+                        );
                         sent.push(txtime);
                     }
                     None => assert!(underruns > 0 && missed(&errs), "flow 0 frame {key}: {errs:?}"),

@@ -246,3 +246,15 @@ pub fn every_submit_answered_once(clients: Vec<ClientThreads>) -> u32 {
     }
     shutdown
 }
+
+/// The kernel's TAI offset, CLOCK_TAI − CLOCK_REALTIME, in ns rounded to whole seconds (0 when never set).
+pub fn tai_offset_ns() -> i64 {
+    let read = |c| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid timespec; both clocks exist on Linux ≥ 3.10.
+        unsafe { libc::clock_gettime(c, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
+    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keepon::api::Client;
+use keepon::api::{Client, SyncState, TimeInfo};
 
 use super::support::Proc;
 
@@ -99,17 +99,7 @@ sync_threshold = "20us"
     )
 }
 
-/// The kernel's TAI offset (CLOCK_TAI − CLOCK_REALTIME, whole seconds).
-pub fn tai_offset_ns() -> i64 {
-    let read = |c| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: valid timespec; both clocks exist on Linux ≥ 3.10.
-        unsafe { libc::clock_gettime(c, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    };
-    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
-    (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
-}
+pub use super::support::tai_offset_ns;
 
 /// Statistics of true errors (ns).
 pub struct Stats {
@@ -236,4 +226,36 @@ pub fn skip_unless_ready() -> Option<std::sync::MutexGuard<'static, ()>> {
         return None;
     }
     Some(exclusive())
+}
+
+/// Wait (at most 30 s) until the daemon behind `c` reports synchronised; returns how long it took. On timeout,
+/// fails with the processes' output.
+pub fn wait_synchronised(c: &mut Client, tag: &str, procs: &[&Proc]) -> Duration {
+    let start = Instant::now();
+    loop {
+        let t = c.time().unwrap();
+        if t.sync == SyncState::Synchronised {
+            return start.elapsed();
+        }
+        if start.elapsed() >= Duration::from_secs(30) {
+            let out: Vec<String> = procs.iter().map(|p| p.output()).collect();
+            panic!("{tag}: not synchronised after 30 s: {t:?}\n{}", out.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Read `Time` every 100 ms for `window`: each reply with the midpoint of the CLOCK_MONOTONIC readings around it
+/// (the axis of ptp4l's log), in seconds.
+pub fn sample_time(c: &mut Client, window: Duration) -> Vec<(f64, TimeInfo)> {
+    let mut out = Vec::new();
+    let from = Instant::now();
+    while from.elapsed() < window {
+        let m0 = monotonic_s();
+        let t = c.time().unwrap();
+        let m1 = monotonic_s();
+        out.push(((m0 + m1) / 2.0, t));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    out
 }
