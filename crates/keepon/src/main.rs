@@ -127,6 +127,9 @@ enum Cmd {
         /// How long to wait for outstanding outcomes after the last frame.
         #[arg(long, value_parser = duration_arg, default_value = "5s")]
         grace: Duration,
+        /// How long to wait for a daemon that runs PTP to be synchronised before the first frame.
+        #[arg(long, value_parser = duration_arg, default_value = "60s")]
+        sync_wait: Duration,
     },
     /// Receive keepon test frames on an interface and record them (receive timestamps), counting fillers.
     Listen {
@@ -196,8 +199,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 // Never run a configuration that asks for network time on a free-running clock.
                 return Err(format!(
                     "{}: [ptp] asks for network time, which `keepon daemon` serves: start `keepon daemon --config \
-                     {0}` and replay this configuration's flows through it with `keepon talk --config {0}` (its \
-                     scheduled frames wait for synchronisation); `keepon run` runs on the station's own clock",
+                     {0}` and replay this configuration's flows through it with `keepon talk --config {0}` (it \
+                     waits until the daemon is synchronised); `keepon run` runs on the station's own clock",
                     config.display()
                 ));
             }
@@ -254,9 +257,9 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
-        Cmd::Talk { socket, config, records, grace } => {
+        Cmd::Talk { socket, config, records, grace, sync_wait } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            let out = talk::talk(&cfg, &socket, grace)?;
+            let out = talk::talk(&cfg, &socket, grace, sync_wait)?;
             let sent = out.records.iter().filter(|r| r.sent()).count();
             println!(
                 "talk: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",

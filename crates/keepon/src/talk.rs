@@ -1,5 +1,10 @@
 //! `keepon talk`: submit the configuration's periodic flows through a running daemon, in real time, and
 //! record the outcome the daemon reports for every frame.
+//!
+//! Times are the daemon's network time (its EPHC): if the daemon runs PTP, the talker first waits until it
+//! reports synchronised (at most `sync_wait`), then reads the EPHC's offset from the host clock once (`Time`)
+//! and schedules every frame in network time. The offset is read once: over a long talk, a host clock that is
+//! not itself disciplined drifts from it (by its own frequency error).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +16,9 @@ use keepon_core::time::{SlotGeometry, Tai};
 use keepon_nic::driver::Source;
 use keepon_nic::source::{split_id, FlowSource};
 
-use crate::api::{Client, Delivery, Request, Response};
+use keepon_core::time::Nanos;
+
+use crate::api::{Client, Delivery, Request, Response, SyncState};
 use crate::clock::host_tai;
 use crate::config::Config;
 use crate::record::Record;
@@ -44,9 +51,33 @@ fn align(cycle_start: i64, geometry: SlotGeometry, ring: u32, not_before: Tai) -
     Tai(i64::try_from(i128::from(cycle_start) + (m * n * num).div_euclid(den)).unwrap_or(i64::MAX))
 }
 
-/// Run the talker against the daemon at `socket`.
-pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, String> {
+/// Wait until the daemon behind `client` is synchronised (or runs free, without PTP) for at most `limit`;
+/// returns its EPHC's offset from the host clock then.
+fn network_offset(client: &mut Client, limit: Duration) -> Result<Nanos, String> {
+    let start = std::time::Instant::now();
+    loop {
+        let t = client.time().map_err(|e| format!("daemon time: {e}"))?;
+        if t.sync != SyncState::NotSynchronised {
+            return Ok(Nanos(t.ephc_now.saturating_sub(t.host_now)));
+        }
+        if start.elapsed() >= limit {
+            return Err(format!(
+                "the daemon is not synchronised after {} s (PTP servo {:?}, offset {:?} ns): its scheduled frames \
+                 would all be refused `not-synchronised`; raise --sync-wait or check the PTP master",
+                limit.as_secs(),
+                t.servo,
+                t.offset
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Run the talker against the daemon at `socket`; wait at most `sync_wait` for it to be synchronised.
+pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -> Result<TalkOutput, String> {
     let mut client = Client::connect(socket).map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    let offset = network_offset(&mut client, sync_wait)?;
+    let net_now = || host_tai() + offset;
     let info = client.info().map_err(|e| format!("daemon info: {e}"))?;
     if info.slot_bytes != cfg.geometry.slot_bytes() || info.ring != cfg.ownership.ring() {
         return Err(format!(
@@ -57,7 +88,7 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
             cfg.ownership.ring()
         ));
     }
-    let epoch = align(info.cycle_start, cfg.geometry, info.ring, host_tai() + cfg.start);
+    let epoch = align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start);
     let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
 
     // Outcomes are read on their own thread so that submission keeps to its times.
@@ -74,14 +105,14 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration) -> Result<TalkOutput, 
     let mut sent: HashMap<FrameId, Option<i64>> = HashMap::new();
     let mut behind = 0;
     while let Some(due) = source.next_due() {
-        let wait = due - host_tai();
+        let wait = due - net_now();
         if wait.0 > 0 {
             std::thread::sleep(Duration::from_nanos(wait.0 as u64));
         }
         let Some(frame) = source.take() else { break };
         // Frames meant to be late (txtime before their due time) are not counted.
         if let Some(lead) = frame.txtime.map(|t| (t - due).0).filter(|&lead| lead > 0) {
-            if (host_tai() - due).0 > lead / 2 {
+            if (net_now() - due).0 > lead / 2 {
                 behind += 1;
             }
         }
