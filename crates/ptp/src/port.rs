@@ -7,6 +7,9 @@
 //!   latency is subtracted (with exact TX, an uncalibrated RX latency biases the slave by half of it).
 //! - The engine's clock is a mirror of the station's EPHC, refreshed before every engine call; whatever the
 //!   servo did to it is applied to the station with [`Station::adjust_clock`] (the schedule's grid moves too).
+//! - With [`PtpPort::hold_adjustments`], the servo's adjustments are kept for the caller instead
+//!   ([`PtpPort::take_adjustments`]): a dual clock lets PTP discipline its RX slot clock's phase and steers the
+//!   station's EPHC with a loop of its own.
 //! - Timers are kept here, in host time; call [`PtpPort::poll`] from the poll loop.
 //! - With [`PortConfig::one_step`], a Sync is one-step: its slot is chosen first, and the slot's EPHC time plus
 //!   the MAC/PHY constant — the TX time, known before the frame leaves — is written into it
@@ -22,6 +25,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use keepon_core::ephc::ClockAdjust;
 use keepon_core::isolation::ClassId;
 use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
 use keepon_core::station::Station;
@@ -104,6 +108,8 @@ pub struct PtpPort {
     last_slot: Option<u64>,
     errors: Vec<PortError>,
     lag: TxLag,
+    /// With [`PtpPort::hold_adjustments`]: the servo's adjustments not yet taken by the caller.
+    held: Option<Vec<ClockAdjust>>,
 }
 
 /// How far behind their slots' times PTP event messages really left (host-paced links; see
@@ -148,6 +154,7 @@ impl PtpPort {
             last_slot: None,
             errors: Vec::new(),
             lag: TxLag::default(),
+            held: None,
         };
         p.outputs(outs, station, now);
         p
@@ -174,8 +181,27 @@ impl PtpPort {
             EphcClock::new(station.ephc().clone(), station.ring().consumed()).reading(station.clock_at(now));
     }
 
+    /// Keep the servo's clock adjustments for the caller ([`PtpPort::take_adjustments`]) instead of applying them
+    /// to the station. For a dual clock (`keepon_core::dualclock`): the Sync RX times then come from the RX slot
+    /// clock, whose phase PTP disciplines, while the caller steers the station's EPHC to it. The engine's clock
+    /// is still refreshed from the station before every call, so adjustments the caller does not apply to the
+    /// station are forgotten by the servo's clock (a servo that steps at every Sync, such as
+    /// [`crate::servo::ServoKind::MovingAverage`], suits this use).
+    pub fn hold_adjustments(&mut self) {
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// The servo's adjustments held since the last call (empty unless [`PtpPort::hold_adjustments`]), in order.
+    pub fn take_adjustments(&mut self) -> Vec<ClockAdjust> {
+        self.held.as_mut().map(core::mem::take).unwrap_or_default()
+    }
+
     fn apply(&mut self, station: &mut Station<Vec<u8>>) {
         let adj = self.clock.borrow_mut().take_adjustments();
+        if let Some(held) = &mut self.held {
+            held.extend(adj.into_iter().map(|(_, a)| a));
+            return;
+        }
         for (_, a) in adj {
             if station.adjust_clock(a).is_err() {
                 self.errors.push(PortError::Adjust);
