@@ -72,6 +72,16 @@ pub fn bridged(prefix: &str) -> Bridged {
     for (ns, dev) in devs {
         ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
     }
+    // Carrier comes up asynchronously (the kernel's link watch may hold it back up to a second), and until then
+    // the bridge drops what its ports receive: wait until every end is up and both ports forward.
+    let shows = |cmd: &str, args: &[&str], want: &str| {
+        Command::new(cmd).args(args).output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(want))
+    };
+    let ready = wait_until(Duration::from_secs(10), || {
+        devs.iter().all(|(ns, dev)| shows("ip", &["-n", ns, "link", "show", "dev", dev], "state UP"))
+            && ["bt", "bl"].iter().all(|p| shows("bridge", &["-n", &b, "link", "show", "dev", p], "state forwarding"))
+    });
+    assert!(ready, "the bridged topology {prefix} did not come up within 10 s");
     Bridged { talker: t, listener: l, bridge: b, _guard: guard }
 }
 
