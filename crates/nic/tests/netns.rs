@@ -79,6 +79,18 @@ fn bridged(tag: &str) -> Topology {
     for (ns, dev) in [(&b, "br0"), (&b, "bt"), (&b, "bl"), (&t, "kp0"), (&l, "kp1")] {
         ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
     }
+    // Carrier comes up asynchronously; until both bridge ports forward, the bridge drops what they receive.
+    let forwarding = |port: &str| {
+        Command::new("bridge")
+            .args(["-n", &b, "link", "show", "dev", port])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state forwarding"))
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(forwarding("bt") && forwarding("bl")) {
+        assert!(Instant::now() < end, "the bridge's ports did not forward within 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     Topology { talker: t, listener: l, _guard: guard }
 }
 
