@@ -127,6 +127,13 @@ pub struct TxLag {
 }
 
 impl TxLag {
+    fn add(&mut self, lag: i64, stamped: bool) {
+        self.max = if self.n == 0 { lag } else { self.max.max(lag) };
+        self.n += 1;
+        self.stamped += u64::from(stamped);
+        self.sum += i128::from(lag);
+    }
+
     /// Mean lag, ns.
     pub fn mean(&self) -> Option<i64> {
         (self.n > 0).then(|| (self.sum / i128::from(self.n)) as i64)
@@ -376,14 +383,11 @@ impl PtpPort {
             return false;
         }
         if let Some((token, slot_time)) = self.awaiting.remove(&id) {
-            if let Some(r) = released {
-                let lag = (station.ephc_at(r) - slot_time).0;
-                self.lag.n += 1;
-                self.lag.stamped += u64::from(stamped);
-                self.lag.sum += i128::from(lag);
-                self.lag.max = if self.lag.n == 1 { lag } else { self.lag.max.max(lag) };
+            let left = released.map(|r| station.ephc_at(r));
+            if let Some(left) = left {
+                self.lag.add((left - slot_time).0, stamped);
             }
-            let tx = released.map_or(slot_time, |r| station.ephc_at(r).max(slot_time));
+            let tx = left.map_or(slot_time, |l| l.max(slot_time));
             self.mirror(station, now);
             let outs = self.engine.on_tx_time(token, tx + self.cfg.tx_constant);
             self.apply(station);

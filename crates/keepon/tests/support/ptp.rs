@@ -259,3 +259,78 @@ pub fn sample_time(c: &mut Client, window: Duration) -> Vec<(f64, TimeInfo)> {
     }
     out
 }
+
+/// ptp4l's complaints about a peer's messages (any one fails a test).
+const COMPLAINTS: [&str; 8] = [
+    "bad message",
+    "timeout",
+    "rogue peer delay response",
+    "multiple peer responses",
+    "unexpected peer port id",
+    "pdelay_req on E2E port",
+    "timed out while polling for tx timestamp",
+    "FAULTY",
+];
+
+/// The lines of ptp4l's log that complain about a peer's messages.
+pub fn complaints(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| COMPLAINTS.iter().any(|c| l.contains(c))).collect()
+}
+
+/// What a free-running ptp4l slave made of a keepon master over 40 s (see [`judge_master`]).
+pub struct MasterSeen {
+    /// The master's `Time` replies over the window, on the monotonic axis ptp4l's log uses.
+    pub replies: Vec<(f64, TimeInfo)>,
+    /// ptp4l's log.
+    pub log: String,
+    /// The window, s.
+    pub window: f64,
+    /// ptp4l's offsets in the window.
+    pub offsets: usize,
+    /// The drift of its offsets, ppm of the master's clock.
+    pub drift_ppm: f64,
+    /// Its offsets against the master's true error at the same instants: mean and largest, ns.
+    pub offset_mean: f64,
+    /// See `offset_mean`.
+    pub offset_max: f64,
+}
+
+/// Judge a free-running ptp4l slave of a keepon master whose link runs `ppm` off: it reports offsets within
+/// 30 s; over 40 s their drift is the injected one within 0.5 %, their mean is the master's true error
+/// (`EPHC − CLOCK_TAI` from its `Time` replies) within 50 µs, it complains about nothing, and both processes
+/// still run.
+pub fn judge_master(tag: &str, ppm: f64, c: &mut Client, daemon: &mut Proc, ptp4l: &mut Proc) -> MasterSeen {
+    assert!(
+        super::support::wait_until(Duration::from_secs(30), || ptp4l_offsets(&ptp4l.stdout()).len() >= 2),
+        "{tag}: ptp4l reports no offsets from the keepon master\n{}\n{}",
+        daemon.output(),
+        ptp4l.output()
+    );
+    let replies = sample_time(c, Duration::from_secs(40));
+    let truth: Vec<(f64, f64)> = replies.iter().map(|(m, t)| (*m, (t.ephc_now - t.host_now) as f64)).collect();
+    let (t0, t1) = (truth[0].0, truth[truth.len() - 1].0);
+    let log = ptp4l.stdout();
+    let seen: Vec<(f64, f64)> = ptp4l_offsets(&log).into_iter().filter(|(t, _)| *t >= t0 && *t <= t1).collect();
+    assert!(seen.len() >= 30, "{tag}: only {} offsets in the window\n{}", seen.len(), ptp4l.output());
+    // ns per s → ppm; the slave sees CLOCK_TAI − EPHC.
+    let drift_ppm = -fit(&seen).0 * 1e-3;
+    // Its offsets against minus the master's true error at the same instants.
+    let (tslope, tcept) = fit(&truth);
+    let resid: Vec<f64> = seen.iter().map(|(t, o)| o + (tslope * t + tcept)).collect();
+    let offset_mean = resid.iter().sum::<f64>() / resid.len() as f64;
+    let offset_max = resid.iter().fold(0.0f64, |m, r| m.max(r.abs()));
+    assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
+    assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
+    let bad = complaints(&log);
+    assert!(bad.is_empty(), "{tag}: ptp4l complained about keepon's messages: {bad:?}\n{log}");
+    assert!(
+        ((drift_ppm - ppm) / ppm).abs() < 0.005,
+        "{tag}: the slave measured {drift_ppm:+.4} ppm for an injected {ppm:+.3} ppm\n{log}"
+    );
+    // Software stamps on veth: a few µs of bias and jitter; the injected offset is milliseconds or more.
+    assert!(
+        offset_mean.abs() < 50_000.0,
+        "{tag}: the slave's offset is {offset_mean:.0} ns off the master's true error"
+    );
+    MasterSeen { replies, log, window: t1 - t0, offsets: seen.len(), drift_ppm, offset_mean, offset_max }
+}
