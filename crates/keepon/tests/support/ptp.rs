@@ -277,7 +277,7 @@ pub fn complaints(out: &str) -> Vec<&str> {
     out.lines().filter(|l| COMPLAINTS.iter().any(|c| l.contains(c))).collect()
 }
 
-/// What a free-running ptp4l slave made of a keepon master over 40 s (see [`judge_master`]).
+/// What a free-running ptp4l slave made of a keepon master over 80 s (see [`judge_master`]).
 pub struct MasterSeen {
     /// The master's `Time` replies over the window, on the monotonic axis ptp4l's log uses.
     pub replies: Vec<(f64, TimeInfo)>,
@@ -296,7 +296,8 @@ pub struct MasterSeen {
 }
 
 /// Judge a free-running ptp4l slave of a keepon master whose link runs `ppm` off: it reports offsets within
-/// 30 s; over 40 s their drift is the injected one within 0.5 %, their mean is the master's true error
+/// 30 s; over 80 s their drift is the injected one within 0.5 % (the veth path's asymmetry wanders by µs over
+/// tens of seconds, so a shorter window judges the wander, not the drift), their mean is the master's true error
 /// (`EPHC − CLOCK_TAI` from its `Time` replies) within 50 µs, it complains about nothing, and both processes
 /// still run.
 pub fn judge_master(tag: &str, ppm: f64, c: &mut Client, daemon: &mut Proc, ptp4l: &mut Proc) -> MasterSeen {
@@ -306,12 +307,12 @@ pub fn judge_master(tag: &str, ppm: f64, c: &mut Client, daemon: &mut Proc, ptp4
         daemon.output(),
         ptp4l.output()
     );
-    let replies = sample_time(c, Duration::from_secs(40));
+    let replies = sample_time(c, Duration::from_secs(80));
     let truth: Vec<(f64, f64)> = replies.iter().map(|(m, t)| (*m, (t.ephc_now - t.host_now) as f64)).collect();
     let (t0, t1) = (truth[0].0, truth[truth.len() - 1].0);
     let log = ptp4l.stdout();
     let seen: Vec<(f64, f64)> = ptp4l_offsets(&log).into_iter().filter(|(t, _)| *t >= t0 && *t <= t1).collect();
-    assert!(seen.len() >= 30, "{tag}: only {} offsets in the window\n{}", seen.len(), ptp4l.output());
+    assert!(seen.len() >= 60, "{tag}: only {} offsets in the window\n{}", seen.len(), ptp4l.output());
     // ns per s → ppm; the slave sees CLOCK_TAI − EPHC.
     let drift_ppm = -fit(&seen).0 * 1e-3;
     // Its offsets against minus the master's true error at the same instants.
