@@ -540,19 +540,31 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Slot `at` started (or will start) at host time `restart`: re-anchor the host grid there, and the clock
-    /// by the same amount (its offset from the host clock, which synchronisation may have set, is kept). Returns
-    /// how far the slot moved (positive: later than the clock had it).
+    /// by the same amount (its offset from the host clock, which synchronisation may have set, is kept). Every
+    /// clock piece governing slots from `at` on moves: a gap reported late, after an adjustment split the
+    /// clock at a later slot, moves the current clock too. Returns how far the slot moved (positive: later
+    /// than the clock had it).
     fn reanchor(&mut self, at: u64, restart: Tai) -> i64 {
         let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(at).0));
         self.host.set_time(restart, at);
-        let old = self.slot_time(at);
-        let new = Tai(old.0.saturating_add(moved));
         if at >= self.clock_from {
             self.split_clock(at);
-            self.ephc.set_time(new, at);
-        } else if let Some((_, c)) = self.history.iter_mut().rev().find(|(from, _)| *from <= at) {
-            c.set_time(new, at);
+        } else {
+            // Split the history piece holding `at` there, so earlier slots keep their times.
+            if let Some(i) = self.history.iter().rposition(|(from, _)| *from < at) {
+                if self.history.get(i + 1).is_none_or(|(from, _)| *from != at) {
+                    let piece = self.history[i].1.clone();
+                    self.history.insert(i + 1, (at, piece));
+                }
+            }
+            for (from, c) in self.history.iter_mut().filter(|(from, _)| *from >= at) {
+                let t = Tai(c.time_of(*from).0.saturating_add(moved));
+                c.set_time(t, *from);
+            }
         }
+        let from = self.clock_from.max(at);
+        let t = Tai(self.ephc.time_of(from).0.saturating_add(moved));
+        self.ephc.set_time(t, from);
         moved
     }
 
@@ -882,6 +894,43 @@ mod tests {
             now += 40_000;
             let _ = poll(&mut s, consumed, now);
             assert_eq!(s.counters().underruns, 1, "step {step}");
+        }
+    }
+
+    /// A gap the backend reports after a synchronisation adjustment (which split the clock at the slots then
+    /// posted, later than the gap's slot) moves the whole wire from the gap on: the EPHC keeps its offset from
+    /// the host clock. (It used to move only the older clock piece, so the EPHC jumped by the refinement.)
+    #[test]
+    fn a_gap_reported_after_an_adjustment_keeps_the_ephc_offset() {
+        for adj in [ClockAdjust::Rate(1_000_000), ClockAdjust::Step(Nanos(-7_000))] {
+            let mut s = station();
+            let _ = poll(&mut s, 0, 999_000);
+            let mut consumed = 4;
+            let mut now = 1_040_000;
+            while now < 1_200_000 {
+                let _ = poll(&mut s, consumed, now);
+                consumed += 4;
+                now += 40_000;
+            }
+            // A stall: the station finds the ring drained and restarts the wire itself, at an estimate.
+            now += 1_200_000;
+            consumed = s.ring().posted();
+            let p = poll(&mut s, consumed, now);
+            assert_eq!(p.underruns.len(), 1);
+            let gap_at = p.underruns[0].at_slot;
+            let estimate = p.underruns[0].restart;
+            // The servo adjusts the clock (from the slots posted now on)...
+            s.adjust_clock(adj).unwrap();
+            let later = Tai(now + 500_000);
+            let before = s.ephc_at(later).0 - later.0;
+            // ...and then the backend reports when the wire really restarted: 30 µs after the estimate.
+            let gaps = [Gap { at: gap_at, restart: estimate + Nanos(30_000) }];
+            s.poll(Observation { consumed, now: Tai(now + 10_000), gaps: &gaps }).unwrap();
+            let after = s.ephc_at(later).0 - later.0;
+            assert!(
+                (after - before).abs() <= 2,
+                "{adj:?}: EPHC − host {before} ns before the report, {after} ns after"
+            );
         }
     }
 
