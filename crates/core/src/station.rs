@@ -925,7 +925,7 @@ mod tests {
             let before = s.ephc_at(later).0 - later.0;
             // ...and then the backend reports when the wire really restarted: 30 µs after the estimate.
             let gaps = [Gap { at: gap_at, restart: estimate + Nanos(30_000) }];
-            s.poll(Observation { consumed, now: Tai(now + 10_000), gaps: &gaps }).unwrap();
+            let _ = s.poll(Observation { consumed, now: Tai(now + 10_000), gaps: &gaps }).unwrap();
             let after = s.ephc_at(later).0 - later.0;
             assert!(
                 (after - before).abs() <= 2,

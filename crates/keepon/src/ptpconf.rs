@@ -14,6 +14,7 @@ use keepon_core::time::Nanos;
 use keepon_nic::Timing;
 use keepon_ptp::engine::DelayMechanism;
 use keepon_ptp::port::OneStepNeedsSlotTime;
+use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
 use keepon_ptp::wire::Transport;
 
@@ -24,6 +25,8 @@ pub const MAX_LATENCY: Nanos = Nanos::from_ms(1);
 
 /// Largest sync threshold accepted (1 s).
 pub const MAX_THRESHOLD: Nanos = Nanos::from_ms(1_000);
+/// The longest delay-floor window (`ptp.delay_floor_window`): ten minutes.
+pub const MAX_FLOOR_WINDOW: Nanos = Nanos::from_ms(600_000);
 
 /// `[ptp]` as written.
 #[derive(Deserialize, Debug, Clone)]
@@ -56,6 +59,8 @@ struct PtpSection {
     servo: Option<String>,
     #[serde(default)]
     sync_threshold: Option<Dur>,
+    #[serde(default)]
+    delay_floor_window: Option<Dur>,
     #[serde(default)]
     tx_latency: Option<Dur>,
     #[serde(default)]
@@ -100,6 +105,9 @@ pub struct PtpConfig {
     pub servo: ServoKind,
     /// Scheduled submits wait (are refused `not-synchronised`) while the servo's |offset| is at or above this.
     pub sync_threshold: Nanos,
+    /// The delay-floor filter's window: each servo input is taken from the least-delayed measurement of this
+    /// long (0: off, every measurement as it is). See [`keepon_ptp::servo::floor`].
+    pub delay_floor: FloorConfig,
     /// Added to a slot's EPHC time to get an event message's TX timestamp (MAC/PHY constant).
     pub tx_latency: Nanos,
     /// Subtracted from RX timestamps (the calibrated RX latency).
@@ -223,6 +231,13 @@ impl PtpConfig {
                 sync_threshold.0, MAX_THRESHOLD.0
             )));
         }
+        let window = s.delay_floor_window.map_or(FloorConfig::default().window, |d| d.0);
+        if window.0 < 0 || window > MAX_FLOOR_WINDOW {
+            return Err(ConfigError(format!(
+                "ptp.delay_floor_window = {} ns: must be within 0..={} ns (0 turns the filter off)",
+                window.0, MAX_FLOOR_WINDOW.0
+            )));
+        }
         Ok(Some(PtpConfig {
             role,
             domain,
@@ -235,6 +250,7 @@ impl PtpConfig {
             priority1: int_in("priority1", s.priority1, 128, 0, 255)? as u8,
             servo,
             sync_threshold,
+            delay_floor: FloorConfig { window, ..FloorConfig::default() },
             tx_latency: latency("tx_latency", s.tx_latency)?,
             rx_latency: latency("rx_latency", s.rx_latency)?,
         }))
@@ -286,6 +302,9 @@ name = "be"
         assert_eq!((p.role, p.domain, p.transport, p.servo), (Role::Auto, 0, Transport::L2, ServoKind::Kalman));
         assert_eq!((p.sync_threshold, p.tx_latency, p.rx_latency), (Nanos(1_000), Nanos(0), Nanos(0)));
         assert_eq!((p.delay, p.one_step), (DelayMechanism::E2E { log_interval: 0 }, false));
+        assert_eq!(p.delay_floor, FloorConfig::default());
+        let off = parse("[ptp]\nclass = \"ptp\"\ndelay_floor_window = 0\n").unwrap().unwrap();
+        assert_eq!(off.delay_floor.window, Nanos(0));
         let p = parse(
             "[ptp]\nclass = \"ptp\"\nrole = \"slave\"\ndomain = 24\ntransport = \"udpv4\"\nipv4 = \"10.0.0.2\"\n\
              delay_mechanism = \"e2e\"\nlog_sync_interval = -3\nlog_announce_interval = 0\n\
@@ -358,6 +377,8 @@ name = "be"
             (format!("{c}sync_threshold = \"2s\""), "ptp.sync_threshold"),
             (format!("{c}tx_latency = \"2ms\""), "ptp.tx_latency"),
             (format!("{c}rx_latency = -1"), "ptp.rx_latency"),
+            (format!("{c}delay_floor_window = -1"), "ptp.delay_floor_window"),
+            (format!("{c}delay_floor_window = \"601s\""), "ptp.delay_floor_window"),
             ("[ptp]\nclass = \"nope\"".into(), "ptp.class"),
             ("[ptp]\nclass = \"be\"".into(), "owns no slots"),
             ("[ptp]\nrole = \"slave\"".into(), "class"),

@@ -34,6 +34,7 @@ use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
+use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog};
 use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
 use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoState, ServoStatus};
 
@@ -58,6 +59,8 @@ pub struct EngineConfig {
     pub delay: DelayMechanism,
     /// The servo.
     pub servo: ServoKind,
+    /// The delay-floor filter in front of the servo.
+    pub floor: FloorConfig,
 }
 
 /// How the path delay is measured, with the log₂ of the request interval in seconds.
@@ -146,6 +149,8 @@ impl<C: ServoClock> statime::Clock for SharedClock<C> {
 struct FromStatime<'a, C: statime::Clock> {
     clock: &'a mut C,
     ppt: &'a mut i64,
+    /// Every adjustment, for the delay-floor filter.
+    log: &'a mut PhaseLog,
 }
 
 impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
@@ -154,12 +159,16 @@ impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
     }
     fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {
         self.clock.step_clock(Duration::from_nanos(by.0)).map_err(|_| ClockError::StepOutOfRange)?;
-        Ok(self.now())
+        let now = self.now();
+        self.log.step(now, by);
+        Ok(now)
     }
     fn set_freq_ppt(&mut self, ppt: i64) -> Result<Tai, ClockError> {
         self.clock.set_frequency(ppt as f64 / 1e6).map_err(|_| ClockError::NotFinite)?;
         *self.ppt = ppt;
-        Ok(self.now())
+        let now = self.now();
+        self.log.set_freq(now, ppt);
+        Ok(now)
     }
     fn freq_ppt(&self) -> i64 {
         *self.ppt
@@ -170,6 +179,8 @@ impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
 struct ServoFilter {
     servo: AnyServo,
     prefilter: Prefilter,
+    floor: FloorFilter,
+    log: PhaseLog,
     ppt: i64,
     status: Rc<Cell<ServoStatus>>,
     outliers: Rc<Cell<PrefilterStats>>,
@@ -180,6 +191,7 @@ struct ServoFilter {
 struct ServoFilterConfig {
     kind: ServoKind,
     interval: Nanos,
+    floor: FloorConfig,
     status: Rc<Cell<ServoStatus>>,
     outliers: Rc<Cell<PrefilterStats>>,
 }
@@ -204,6 +216,8 @@ impl Filter for ServoFilter {
         ServoFilter {
             servo: AnyServo::new(c.kind, c.interval),
             prefilter: Prefilter::new(PrefilterConfig::default()),
+            floor: FloorFilter::new(c.floor),
+            log: PhaseLog::new(Nanos(c.floor.window.0.saturating_mul(2)), 0),
             ppt: 0,
             status: c.status,
             outliers: c.outliers,
@@ -217,10 +231,10 @@ impl Filter for ServoFilter {
             delay_raw: m.raw_delay_offset.map(from_statime_duration),
             peer_delay: m.peer_delay.map(from_statime_duration),
         };
-        let mut c = FromStatime { clock, ppt: &mut self.ppt };
         let locked = self.servo.status().state == ServoState::Locked;
-        let kept = self.prefilter.filter(s, locked);
+        let kept = self.prefilter.filter(s, locked).map(|s| self.floor.filter(s, locked, &self.log));
         self.outliers.set(self.prefilter.stats());
+        let mut c = FromStatime { clock, ppt: &mut self.ppt, log: &mut self.log };
         if let Some(s) = kept {
             // A refused adjustment leaves the servo unlocked; it retries with the next measurement.
             let _ = self.servo.sample(s, &mut c);
@@ -231,7 +245,7 @@ impl Filter for ServoFilter {
     }
 
     fn update<C: statime::Clock>(&mut self, clock: &mut C) -> FilterUpdate {
-        let mut c = FromStatime { clock, ppt: &mut self.ppt };
+        let mut c = FromStatime { clock, ppt: &mut self.ppt, log: &mut self.log };
         let _ = self.servo.update(&mut c);
         let now = c.now();
         self.status.set(self.servo.status());
@@ -362,7 +376,13 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         let status = Rc::new(Cell::new(ServoStatus::INITIAL));
         let interval = to_nanos(Interval::from_log_2(cfg.log_sync).as_core_duration());
         let outliers = Rc::new(Cell::new(PrefilterStats::default()));
-        let fcfg = ServoFilterConfig { kind: cfg.servo, interval, status: status.clone(), outliers: outliers.clone() };
+        let fcfg = ServoFilterConfig {
+            kind: cfg.servo,
+            interval,
+            floor: cfg.floor,
+            status: status.clone(),
+            outliers: outliers.clone(),
+        };
         let bmca: BmcaPort<C> = instance.add_port(port_cfg, fcfg, SharedClock(clock), ChaCha8Rng::seed_from_u64(seed));
         let (port, actions) = bmca.end_bmca();
         let mut out = Vec::new();

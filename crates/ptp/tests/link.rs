@@ -27,6 +27,7 @@ use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
 use keepon_ptp::port::{PortConfig, PtpPort};
+use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::{ServoKind, ServoState};
 use keepon_ptp::wire::Transport;
 use rand::{Rng, SeedableRng};
@@ -130,6 +131,10 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         delay: opts.delay,
         // The dual clock's PTP only sets the RX clock's phase: a servo that steps at every Sync (see `DualRx`).
         servo: if matches!(opts.rx, Rx::Dual { .. }) { ServoKind::MovingAverage } else { ServoKind::Kalman },
+        // The simulated software RX stamps err both ways (raw `t2 − t1` spreads about ±5 µs around offset +
+        // delay, below as much as above), unlike kernel stamps, which are only ever late: the delay-floor filter,
+        // which takes the least-delayed value, would pick the noise's low edge. It is off here.
+        floor: FloorConfig { window: Nanos::ZERO, ..FloorConfig::default() },
     };
     let cfg = PortConfig {
         engine,

@@ -110,6 +110,7 @@ impl Sync {
             log_announce: cfg.log_announce,
             delay: cfg.delay,
             servo: cfg.servo,
+            floor: cfg.delay_floor,
         };
         // Schedule PTP frames beyond the posted slots and one poll: the insertion window starts `batch` slots
         // ahead, and the frame must be placed before its slot is posted.
@@ -277,8 +278,12 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}",
+            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}",
             st.state,
+            match self.cfg.delay_floor.window {
+                Nanos(0) => String::new(),
+                w => format!(" (delay floor over {} s)", w.0 as f64 / 1e9),
+            },
             ns(st.offset),
             station.ephc().rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),

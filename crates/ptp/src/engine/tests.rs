@@ -11,6 +11,7 @@ use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 
 use super::*;
 use crate::clock::EphcClock;
+use crate::servo::floor::FloorConfig;
 use crate::servo::ServoState;
 use crate::sim::{Oscillator, EPOCH};
 
@@ -210,6 +211,7 @@ fn world_over(
             log_announce: 0,
             delay,
             servo,
+            floor: FloorConfig::default(),
         };
         let (engine, outs) = PtpEngine::new(cfg, clock.clone(), 7 + i as u64);
         w.nodes.push(Node {

@@ -17,6 +17,7 @@
 //! the link delay `d` is measured on its own (Pdelay_Req/Resp, independent of `o`) and comes as a sample of its
 //! own, which updates the servo's delay estimate and never adjusts the clock.
 
+pub mod floor;
 pub mod kalman;
 pub mod mafilter;
 pub mod pi;
