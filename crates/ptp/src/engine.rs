@@ -232,7 +232,14 @@ impl Filter for ServoFilter {
             peer_delay: m.peer_delay.map(from_statime_duration),
         };
         let locked = self.servo.status().state == ServoState::Locked;
-        let kept = self.prefilter.filter(s, locked).map(|s| self.floor.filter(s, locked, &self.log));
+        let restarts = self.prefilter.stats().restarts;
+        let kept = self.prefilter.filter(s, locked);
+        if self.prefilter.stats().restarts != restarts {
+            // A persistent change (the master's time jumped, the path changed): the floors found before it
+            // are stale.
+            self.floor = FloorFilter::new(self.floor.config());
+        }
+        let kept = kept.map(|s| self.floor.filter(s, locked, &self.log));
         self.outliers.set(self.prefilter.stats());
         let mut c = FromStatime { clock, ppt: &mut self.ppt, log: &mut self.log };
         if let Some(s) = kept {
