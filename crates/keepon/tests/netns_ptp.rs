@@ -13,9 +13,10 @@
 //! `CLOCK_REALTIME`; the test reads the kernel TAI offset and expects the EPHC at ptp4l's time.
 //!
 //! The targets (rms ≤ 250 ns, max ≤ 3 µs after 30 s of lock, frequency within 0.2 ppm) are printed
-//! next to the measured numbers and are NOT met on this host (host-paced veth, software stamps, a debug build
-//! sharing two cores): the assertions are only that the station synchronises within 30 s and the injected
-//! offset is removed (median true error within 500 µs). See the README's measured section for the figures.
+//! next to the measured numbers. With the delay-floor filter they were met here except rms over L2 (292 ns; see
+//! the README's measured section); a shared 2-core host can do worse, so the slave tests assert that the
+//! station synchronises within 30 s, the injected offset is removed (median true error within 500 µs) and the
+//! true error's rms is below [`RMS_LIMIT`] — which the same tests missed (1.4–6 µs) before the filter.
 #![cfg(target_os = "linux")]
 
 #[path = "support/ptp.rs"]
@@ -32,6 +33,9 @@ use ptp::{
     tai_offset_ns, wait_synchronised,
 };
 use support::{bridged, chmod, ip};
+
+/// The true error's rms the slave tests hold (5× the 292 ns measured over L2 on a quiet host).
+const RMS_LIMIT: f64 = 1_500.0;
 
 /// keepon slave ← ptp4l master. Returns the true errors (ns) over `window` after the station reported
 /// synchronised, and the mean frequency correction (ppm).
@@ -118,9 +122,9 @@ fn keepon_slave_follows_ptp4l_over_l2_from_plus_3ms_and_plus_50ppm() {
     let (errors, f) = slave_run("kz", true, "3ms", 50.0, Duration::from_secs(window));
     let s = stats(&errors);
     // What this test can hold on a shared host (host-paced veth, software stamps, debug build): the injected
-    // 3 ms is removed — the median true error is within 500 µs. The targets are printed above and
-    // are NOT met here (see the README's measured section); outliers of milliseconds follow host stalls.
+    // 3 ms is removed and the rms is within RMS_LIMIT. The targets are printed above.
     assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the 3 ms offset was not removed", s.median);
+    assert!(s.rms < RMS_LIMIT, "true error rms {:.0} ns (limit {RMS_LIMIT} ns)", s.rms);
     let _ = f;
 }
 
@@ -132,6 +136,7 @@ fn keepon_slave_follows_ptp4l_over_udpv4_from_minus_1s_and_minus_50ppm() {
     let (errors, f) = slave_run("ky", false, "-1s", -50.0, Duration::from_secs(10));
     let s = stats(&errors);
     assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the −1 s offset was not removed", s.median);
+    assert!(s.rms < RMS_LIMIT, "true error rms {:.0} ns (limit {RMS_LIMIT} ns)", s.rms);
     let _ = f;
 }
 
