@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod fuzzing;
 pub mod listen;
+pub mod netrun;
 pub mod pcap;
 pub mod ptpconf;
 pub mod record;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use keepon::backend::{self, BackendOptions};
 use keepon::config::{parse_duration, Config};
 use keepon::daemon::{serve_with, DaemonConfig, PtpLink};
+use keepon::netrun::run_on_network_time;
 use keepon::ptpconf::PtpConfig;
 use keepon::record;
 use keepon::run::{drive, run_sim, RunOptions};
@@ -101,6 +102,12 @@ enum Cmd {
         pcap_fillers: bool,
         #[command(flatten)]
         backend: BackendArgs,
+        /// With `[ptp]`: how long to wait for synchronisation before the first frame.
+        #[arg(long, value_parser = duration_arg, default_value = "60s")]
+        sync_wait: Duration,
+        /// With `[ptp]`: how long to wait for outstanding outcomes after the last frame.
+        #[arg(long, value_parser = duration_arg, default_value = "5s")]
+        grace: Duration,
     },
     /// Serve applications on a local UNIX socket (daemon.socket): frames with a txtime in, one outcome each out.
     Daemon {
@@ -191,18 +198,81 @@ fn main() -> ExitCode {
     }
 }
 
+/// Print what a talk (or a run on network time) did; an error if frames got no outcome.
+fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
+    let sent = out.records.iter().filter(|r| r.sent()).count();
+    println!(
+        "{who}: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",
+        out.records.len(),
+        sent,
+        out.records.len() - sent - out.missing,
+        out.missing,
+        out.behind
+    );
+    let mut reasons = std::collections::BTreeMap::new();
+    for r in out.records.iter().filter(|r| !r.sent()) {
+        *reasons.entry(r.reason.as_str()).or_insert(0) += 1;
+    }
+    for (why, n) in reasons {
+        println!("  rejected {why}: {n}");
+    }
+    if out.missing > 0 {
+        return Err(format!("{} frames got no outcome within the grace period", out.missing));
+    }
+    Ok(())
+}
+
+/// PTP's view of a real link: receive on the same interface (software or hardware stamps); none on the
+/// simulated NIC.
+fn ptp_link(cfg: &Config, opts: &BackendOptions) -> Result<Option<PtpLink>, String> {
+    match &opts.iface {
+        Some(iface) if opts.backend.as_deref().unwrap_or(&cfg.backend) != "sim" => {
+            let rx =
+                keepon_nic::linux::rx::Receiver::open(iface).map_err(|e| format!("ptp: receiver on {iface}: {e}"))?;
+            Ok(Some(PtpLink { mac: rx.link().mac, rx: Box::new(rx) }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// SIGINT and SIGTERM set [`STOP`].
+fn on_signals() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
-        Cmd::Run { config, records, pcap, pcap_fillers, backend } => {
+        Cmd::Run { config, records, pcap, pcap_fillers, backend, sync_wait, grace } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             if PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?.is_some() {
-                // Never run a configuration that asks for network time on a free-running clock.
-                return Err(format!(
-                    "{}: [ptp] asks for network time, which `keepon daemon` serves: start `keepon daemon --config \
-                     {0}` and replay this configuration's flows through it with `keepon talk --config {0}` (it \
-                     waits until the daemon is synchronised); `keepon run` runs on the station's own clock",
-                    config.display()
-                ));
+                // Network time: the daemon's PTP and sync gate with the talker's replay, in this process.
+                if pcap.is_some() || pcap_fillers {
+                    return Err(format!(
+                        "{}: --pcap with [ptp]: a run on network time records outcomes, not the wire; capture it \
+                         with tcpdump or `keepon listen` next to the link",
+                        config.display()
+                    ));
+                }
+                let opts = backend.options();
+                let (nic, _) = backend::open(&cfg, &opts, true)?;
+                println!(
+                    "keepon run: {} · network time ([ptp]), waiting up to {} s for synchronisation",
+                    nic.describe(),
+                    sync_wait.as_secs()
+                );
+                let link = ptp_link(&cfg, &opts)?;
+                on_signals();
+                let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, &STOP)?;
+                let missing = print_talk(&out.talk, "run");
+                println!("keepon run: {} underruns", out.daemon.underruns);
+                if let Some(p) = &records {
+                    record::write(p, &out.talk.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                }
+                return missing;
             }
             let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers };
             let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
@@ -234,20 +304,8 @@ fn run(cli: Cli) -> Result<(), String> {
             let opts = backend.options();
             let (nic, _) = backend::open(&cfg, &opts, true)?;
             println!("keepon daemon: {} · socket {}", nic.describe(), dcfg.socket.display());
-            // PTP on a real link: receive on the same interface (software or hardware stamps).
-            let link = match (&ptp, &opts.iface) {
-                (Some(_), Some(iface)) if opts.backend.as_deref().unwrap_or(&cfg.backend) != "sim" => {
-                    let rx = keepon_nic::linux::rx::Receiver::open(iface)
-                        .map_err(|e| format!("ptp: receiver on {iface}: {e}"))?;
-                    Some(PtpLink { mac: rx.link().mac, rx: Box::new(rx) })
-                }
-                _ => None,
-            };
-            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-            unsafe {
-                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-            }
+            let link = if ptp.is_some() { ptp_link(&cfg, &opts)? } else { None };
+            on_signals();
             let d = duration.map(|d| Nanos(d.as_nanos() as i64));
             let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d)?;
             println!(
@@ -260,29 +318,11 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Talk { socket, config, records, grace, sync_wait } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             let out = talk::talk(&cfg, &socket, grace, sync_wait)?;
-            let sent = out.records.iter().filter(|r| r.sent()).count();
-            println!(
-                "talk: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",
-                out.records.len(),
-                sent,
-                out.records.len() - sent - out.missing,
-                out.missing,
-                out.behind
-            );
-            let mut reasons = std::collections::BTreeMap::new();
-            for r in out.records.iter().filter(|r| !r.sent()) {
-                *reasons.entry(r.reason.as_str()).or_insert(0) += 1;
-            }
-            for (why, n) in reasons {
-                println!("  rejected {why}: {n}");
-            }
+            let missing = print_talk(&out, "talk");
             if let Some(p) = &records {
                 record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             }
-            if out.missing > 0 {
-                return Err(format!("{} frames got no outcome within the grace period", out.missing));
-            }
-            Ok(())
+            missing
         }
         Cmd::Listen { iface, records, config, duration, count } => {
             let cfg = match config {

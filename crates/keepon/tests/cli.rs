@@ -249,10 +249,14 @@ fn hostile_inputs_fail_fast_with_a_clear_message() {
     let (ok, text) = keepon_out(&["run", "--config", &p, "--records", csv.to_str().unwrap()]);
     assert!(ok, "{text}");
     assert_eq!(record::read(&csv).unwrap().len(), 12_000);
-    // A configuration asking for network time is never run on the free-running clock.
+    // A configuration asking for network time is never run on the free-running clock: a slave that hears no
+    // master is not synchronised within the wait, and the run fails without sending a frame.
     let p = cfg("ptp.toml", format!("{base}\n[ptp]\nclass = \"tc-0\"\nrole = \"slave\"\n"));
-    let (ok, text) = keepon_out(&["run", "--config", &p]);
-    assert!(!ok && text.contains("[ptp]") && text.contains("keepon daemon") && !text.contains("frames:"), "{text}");
+    let (ok, text) = keepon_out(&["run", "--config", &p, "--sync-wait", "1s"]);
+    assert!(!ok && text.contains("not synchronised after 1 s") && !text.contains("frames,"), "{text}");
+    // A run on network time records outcomes, not the wire: --pcap is refused before anything starts.
+    let (ok, text) = keepon_out(&["run", "--config", &p, "--pcap", pcap.to_str().unwrap()]);
+    assert!(!ok && text.contains("--pcap with [ptp]"), "{text}");
     // `report` on an endless file and `table3` with an absurd span.
     let (ok, text) = keepon_out(&["report", "/dev/zero"]);
     assert!(!ok && text.contains("not a keepon records file"), "{text}");
@@ -302,4 +306,54 @@ fn summary_and_report_show_the_deviation_from_the_schedule() {
     if flagged > 0 {
         assert!(report.contains(&format!("off schedule   {flagged} sent frames")), "{report}");
     }
+}
+
+/// `keepon run` with `[ptp]` runs the flows on network time: alone on its link, the station becomes master (the
+/// BMCA), is synchronised by definition, and every scheduled frame of the flows gets its outcome, recorded.
+#[test]
+fn run_with_ptp_replays_the_flows_on_network_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("net.toml");
+    std::fs::write(
+        &p,
+        r#"
+[link]
+rate = "100Mbps"
+[ring]
+slot_bytes = 1230      # δ = 100 µs
+slots = 32
+batch = 8
+[[class]]
+name = "ptp"
+slots = [0, 8, 16, 24]
+[[class]]
+name = "tc"
+slots = [4]
+[[class]]
+name = "be"
+[[flow]]
+name = "tc-cyclic"
+class = "tc"
+period = "3200us"
+offset = "400us"
+frame_bytes = 128
+count = 200
+lead = "2ms"
+[run]
+poll_period = "20us"
+[ptp]
+class = "ptp"
+log_sync_interval = -3
+"#,
+    )
+    .unwrap();
+    let csv = dir.path().join("net.csv");
+    let (ok, text) = keepon_out(&["run", "--config", p.to_str().unwrap(), "--records", csv.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(text.contains("network time") && text.contains("run: 200 frames"), "{text}");
+    let rows = record::read(&csv).unwrap();
+    assert_eq!(rows.len(), 200);
+    // Sent, or (a wall-clock-paced link on a loaded host) refused with a reason: never without an outcome.
+    assert!(rows.iter().all(|r| r.sent() || !r.reason.is_empty()), "{text}");
+    assert!(rows.iter().filter(|r| r.sent()).count() >= 190, "{text}");
 }

@@ -181,6 +181,29 @@ impl DaemonConfig {
         Ok(DaemonConfig { socket: d.socket, mode, max_in_flight: limits.max_in_flight, limits, allow: d.allow })
     }
 
+    /// The configuration of a station serving only this process (`keepon run` on network time): the socket
+    /// at `socket` with mode 0600 and no allow rules (only this user and root), the limits of `[daemon]` if
+    /// the configuration has one (its socket, mode and rules are not used).
+    pub fn private(cfg: &Config, socket: PathBuf) -> Result<DaemonConfig, ConfigError> {
+        let mut d = match cfg.raw.daemon {
+            Some(_) => DaemonConfig::from_config(cfg)?,
+            None => {
+                let limits = Limits::default();
+                DaemonConfig {
+                    socket: PathBuf::new(),
+                    mode: 0,
+                    max_in_flight: limits.max_in_flight,
+                    limits,
+                    allow: Vec::new(),
+                }
+            }
+        };
+        d.socket = socket;
+        d.mode = 0o600;
+        d.allow.clear();
+        Ok(d)
+    }
+
     /// Which classes a peer with these credentials may use.
     pub fn allowed(&self, cfg: &Config, uid: u32, gid: u32) -> Vec<bool> {
         let n = cfg.ownership.classes();
