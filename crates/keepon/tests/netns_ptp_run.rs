@@ -1,0 +1,129 @@
+//! `keepon run` with `[ptp]` on a real interface: the flows leave at the network time they ask for (needs root
+//! and `ptp4l`; skips otherwise).
+//!
+//! ```text
+//!   krt-PID: keepon run (afpacket, host-paced,  ── kp0 ── veth ── bridge ── veth ── kp1 ─┬─ krl-PID: ptp4l master
+//!            link +3 ms / +50 ppm, PTP slave)                                            └─ krl-PID: keepon listen
+//! ```
+//!
+//! One command does it all: `keepon run` brings the link up, synchronises its EPHC to the ptp4l master, then
+//! replays the configuration's cyclic flow in network time. Its link's clock is 3 ms ahead and 50 ppm fast, so
+//! a station on its own clock would put every frame 3 ms early (`netns_ptp_listen.rs` has that control); here
+//! `keepon listen` next to the master must hear each frame at its txtime on the master's clock (the kernel RX
+//! stamp minus the kernel's TAI offset), within the same tolerance as `netns_ptp_listen.rs`.
+#![cfg(target_os = "linux")]
+
+#[path = "support/ptp.rs"]
+mod ptp;
+#[allow(dead_code)] // shared with the other namespace tests
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use keepon::record;
+
+use ptp::{keepon_conf, ptp4l_conf, skip_unless_ready, spawn_ptp4l, stats, tai_offset_ns, BIN};
+use support::{bridged, chmod, Proc};
+
+/// Frames of the flow: one per ring cycle (3.2 ms), a second of them.
+const FRAMES: usize = 300;
+/// Half a slot (the schedule grid's offset from the host-paced wire) plus 450 µs (late release, residual
+/// error, path): as `netns_ptp_listen.rs`.
+const TOLERANCE_NS: i64 = 50_000 + 450_000;
+/// Frames that may be later than that after a host stall (host pacing is late, never early) or lost to an
+/// underrun (reported `underrun`).
+const STRAGGLERS_MAX: usize = 6;
+
+#[test]
+fn keepon_run_sends_its_flows_at_the_masters_time() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    chmod(d, 0o755);
+    let topo = bridged("kr");
+    let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", true, &ptp4l_conf(d, true));
+    // The PTP tests' link, classes and `[ptp]` section, with a flow in class `tc` (ring slot 4) and no
+    // `[daemon]` (a run has its own private socket).
+    let conf = keepon_conf(&d.join("unused.sock"), "3ms", 50.0, "role = \"slave\"\n");
+    let conf =
+        conf.replace("[daemon]\n", "").replace(&format!("socket = \"{}\"\n", d.join("unused.sock").display()), "");
+    let flow = format!(
+        "[[flow]]\nname = \"cyclic\"\nclass = \"tc\"\nperiod = \"3200us\"\noffset = \"400us\"\nframe_bytes = 128\n\
+         count = {FRAMES}\nlead = \"3ms\"\n"
+    );
+    let conf = conf.replace("[run]", &format!("{flow}[run]\nstart = \"20ms\""));
+    let cfg = d.join("R.toml");
+    std::fs::write(&cfg, &conf).unwrap();
+    let heard = d.join("heard.csv");
+    let mut listen = Proc::spawn(
+        "listen",
+        d,
+        Command::new("ip")
+            .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--config"])
+            .arg(&cfg)
+            .args(["--duration", "90s", "--count", &FRAMES.to_string(), "--records"])
+            .arg(&heard),
+    );
+    let sent = d.join("sent.csv");
+    let mut run = Proc::spawn(
+        "run",
+        d,
+        Command::new("ip")
+            .args(["netns", "exec", &topo.talker, BIN, "run", "--config"])
+            .arg(&cfg)
+            .args([
+                "--backend",
+                "afpacket",
+                "--iface",
+                "kp0",
+                "--pacing",
+                "host",
+                "--filler",
+                "reserved-address",
+                "--sync-wait",
+                "60s",
+                "--records",
+            ])
+            .arg(&sent),
+    );
+    let out = run.success(Duration::from_secs(120));
+    assert!(out.contains("network time") && out.contains(&format!("run: {FRAMES} frames")), "{out}");
+    assert!(ptp4l.running(), "ptp4l died\n{}", ptp4l.output());
+    // The listener stops when it has heard every frame (or, if some were lost, when its duration is over).
+    let _ = listen.success(Duration::from_secs(100));
+
+    let sent = record::read(&sent).unwrap();
+    assert_eq!(sent.len(), FRAMES, "one record per frame");
+    let heard = record::read(&heard).unwrap();
+    let tai = tai_offset_ns();
+    // RX − txtime on the master's clock, for every frame heard (matched by its header's txtime).
+    let mut late = 0;
+    let mut errors = Vec::new();
+    for r in &heard {
+        let (Some(rx), Some(txtime)) = (r.rx_ns, r.txtime_ns) else { continue };
+        let e = (rx - tai) - txtime;
+        assert!(e > -TOLERANCE_NS, "frame {} arrived {} µs before its txtime on the master's clock", r.seq, -e / 1000);
+        if e > TOLERANCE_NS {
+            late += 1;
+        }
+        errors.push(e);
+    }
+    let lost = sent.iter().filter(|r| !r.sent()).count();
+    let s = stats(&errors);
+    eprintln!(
+        "keepon run on network time: {} frames, {} sent, {} heard; RX − txtime (master's clock) median {:.1} µs, \
+         p99 {:.1} µs, max |·| {:.1} µs; {late} later than {} µs",
+        FRAMES,
+        FRAMES - lost,
+        heard.len(),
+        s.median / 1e3,
+        s.p99 / 1e3,
+        s.max / 1e3,
+        TOLERANCE_NS / 1000
+    );
+    assert!(heard.len() + STRAGGLERS_MAX >= FRAMES, "heard only {} of {FRAMES}\n{out}", heard.len());
+    assert!(late + lost <= STRAGGLERS_MAX, "{late} late and {lost} lost of {FRAMES}\n{out}");
+    // On the station's own clock they would have arrived 3 ms early: the median is far from that.
+    assert!(s.median.abs() < TOLERANCE_NS as f64, "median {} ns", s.median);
+}
