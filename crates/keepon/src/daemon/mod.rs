@@ -111,6 +111,9 @@ pub struct PtpLink {
 /// The MAC used for PTP when the caller gives no link (the simulated NIC): locally administered.
 pub const DEFAULT_PTP_MAC: [u8; 6] = [0x02, 0x6b, 0x65, 0x65, 0x70, 0x01];
 
+/// Underruns are logged at most this often.
+const UNDERRUN_LOG_EVERY: Nanos = Nanos::from_ms(10_000);
+
 /// How long a stopping daemon keeps writing outcomes to clients after the link has drained.
 pub const FLUSH_GRACE: Nanos = Nanos::from_ms(1_000);
 
@@ -387,6 +390,8 @@ fn serve_bound<N: Nic>(
     };
     // Where the next poll starts serving best-effort-only connections (round robin under the budget).
     let mut cursor = 0u64;
+    // Underruns are said at most once per UNDERRUN_LOG_EVERY: (count said, when next).
+    let mut underruns_said = (0u64, Tai(i64::MIN));
 
     loop {
         let now = driver.nic.now();
@@ -504,6 +509,15 @@ fn serve_bound<N: Nic>(
                     phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
                 }
             }
+        }
+        if stats.underruns > underruns_said.0 && now >= underruns_said.1 {
+            eprintln!(
+                "keepon daemon: {} underruns so far, {} new: the link went idle (the host did not post slots in \
+                 time); frames held then report `underrun`, later ones follow the re-anchored grid",
+                stats.underruns,
+                stats.underruns - underruns_said.0
+            );
+            underruns_said = (stats.underruns, now + UNDERRUN_LOG_EVERY);
         }
         stats.dropped += conns.flush();
         if let Stop::Flushing(until) = phase {
