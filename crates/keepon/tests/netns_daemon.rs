@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use keepon::api::{Client, Delivery, Request, Response};
 use keepon_core::testframe::TestHeader;
 
-use support::{bridged, chmod, is_root, Proc};
+use support::{bridged, chmod, is_root, Proc, KP0_HOST_PACED};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 const CYCLE: i64 = 3_200_000;
@@ -45,16 +45,10 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
     let mut daemon = Proc::spawn(
         "daemon",
         d,
-        Command::new("ip").args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"]).arg(&cfg).args([
-            "--backend",
-            "afpacket",
-            "--iface",
-            "kp0",
-            "--pacing",
-            "host",
-            "--filler",
-            "reserved-address",
-        ]),
+        Command::new("ip")
+            .args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"])
+            .arg(&cfg)
+            .args(KP0_HOST_PACED),
     );
     let up = Instant::now();
     let info = loop {

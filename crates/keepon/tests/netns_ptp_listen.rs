@@ -38,7 +38,7 @@ use keepon_core::testframe::TestHeader;
 use keepon_nic::linux::{self, rx::Receiver, rx::TimestampKind};
 
 use ptp::{connect, keepon_conf, ptp4l_conf, skip_unless_ready, spawn_ptp4l, stats, tai_offset_ns, BIN};
-use support::{bridged, can_chrt, chmod, Proc};
+use support::{bridged, can_chrt, chmod, Proc, KP0_HOST_PACED};
 
 /// Slot period (100 Mb/s, 1230 B slots) and ring cycle (32 slots) of `ptp::keepon_conf`, ns.
 const SLOT: i64 = 100_000;
@@ -205,18 +205,7 @@ fn run(prefix: &str, synchronised: bool) -> Measured {
     if realtime {
         cmd.args(["chrt", "-f", "50"]);
     }
-    cmd.args([BIN, "daemon", "--config"]).arg(&cfg).args([
-        "--backend",
-        "afpacket",
-        "--iface",
-        "kp0",
-        "--pacing",
-        "host",
-        "--filler",
-        "reserved-address",
-        "--duration",
-        "300s",
-    ]);
+    cmd.args([BIN, "daemon", "--config"]).arg(&cfg).args(KP0_HOST_PACED).args(["--duration", "300s"]);
     let mut daemon = Proc::spawn("daemon", d, &mut cmd);
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();

@@ -24,7 +24,7 @@ use std::time::Duration;
 use keepon::record;
 
 use ptp::{keepon_conf, ptp4l_conf, skip_unless_ready, spawn_ptp4l, stats, tai_offset_ns, BIN};
-use support::{bridged, chmod, Proc};
+use support::{bridged, chmod, Proc, KP0_HOST_PACED};
 
 /// Frames of the flow: one per ring cycle (3.2 ms), a second of them.
 const FRAMES: usize = 300;
@@ -72,19 +72,8 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
         Command::new("ip")
             .args(["netns", "exec", &topo.talker, BIN, "run", "--config"])
             .arg(&cfg)
-            .args([
-                "--backend",
-                "afpacket",
-                "--iface",
-                "kp0",
-                "--pacing",
-                "host",
-                "--filler",
-                "reserved-address",
-                "--sync-wait",
-                "60s",
-                "--records",
-            ])
+            .args(KP0_HOST_PACED)
+            .args(["--sync-wait", "60s", "--records"])
             .arg(&sent),
     );
     let out = run.success(Duration::from_secs(120));

@@ -51,6 +51,11 @@ pub struct Bridged {
     _guard: Namespaces,
 }
 
+/// `keepon` backend arguments for the bridged topology's talker end: AF_PACKET on `kp0`, host-paced (veth has no
+/// wire clock), fillers to a reserved group address that the bridge does not forward.
+pub const KP0_HOST_PACED: [&str; 8] =
+    ["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"];
+
 /// Build the topology with namespace names unique to this process; every link up, no IPv6 autoconfiguration.
 pub fn bridged(prefix: &str) -> Bridged {
     let id = std::process::id();
