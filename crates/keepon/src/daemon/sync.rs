@@ -79,6 +79,8 @@ pub struct Sync {
     last: ServoStatus,
     /// Host time of the last measurement the servo absorbed.
     last_sample: Option<Tai>,
+    /// Offsets measured so far (the prefilter's count).
+    offsets: u64,
     stale_after: Nanos,
     /// Consecutive measurements that found the servo locked within the threshold.
     good: u32,
@@ -141,6 +143,7 @@ impl Sync {
             frames: Vec::new(),
             last: ServoStatus::INITIAL,
             last_sample: None,
+            offsets: 0,
             stale_after: Nanos(interval.0.saturating_mul(4)),
             good: 0,
             good_since: None,
@@ -177,9 +180,13 @@ impl Sync {
                 self.last_error = Some(format!("{e:?}"));
             }
         }
+        // A fresh measurement of the offset, or a new servo state: judged (a servo behind the delay-floor filter
+        // may well give the same estimate twice, which is no sign of a lost master).
         let st = self.port.servo_status();
-        if st != self.last {
+        let offsets = self.port.engine().prefilter_stats().offsets;
+        if st != self.last || offsets != self.offsets {
             self.last = st;
+            self.offsets = offsets;
             self.last_sample = Some(now);
             let within = st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs());
             self.good = if st.state == ServoState::Locked && within { self.good.saturating_add(1) } else { 0 };

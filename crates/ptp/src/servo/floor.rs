@@ -169,7 +169,7 @@ impl Stream {
         // The floor now: the least value of the last window, carried along the drift to now. It is never above
         // the newest value (0 here): a difference is never raised past itself.
         let oldest = self.recent.front().map_or(0.0, |v| (v.0 .0 - at.0) as f64);
-        let window = (cfg.window.0 as f64).min(-oldest / 2.0).max(if drifts { 0.0 } else { cfg.window.0 as f64 });
+        let window = if drifts { (cfg.window.0 as f64).min(-oldest / 2.0) } else { cfg.window.0 as f64 };
         let below = points.filter(|p| p.0 >= -window).map(|(t, y)| y - slope * t).fold(0.0, f64::min);
         Nanos(x.0.saturating_add((sign * below).round() as i64))
     }

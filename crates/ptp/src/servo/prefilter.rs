@@ -43,6 +43,9 @@ pub struct PrefilterStats {
     pub dropped: u64,
     /// Streams restarted after persistent change.
     pub restarts: u64,
+    /// Samples with an offset (a Sync's `t2 − t1`) handed to the servo: a fresh measurement of the offset,
+    /// whether or not the servo's estimate changed.
+    pub offsets: u64,
 }
 
 /// One stream of raw differences.
@@ -97,6 +100,7 @@ impl Prefilter {
         let sync_raw = s.sync_raw.and_then(|x| self.sync.judge(x, locked, &self.cfg, &mut self.stats));
         let delay_raw = s.delay_raw.and_then(|x| self.delay.judge(x, locked, &self.cfg, &mut self.stats));
         let peer_delay = s.peer_delay.and_then(|x| self.peer.judge(x, locked, &self.cfg, &mut self.stats));
+        self.stats.offsets += u64::from(sync_raw.is_some());
         (sync_raw.is_some() || delay_raw.is_some() || peer_delay.is_some()).then_some(Sample {
             at: s.at,
             sync_raw,
@@ -174,6 +178,7 @@ mod tests {
         assert!(p.filter(sample(5_300), true).is_some());
         assert!(p.filter(sample(400_000), false).is_some(), "unlocked: nothing is judged");
         assert_eq!(p.stats().dropped, 1);
+        assert_eq!(p.stats().offsets, 18, "every Sync difference handed on is a fresh offset");
     }
 
     #[test]
