@@ -187,6 +187,23 @@ impl Ephc {
         self.base_ppt
     }
 
+    /// The frequency adjustment in force at slot `k` (the steady-state one, plus a slew's extra rate while it
+    /// lasts), parts per trillion.
+    pub fn rate_at(&self, k: u64) -> i64 {
+        self.base_ppt + self.slew.filter(|s| k < s.end).map_or(0, |s| s.extra_ppt)
+    }
+
+    /// `ns` of the oscillator's time (the slots' own clock) at slot `k`, in this clock's time: what the clock
+    /// advances while the oscillator runs `ns` without counting slots (a gap in the stream).
+    pub fn scaled(&self, k: u64, ns: i128) -> i128 {
+        ns + ns * i128::from(self.rate_at(k)) / PPT_ONE
+    }
+
+    /// The inverse of [`Ephc::scaled`]: `ns` of this clock's time at slot `k`, in the oscillator's time.
+    pub fn unscaled(&self, k: u64, ns: i128) -> i128 {
+        ns * PPT_ONE / (PPT_ONE + i128::from(self.rate_at(k)))
+    }
+
     /// True while a slew is in progress at slot `k`.
     pub fn slewing_at(&self, k: u64) -> bool {
         self.slew.is_some_and(|s| k < s.end)

@@ -419,11 +419,16 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Wire time of station slot `k`, by the clock that governed it when it was posted.
     fn slot_time(&self, k: u64) -> Tai {
+        self.clock_of(k).time_of(k)
+    }
+
+    /// The clock piece that governs slot `k`.
+    fn clock_of(&self, k: u64) -> &Ephc {
         if k >= self.clock_from {
-            return self.ephc.time_of(k);
+            return &self.ephc;
         }
         let piece = self.history.iter().rev().find(|(from, _)| *from <= k);
-        piece.map_or_else(|| self.ephc.time_of(k), |(_, c)| c.time_of(k))
+        piece.map_or(&self.ephc, |(_, c)| c)
     }
 
     /// Phase 2, reclaim: consumed real frames are sent; their slots become zeroed fillers.
@@ -558,12 +563,15 @@ impl<B: AsRef<[u8]>> Station<B> {
                 }
             }
             for (from, c) in self.history.iter_mut().filter(|(from, _)| *from >= at) {
-                let t = Tai(c.time_of(*from).0.saturating_add(moved));
+                let t = Tai(sat_i64(i128::from(c.time_of(*from).0) + c.scaled(*from, i128::from(moved))));
                 c.set_time(t, *from);
             }
         }
+        // The clock runs on through the gap at its own rate: `moved` of the oscillator's time is `moved` scaled
+        // by the clock's frequency adjustment (a synchronised clock would otherwise lose its correction over
+        // every gap: 100 ns per 2 ms gap at 50 ppm).
         let from = self.clock_from.max(at);
-        let t = Tai(self.ephc.time_of(from).0.saturating_add(moved));
+        let t = Tai(sat_i64(i128::from(self.ephc.time_of(from).0) + self.ephc.scaled(from, i128::from(moved))));
         self.ephc.set_time(t, from);
         moved
     }
@@ -574,7 +582,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     pub fn ephc_at(&self, host: Tai) -> Tai {
         let k = self.host.slot_of(host).unwrap_or(0);
         let into = i128::from(host.0) - i128::from(self.host.time_of(k).0);
-        Tai(sat_i64(i128::from(self.slot_time(k).0) + into))
+        let c = self.clock_of(k);
+        Tai(sat_i64(i128::from(c.time_of(k).0) + c.scaled(k, into)))
     }
 
     /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
@@ -583,7 +592,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     pub fn clock_at(&self, host: Tai) -> Tai {
         let k = self.host.slot_of(host).unwrap_or(0);
         let into = i128::from(host.0) - i128::from(self.host.time_of(k).0);
-        Tai(sat_i64(i128::from(self.ephc.time_of(k).0) + into))
+        Tai(sat_i64(i128::from(self.ephc.time_of(k).0) + self.ephc.scaled(k, into)))
     }
 
     /// When slot `k` starts (started) by the host clock: the wire's grid as the host sees it, which
@@ -592,12 +601,12 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.host.time_of(k)
     }
 
-    /// The host time at EPHC time `t` (the inverse of [`Station::ephc_at`], to within a nanosecond per slot of
-    /// frequency difference).
+    /// The host time at EPHC time `t` (the inverse of [`Station::ephc_at`], to within a nanosecond).
     pub fn host_at(&self, t: Tai) -> Tai {
         let k = self.ephc.slot_of(t).unwrap_or(0);
-        let into = i128::from(t.0) - i128::from(self.slot_time(k).0);
-        Tai(sat_i64(i128::from(self.host.time_of(k).0) + into))
+        let c = self.clock_of(k);
+        let into = i128::from(t.0) - i128::from(c.time_of(k).0);
+        Tai(sat_i64(i128::from(self.host.time_of(k).0) + c.unscaled(k, into)))
     }
 
     /// The wire grid moved: find which schedule slot the first unposted wire slot now carries — the one whose
@@ -930,6 +939,44 @@ mod tests {
             assert!(
                 (after - before).abs() <= 2,
                 "{adj:?}: EPHC − host {before} ns before the report, {after} ns after"
+            );
+        }
+    }
+
+    /// An underrun does not cost a steered clock its frequency correction: through the gap the EPHC runs at its
+    /// own rate, as it does slot by slot. (It used to run through every gap at the oscillator's rate: 100 ns of
+    /// a +50 ppm correction lost per 2 ms gap.) The same holds for a gap the backend reports.
+    #[test]
+    fn a_steered_clock_keeps_its_rate_through_a_gap() {
+        for reported in [false, true] {
+            let mut s = station();
+            let _ = poll(&mut s, 0, 999_000);
+            s.adjust_clock(ClockAdjust::Rate(50_000_000)).unwrap(); // +50 ppm
+            let (mut consumed, mut now) = (4, 1_040_000);
+            while now < 1_400_000 {
+                let _ = poll(&mut s, consumed, now);
+                consumed += 4;
+                now += 40_000;
+            }
+            let h1 = Tai(now - 20_000);
+            let e1 = s.ephc_at(h1);
+            // A 2 ms stall: every posted slot went out, the wire idled.
+            now += 2_000_000;
+            consumed = s.ring().posted();
+            let p = poll(&mut s, consumed, now);
+            assert_eq!(p.underruns.len(), 1);
+            if reported {
+                let gaps = [Gap { at: p.underruns[0].at_slot, restart: p.underruns[0].restart + Nanos(30_000) }];
+                let _ = s.poll(Observation { consumed, now: Tai(now + 10_000), gaps: &gaps }).unwrap();
+            }
+            let h2 = Tai(now + 200_000);
+            let e2 = s.ephc_at(h2);
+            let want = (h2.0 - h1.0) + (h2.0 - h1.0) * 50 / 1_000_000;
+            assert!(
+                ((e2.0 - e1.0) - want).abs() <= 2,
+                "reported {reported}: EPHC advanced {} ns over {} ns, want {want}",
+                e2.0 - e1.0,
+                h2.0 - h1.0
             );
         }
     }

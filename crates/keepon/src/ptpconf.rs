@@ -105,8 +105,8 @@ pub struct PtpConfig {
     pub servo: ServoKind,
     /// Scheduled submits wait (are refused `not-synchronised`) while the servo's |offset| is at or above this.
     pub sync_threshold: Nanos,
-    /// The delay-floor filter's window: each servo input is taken from the least-delayed measurement of this
-    /// long (0: off, every measurement as it is). See [`keepon_ptp::servo::floor`].
+    /// The delay-floor filter's window: each servo input is taken from the floor (a low quantile) of this long's
+    /// delays (0: off, every measurement as it is). See [`keepon_ptp::servo::floor`].
     pub delay_floor: FloorConfig,
     /// Added to a slot's EPHC time to get an event message's TX timestamp (MAC/PHY constant).
     pub tx_latency: Nanos,

@@ -34,7 +34,7 @@ use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
-use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog};
+use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog, SLOPE_WINDOWS};
 use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
 use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoState, ServoStatus};
 
@@ -217,7 +217,7 @@ impl Filter for ServoFilter {
             servo: AnyServo::new(c.kind, c.interval),
             prefilter: Prefilter::new(PrefilterConfig::default()),
             floor: FloorFilter::new(c.floor),
-            log: PhaseLog::new(Nanos(c.floor.window.0.saturating_mul(2)), 0),
+            log: PhaseLog::new(Nanos(c.floor.window.0.saturating_mul(SLOPE_WINDOWS + 1)), 0),
             ppt: 0,
             status: c.status,
             outliers: c.outliers,
@@ -232,13 +232,7 @@ impl Filter for ServoFilter {
             peer_delay: m.peer_delay.map(from_statime_duration),
         };
         let locked = self.servo.status().state == ServoState::Locked;
-        let restarts = self.prefilter.stats().restarts;
         let kept = self.prefilter.filter(s, locked);
-        if self.prefilter.stats().restarts != restarts {
-            // A persistent change (the master's time jumped, the path changed): the floors found before it
-            // are stale.
-            self.floor = FloorFilter::new(self.floor.config());
-        }
         let kept = kept.map(|s| self.floor.filter(s, locked, &self.log));
         self.outliers.set(self.prefilter.stats());
         let mut c = FromStatime { clock, ppt: &mut self.ppt, log: &mut self.log };
