@@ -285,7 +285,7 @@ def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
 
 
 def read_records(path: Path) -> dict[str, list[dict[str, str]]]:
-    """Sent real-time frames of a keepon records file (v1 or v2), per flow, in seq order."""
+    """Sent real-time frames of a keepon records file (v1, v2 or v3), per flow, in seq order."""
     flows: dict[str, list[dict[str, str]]] = defaultdict(list)
 
     def row(r):

@@ -409,6 +409,9 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
     }
     let sm = &out.summary;
     println!("timing: {}/{} sent frames left at exactly their EPHC slot time ({})", sm.exact_ephc, sm.sent, out.timing);
+    if let Some(r) = sm.render_release() {
+        print!("{r}");
+    }
     print!("{}", sm.render_schedule(cfg.tolerance.0));
     for f in &cfg.flows {
         let Some(fs) = sm.flows.get(&f.name) else { continue };

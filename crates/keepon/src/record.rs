@@ -1,7 +1,7 @@
 //! Per-frame records: one CSV row per frame handed to keepon, written raw and analysed later.
 //!
-//! Format v2 (first line `# keepon-records v2`, then a header; v1 files, without the last two columns, are read
-//! too):
+//! Format v3 (first line `# keepon-records v3`, then a header; v2 files, without `released_ns`, and v1 files,
+//! without the last three columns, are read too):
 //!
 //! | column | meaning |
 //! |---|---|
@@ -17,6 +17,7 @@
 //! | `rx_ns` | receiver timestamp (simulator: quantised like an i210; listener: kernel/NIC RX timestamp) |
 //! | `sched_ns` | real-time frames: start of the schedule slot that holds `txtime_ns`; `tx_ns − sched_ns` is the deviation |
 //! | `off_schedule` | `true` if the frame left further than the tolerance (`run.tolerance`) from `sched_ns` |
+//! | `released_ns` | host-paced links: when the host handed the frame to the kernel, on keepon's clock (the kernel's TX timestamp where the backend gets one, else interpolated) — after `ephc_ns` by the release lag, microseconds usually, milliseconds after a host stall; empty where the NIC paces |
 //!
 //! Records are written as outcomes arrive ([`RecordWriter`]), in outcome order, so a run's memory does not grow
 //! with its length.
@@ -27,7 +28,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// First line of a records file.
-pub const MAGIC_LINE: &str = "# keepon-records v2";
+pub const MAGIC_LINE: &str = "# keepon-records v3";
+
+/// First line of a version 2 records file (still read).
+pub const MAGIC_LINE_V2: &str = "# keepon-records v2";
 
 /// First line of a version 1 records file (still read).
 pub const MAGIC_LINE_V1: &str = "# keepon-records v1";
@@ -66,6 +70,9 @@ pub struct Record {
     /// Left further than the tolerance from `sched_ns`.
     #[serde(default)]
     pub off_schedule: Option<bool>,
+    /// Host-paced links: when the host released the frame to the kernel, on the EPHC.
+    #[serde(default)]
+    pub released_ns: Option<i64>,
 }
 
 impl Record {
@@ -86,6 +93,7 @@ impl Record {
             rx_ns: None,
             sched_ns: None,
             off_schedule: None,
+            released_ns: None,
         }
     }
 
@@ -167,7 +175,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, String> {
     reader.by_ref().take(MAX_LINE).read_until(b'\n', &mut first).map_err(|e| format!("{}: {e}", path.display()))?;
     let first = String::from_utf8_lossy(&first);
     let first = first.trim_end();
-    if first != MAGIC_LINE && first != MAGIC_LINE_V1 {
+    if ![MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V1].contains(&first) {
         return Err(format!("{}: not a keepon records file (first line is not `{MAGIC_LINE}`)", path.display()));
     }
     let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(LineBounded { inner: reader, line: 0 });
@@ -221,6 +229,7 @@ mod tests {
                 rx_ns: Some(8),
                 sched_ns: Some(10),
                 off_schedule: Some(false),
+                released_ns: Some(12_345),
             },
             Record {
                 seq: 1,
@@ -236,6 +245,7 @@ mod tests {
                 rx_ns: None,
                 sched_ns: None,
                 off_schedule: None,
+                released_ns: None,
             },
         ];
         write(&p, &recs).unwrap();
@@ -247,6 +257,12 @@ mod tests {
                   3,a,tc-0,10,sent,,3,3,10,10,8\n";
         std::fs::write(&p, v1).unwrap();
         assert_eq!(read(&p).unwrap()[0].rx_ns, Some(8));
+        // And version 2 files (without `released_ns`).
+        let v2 = "# keepon-records v2\nseq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns,\
+                  sched_ns,off_schedule\n3,a,tc-0,10,sent,,3,3,10,10,8,10,false\n";
+        std::fs::write(&p, v2).unwrap();
+        let r = &read(&p).unwrap()[0];
+        assert_eq!((r.off_schedule, r.released_ns), (Some(false), None));
     }
 
     /// Reading is bounded: an endless file without line breaks is refused, not read into memory.

@@ -180,7 +180,7 @@ fn drive_with<N: Nic>(
                 }
             }
             if let Some(id) = w.frame {
-                if let Some(r) = join.wire(id, w.start, w.rx) {
+                if let Some(r) = join.wire(id, WireTimes { start: w.start, rx: w.rx, released: w.released_ephc }) {
                     emit(finish(r, cfg.tolerance), &mut summary);
                 }
             }
@@ -243,20 +243,38 @@ fn finish(mut r: Record, tolerance: Nanos) -> Record {
     r
 }
 
+/// What a wire event says about its frame (see [`keepon_nic::WireEvent`]).
+#[derive(Clone, Copy, Debug)]
+struct WireTimes {
+    start: Option<Tai>,
+    rx: Option<Tai>,
+    released: Option<Tai>,
+}
+
+impl WireTimes {
+    fn fill(self, r: &mut Record) {
+        if let Some(t) = self.start {
+            r.tx_ns = Some(t.0);
+        }
+        r.rx_ns = self.rx.map(|t| t.0);
+        r.released_ns = self.released.map(|t| t.0);
+    }
+}
+
 /// Joins a sent frame's outcome with its wire event (either may come first; both come within a ring of slots,
 /// so this holds at most about a ring of frames).
 #[derive(Default)]
 struct Join {
     outcome_first: HashMap<FrameId, Record>,
-    wire_first: HashMap<FrameId, (Option<Tai>, Option<Tai>)>,
+    wire_first: HashMap<FrameId, WireTimes>,
 }
 
 impl Join {
     /// The outcome arrived: the record, if its wire event is already here.
     fn sent(&mut self, id: FrameId, mut r: Record) -> Option<Record> {
         match self.wire_first.remove(&id) {
-            Some((start, rx)) => {
-                Self::fill(&mut r, start, rx);
+            Some(w) => {
+                w.fill(&mut r);
                 Some(r)
             }
             None => {
@@ -267,24 +285,17 @@ impl Join {
     }
 
     /// The wire event arrived: the record, if its outcome is already here.
-    fn wire(&mut self, id: FrameId, start: Option<Tai>, rx: Option<Tai>) -> Option<Record> {
+    fn wire(&mut self, id: FrameId, w: WireTimes) -> Option<Record> {
         match self.outcome_first.remove(&id) {
             Some(mut r) => {
-                Self::fill(&mut r, start, rx);
+                w.fill(&mut r);
                 Some(r)
             }
             None => {
-                self.wire_first.insert(id, (start, rx));
+                self.wire_first.insert(id, w);
                 None
             }
         }
-    }
-
-    fn fill(r: &mut Record, start: Option<Tai>, rx: Option<Tai>) {
-        if let Some(t) = start {
-            r.tx_ns = Some(t.0);
-        }
-        r.rx_ns = rx.map(|t| t.0);
     }
 
     /// Outcomes still waiting for a wire event.

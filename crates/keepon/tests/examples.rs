@@ -166,6 +166,15 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
             // (underrun.toml: 41 µs, by design) some — every frame is accounted for in either case.
             let min_share = if lead_ns(&cfg) >= 60_000 { 0.5 } else { 0.0 };
             let sent_rt = check_run(&tag, &cfg, &recs, underruns(&run.stdout()), min_share);
+            // Host-paced: every sent frame says when the host released it, never before its slot's time, and the
+            // summary says how late.
+            for r in recs.iter().filter(|r| r.sent()) {
+                let (Some(rel), Some(slot)) = (r.released_ns, r.ephc_ns) else {
+                    panic!("{tag}: {} #{} sent without a release time", r.flow, r.seq)
+                };
+                assert!(rel >= slot - 1_000, "{tag}: {} #{} released {} ns before its slot", r.flow, r.seq, slot - rel);
+            }
+            assert!(run.stdout().contains("release: "), "{tag}: no release line: {}", run.stdout());
             listen.success(Duration::from_secs(30));
             // What crossed the bridge was reported sent: no frame leaves without its `sent` outcome, and no filler
             // crosses. The veth pair, the bridge and the listener's socket may drop frames on a loaded host (they

@@ -210,6 +210,7 @@ impl<N: Nic> Driver<N> {
         for mut w in wire.drain(..) {
             let start = self.wire_time(&w);
             w.start.get_or_insert(start);
+            w.released_ephc = w.released.map(|t| self.station.ephc_at(t));
             sink(Event::Wire(w));
         }
         self.wire = wire;
@@ -388,6 +389,7 @@ mod tests {
                         bytes: None,
                         released: None,
                         stamped: false,
+                        released_ephc: None,
                     });
                 }
                 self.consumed = c;

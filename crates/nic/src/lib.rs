@@ -86,6 +86,9 @@ pub struct WireEvent {
     pub released: Option<Tai>,
     /// `released` is the kernel's TX timestamp (not interpolated).
     pub stamped: bool,
+    /// `released` on the EPHC (filled in by the driver): later than the slot's EPHC time by the host's release
+    /// lag — microseconds usually, milliseconds after a host stall.
+    pub released_ephc: Option<Tai>,
 }
 
 /// Backend failures.

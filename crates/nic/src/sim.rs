@@ -358,6 +358,7 @@ impl Nic for SimNic {
                     bytes: f.bytes,
                     released: None,
                     stamped: false,
+                    released_ephc: None,
                 });
             }
         }

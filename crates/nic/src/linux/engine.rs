@@ -416,7 +416,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                     _ => (None, false),
                 };
                 let (start, rx, frame, bytes) = (None, None, Some(id), Some(bytes));
-                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released, stamped });
+                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released, stamped, released_ephc: None });
             }
         }
         self.check_drops(now)?;

@@ -383,6 +383,7 @@ impl Nic for EtfNic {
                             bytes: Some(f.bytes),
                             released: None,
                             stamped: false,
+                            released_ephc: None,
                         }),
                     }
                 }
