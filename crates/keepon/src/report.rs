@@ -80,6 +80,8 @@ pub struct FlowReport {
     pub deviation: Vec<i64>,
     /// Sent frames flagged beyond the tolerance from their schedule slot.
     pub off_schedule: usize,
+    /// Host-paced links: `released_ns − ephc_ns` (ns) of sent frames, how late the host released them.
+    pub release_lag: Vec<i64>,
 }
 
 /// Group records by flow and compute the series.
@@ -110,6 +112,11 @@ pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
                 inter_arrival: arrivals.windows(2).map(|w| w[1].saturating_sub(w[0])).collect(),
                 deviation,
                 off_schedule: rs.iter().filter(|r| r.off_schedule == Some(true)).count(),
+                release_lag: rs
+                    .iter()
+                    .filter(|r| r.sent())
+                    .filter_map(|r| r.released_ns?.checked_sub(r.ephc_ns?))
+                    .collect(),
             }
         })
         .collect()
@@ -165,6 +172,9 @@ pub fn render(records: &[Record]) -> String {
         }
         out.push_str(&stats_line("inter-arrival", &f.inter_arrival));
         out.push_str(&stats_line("deviation", &f.deviation));
+        if !f.release_lag.is_empty() {
+            out.push_str(&stats_line("release lag", &f.release_lag));
+        }
         if f.off_schedule > 0 {
             let _ = writeln!(
                 out,
@@ -210,6 +220,21 @@ mod tests {
         assert!(f.inter_arrival.contains(&i64::MAX));
         let text = render(&recs);
         assert!(!text.contains("-9223372036854775"), "{text}");
+    }
+
+    /// Records with release times (host-paced links) get a release-lag line; records without none.
+    #[test]
+    fn release_lag_is_reported_where_recorded() {
+        let mk = |seq: u64, lag: Option<i64>| {
+            let mut r = Record::new(seq, "f", "c", Some(1_000 * seq as i64));
+            r.sent_at(seq, 0, 1_000 * seq as i64);
+            r.released_ns = lag.map(|l| 1_000 * seq as i64 + l);
+            r
+        };
+        let recs = vec![mk(1, Some(20_000)), mk(2, Some(3_000_000)), mk(3, None)];
+        assert_eq!(analyse(&recs)[0].release_lag, vec![20_000, 3_000_000]);
+        assert!(render(&recs).contains("release lag    n=2 min=20000 max=3000000"), "{}", render(&recs));
+        assert!(!render(&[mk(4, None)]).contains("release lag"));
     }
 
     #[test]

@@ -95,8 +95,11 @@ pub struct Summary {
     pub off_schedule: u64,
     /// Host-paced links: `released − slot time` of sent frames (the host's release lag).
     pub release_lag: Running,
-    /// Of these, released more than a slot late (a host stall).
+    /// Of these, released later than the ring's lead (batch·δ) after their slot time: the host fell behind by more
+    /// than the ring keeps (a stall).
     pub released_late: u64,
+    /// batch·δ, ns.
+    lead: i64,
     /// Slot period δ in whole ns (floored), for the bins.
     delta: i64,
 }
@@ -119,6 +122,7 @@ impl Summary {
             off_schedule: 0,
             release_lag: Running::default(),
             released_late: 0,
+            lead: i64::try_from(cfg.geometry.period().floor_mul(u64::from(cfg.batch))).unwrap_or(i64::MAX),
             delta: i64::try_from(cfg.geometry.period().floor_mul(1)).unwrap_or(i64::MAX),
         }
     }
@@ -142,7 +146,7 @@ impl Summary {
         self.exact_ephc += u64::from(r.tx_ns.is_some() && r.tx_ns == r.ephc_ns);
         if let Some(lag) = r.released_ns.zip(r.ephc_ns).and_then(|(rel, slot)| rel.checked_sub(slot)) {
             self.release_lag.add(lag);
-            self.released_late += u64::from(lag > self.delta);
+            self.released_late += u64::from(lag > self.lead);
         }
         if let Some(d) = r.deviation() {
             self.sent_rt += 1;
@@ -165,13 +169,13 @@ impl Summary {
         let mean = l.mean()?;
         Some(format!(
             "release: {} sent frames handed to the kernel {:.1} µs after their slot time on average (min {:.1}, \
-             max {:.1} µs); {} more than a slot late (host stalls: these left later than their records' slot \
-             time, see `released_ns`)\n",
+             max {:.1} µs); {} later than the ring's lead ({:.1} µs: host stalls; see `released_ns`)\n",
             l.n,
             mean / 1e3,
             l.min as f64 / 1e3,
             l.max as f64 / 1e3,
-            self.released_late
+            self.released_late,
+            self.lead as f64 / 1e3
         ))
     }
 
@@ -209,8 +213,8 @@ mod tests {
 
     use super::*;
 
-    /// Host-paced release lags are summed up, and the frames released more than a slot late (host stalls) are
-    /// counted; a run whose NIC paces prints no release line.
+    /// Host-paced release lags are summed up, and the frames released later than the ring's lead (host stalls)
+    /// are counted; a run whose NIC paces prints no release line.
     #[test]
     fn release_lags_are_summarised_and_stalls_counted() {
         let cfg = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/example2.toml")).unwrap();
@@ -220,15 +224,15 @@ mod tests {
         paced.sent_at(10, 0, 1_000_000);
         s.add(&paced);
         assert_eq!(s.render_release(), None);
-        let delta = s.delta;
-        for (i, lag) in [delta / 4, delta / 2, 500 * delta].into_iter().enumerate() {
+        let lead = s.lead;
+        for (i, lag) in [s.delta / 2, lead, 500 * lead].into_iter().enumerate() {
             let mut r = Record::new(i as u64 + 1, flow, class, None);
             r.sent_at(11 + i as u64, 0, 2_000_000);
             r.released_ns = Some(2_000_000 + lag);
             s.add(&r);
         }
-        assert_eq!((s.release_lag.n, s.release_lag.max, s.released_late), (3, 500 * delta, 1));
+        assert_eq!((s.release_lag.n, s.release_lag.max, s.released_late), (3, 500 * lead, 1));
         let line = s.render_release().unwrap();
-        assert!(line.contains("3 sent frames") && line.contains("; 1 more than a slot late"), "{line}");
+        assert!(line.contains("3 sent frames") && line.contains("; 1 later than the ring's lead"), "{line}");
     }
 }
