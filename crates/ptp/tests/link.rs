@@ -133,7 +133,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         servo: if matches!(opts.rx, Rx::Dual { .. }) { ServoKind::MovingAverage } else { ServoKind::Kalman },
         // The simulated software RX stamps err both ways (raw `t2 − t1` spreads about ±5 µs around offset +
         // delay, below as much as above), unlike kernel stamps, which are only ever late: the delay-floor filter,
-        // which takes the least-delayed value, would pick the noise's low edge. It is off here.
+        // which takes a low quantile of the values, would pick the noise's low edge. It is off here.
         floor: FloorConfig { window: Nanos::ZERO, ..FloorConfig::default() },
     };
     let cfg = PortConfig {

@@ -70,7 +70,7 @@ pub struct PhaseLog {
 const PICO: i128 = 1_000_000_000_000;
 
 /// The drift is judged over up to this many windows (the oscillator's drift is steady over a minute; its line
-/// needs least-delayed points far apart).
+/// needs low points far apart).
 pub const SLOPE_WINDOWS: i64 = 4;
 
 /// A stream's samples pass as they are until it spans this long; from then on, until it spans a window, the
@@ -349,7 +349,7 @@ mod tests {
         out
     }
 
-    /// Once each third of a stream's span holds a least-delayed value (one in 50: from 150 samples on), every
+    /// Once each third of a stream's span holds enough values on the floor (one in 10: from 150 samples on), every
     /// value handed on is offset + the floor, within `tol`.
     fn assert_floor(out: &[(i64, i64)], tol: i64) {
         let from = 150;
