@@ -2,6 +2,7 @@
 //! same per-frame records as `keepon run` (with receive timestamps), counting fillers and other frames apart.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use keepon_core::testframe::TestHeader;
@@ -46,18 +47,21 @@ pub fn track_sequence(prev: Option<u64>, seq: u64, e: &mut (u64, u64, u64)) {
     }
 }
 
-/// Receive on `iface` until `duration` passes or `count` test frames arrived.
+/// Receive on `iface` until `duration` passes, `count` test frames arrived or `stop` is set (a signal): what was
+/// received is returned in every case.
 pub fn listen(
     iface: &str,
     cfg: Option<&Config>,
     duration: Duration,
     count: Option<u64>,
+    stop: &AtomicBool,
 ) -> Result<ListenOutput, String> {
     let mut rx = Receiver::open(iface).map_err(|e| e.to_string())?;
     let mut out = ListenOutput::default();
     let mut last_seq: BTreeMap<u16, u64> = BTreeMap::new();
     let end = Instant::now() + duration;
-    while Instant::now() < end && count.is_none_or(|c| (out.records.len() as u64) < c) {
+    while Instant::now() < end && count.is_none_or(|c| (out.records.len() as u64) < c) && !stop.load(Ordering::Relaxed)
+    {
         let left = end.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
         let Some((bytes, ts, kind)) = rx.recv(left).map_err(|e| e.to_string())? else { continue };
         out.timestamps = Some(kind);

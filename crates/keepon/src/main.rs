@@ -149,7 +149,7 @@ enum Cmd {
         /// Configuration, to name flows and classes.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Stop after this long.
+        /// Stop after this long (SIGINT or SIGTERM stop it earlier; the records are written either way).
         #[arg(long, value_parser = duration_arg, default_value = "10s")]
         duration: Duration,
         /// Stop after this many test frames.
@@ -329,7 +329,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 Some(p) => Some(Config::load(&p).map_err(|e| e.to_string())?),
                 None => None,
             };
-            let out = listen::listen(&iface, cfg.as_ref(), duration, count)?;
+            on_signals();
+            let out = listen::listen(&iface, cfg.as_ref(), duration, count, &STOP)?;
             println!(
                 "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}",
                 out.records.len(),

@@ -136,7 +136,7 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
                 dir.path(),
                 Command::new("ip")
                     .args(["netns", "exec", &net.listener, keepon_bin(), "listen", "--iface", "kp1"])
-                    .args(["--duration", "8s", "--records", lcsv.to_str().unwrap()]),
+                    .args(["--duration", "60s", "--records", lcsv.to_str().unwrap()]),
             );
             assert!(support::wait_until(Duration::from_secs(5), || support::packet_sockets(
                 listen.pid(),
@@ -179,6 +179,11 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
                 panic!("{tag}: no release line: {stdout}")
             };
             eprintln!("{tag}: {release}");
+            // The listener runs until the run is over (a fixed duration could end before a slow run does): a
+            // SIGINT stops it, and it still writes its records.
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: kill(2) on the listener this test started (`ip netns exec` execs into keepon).
+            assert_eq!(unsafe { libc::kill(listen.pid() as libc::pid_t, libc::SIGINT) }, 0);
             listen.success(Duration::from_secs(30));
             // What crossed the bridge was reported sent: no frame leaves without its `sent` outcome, and no filler
             // crosses. The veth pair, the bridge and the listener's socket may drop frames on a loaded host (they
