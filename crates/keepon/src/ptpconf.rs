@@ -65,6 +65,8 @@ struct PtpSection {
     tx_latency: Option<Dur>,
     #[serde(default)]
     rx_latency: Option<Dur>,
+    #[serde(default)]
+    measurement_log: Option<toml::Value>,
 }
 
 /// Which PTP role the station may take.
@@ -79,7 +81,7 @@ pub enum Role {
 }
 
 /// The validated `[ptp]` section.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtpConfig {
     /// Role.
     pub role: Role,
@@ -112,6 +114,10 @@ pub struct PtpConfig {
     pub tx_latency: Nanos,
     /// Subtracted from RX timestamps (the calibrated RX latency).
     pub rx_latency: Nanos,
+    /// A CSV file (created, or truncated) getting one row per measurement the servo gets: the raw differences,
+    /// what the filters handed on, the servo's state (`ptp.measurement_log`; a relative path is the daemon's
+    /// working directory's).
+    pub measurement_log: Option<std::path::PathBuf>,
 }
 
 fn int_in(key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
@@ -253,6 +259,11 @@ impl PtpConfig {
             delay_floor: FloorConfig { window, ..FloorConfig::default() },
             tx_latency: latency("tx_latency", s.tx_latency)?,
             rx_latency: latency("rx_latency", s.rx_latency)?,
+            measurement_log: match s.measurement_log {
+                None => None,
+                Some(toml::Value::String(p)) if !p.trim().is_empty() => Some(std::path::PathBuf::from(p)),
+                Some(v) => return Err(ConfigError(format!("ptp.measurement_log = {v}: name a file"))),
+            },
         }))
     }
 }
@@ -304,7 +315,9 @@ name = "be"
         assert_eq!((p.delay, p.one_step), (DelayMechanism::E2E { log_interval: 0 }, false));
         assert_eq!(p.delay_floor, FloorConfig::default());
         let off = parse("[ptp]\nclass = \"ptp\"\ndelay_floor_window = 0\n").unwrap().unwrap();
-        assert_eq!(off.delay_floor.window, Nanos(0));
+        assert_eq!((off.delay_floor.window, &off.measurement_log), (Nanos(0), &None));
+        let log = parse("[ptp]\nclass = \"ptp\"\nmeasurement_log = \"m.csv\"\n").unwrap().unwrap();
+        assert_eq!(log.measurement_log, Some(std::path::PathBuf::from("m.csv")));
         let p = parse(
             "[ptp]\nclass = \"ptp\"\nrole = \"slave\"\ndomain = 24\ntransport = \"udpv4\"\nipv4 = \"10.0.0.2\"\n\
              delay_mechanism = \"e2e\"\nlog_sync_interval = -3\nlog_announce_interval = 0\n\
@@ -379,6 +392,8 @@ name = "be"
             (format!("{c}rx_latency = -1"), "ptp.rx_latency"),
             (format!("{c}delay_floor_window = -1"), "ptp.delay_floor_window"),
             (format!("{c}delay_floor_window = \"601s\""), "ptp.delay_floor_window"),
+            (format!("{c}measurement_log = \" \""), "ptp.measurement_log"),
+            (format!("{c}measurement_log = 3"), "measurement_log"),
             ("[ptp]\nclass = \"nope\"".into(), "ptp.class"),
             ("[ptp]\nclass = \"be\"".into(), "owns no slots"),
             ("[ptp]\nrole = \"slave\"".into(), "class"),

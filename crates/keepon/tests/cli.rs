@@ -356,4 +356,10 @@ log_sync_interval = -3
     // Sent, or (a wall-clock-paced link on a loaded host) refused with a reason: never without an outcome.
     assert!(rows.iter().all(|r| r.sent() || !r.reason.is_empty()), "{text}");
     assert!(rows.iter().filter(|r| r.sent()).count() >= 190, "{text}");
+    // A measurement log that cannot be written is refused up front, naming the key and the file.
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("measurement_log = \"/nonexistent-keepon-dir/m.csv\"\n");
+    std::fs::write(&p, text).unwrap();
+    let (ok, text) = keepon_out(&["run", "--config", p.to_str().unwrap()]);
+    assert!(!ok && text.contains("ptp.measurement_log: cannot write /nonexistent-keepon-dir/m.csv"), "{text}");
 }

@@ -46,7 +46,8 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     let d = dir.path();
     chmod(d, 0o755);
     let topo = bridged(tag);
-    let mut extra = String::from("role = \"slave\"\n");
+    let mlog = d.join("measurements.csv");
+    let mut extra = format!("role = \"slave\"\nmeasurement_log = \"{}\"\n", mlog.display());
     if !l2 {
         ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
         extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
@@ -112,7 +113,32 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
         .map(|r| r.split(" of ").filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_default();
     assert!(counts.len() == 2 && counts[1] > 0 && counts[0] == counts[1], "{tag}: TX times not all stamped: {l}");
+    check_measurement_log(tag, &mlog, window);
     (errors, f)
+}
+
+/// The measurement log (`ptp.measurement_log`) has a row per measurement (Sync and Delay_Req at 16 Hz each, from
+/// before lock to the end of the window), its floors below its raw values, and the servo locked at the end.
+fn check_measurement_log(tag: &str, path: &std::path::Path, window: Duration) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(keepon::daemon::MEASUREMENT_LOG_HEADER), "{tag}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 12), "{tag}: rows of 12 fields");
+    let least = (30 + window.as_secs() as usize) * 16;
+    assert!(rows.len() >= least, "{tag}: {} measurements logged, expected at least {least}", rows.len());
+    let int = |v: &str| v.parse::<i64>().ok();
+    // The floor of `t2 − t1` is never above the raw value once filtered (a least-delayed value is lower).
+    let syncs: Vec<(i64, i64)> = rows.iter().filter_map(|r| Some((int(r[1])?, int(r[4])?))).collect();
+    assert!(syncs.len() * 3 >= rows.len(), "{tag}: {} Syncs in {} rows", syncs.len(), rows.len());
+    let below = syncs.iter().filter(|(raw, used)| used <= raw).count();
+    assert!(
+        below * 10 >= syncs.len() * 9,
+        "{tag}: only {below} of {} filtered Syncs at or below their raw value",
+        syncs.len()
+    );
+    assert_eq!(rows.last().unwrap()[8], "locked", "{tag}");
+    eprintln!("{tag}: measurement log: {} rows, {} with a Sync", rows.len(), syncs.len());
 }
 
 /// keepon slave ← ptp4l master over L2, the link 3 ms ahead and 50 ppm fast: the injected error is removed.

@@ -19,6 +19,7 @@
 //! with [`PtpEngine::on_one_step_sent`], which drops the Follow_Up statime makes for it.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use keepon_core::time::{Nanos, Tai};
@@ -175,6 +176,26 @@ impl<C: statime::Clock> ServoClock for FromStatime<'_, C> {
     }
 }
 
+/// One measurement as the servo got it: statime's raw differences, what the outlier prefilter and the delay-floor
+/// filter handed on, and the servo's state after it (see [`PtpEngine::take_measurements`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasurementRecord {
+    /// The raw differences (`t2 − t1`, `t3 − t4`, a peer delay) and their event time.
+    pub raw: Sample,
+    /// What reached the servo (`None`: dropped as an outlier).
+    pub used: Option<Sample>,
+    /// The servo after it.
+    pub servo: ServoStatus,
+    /// The clock's frequency adjustment after it, parts per trillion.
+    pub freq_ppt: i64,
+}
+
+/// At most this many measurements wait for [`PtpEngine::take_measurements`]; older ones are dropped.
+pub const MAX_KEPT_MEASUREMENTS: usize = 1024;
+
+/// Measurements not yet taken, shared between the engine and its filter.
+type Measurements = Rc<RefCell<VecDeque<MeasurementRecord>>>;
+
 /// Our servo as statime's filter; its status is published through a shared cell.
 struct ServoFilter {
     servo: AnyServo,
@@ -184,6 +205,7 @@ struct ServoFilter {
     ppt: i64,
     status: Rc<Cell<ServoStatus>>,
     outliers: Rc<Cell<PrefilterStats>>,
+    measurements: Measurements,
 }
 
 /// Configuration of [`ServoFilter`]: the servo, the sync interval, where to publish its status.
@@ -194,6 +216,7 @@ struct ServoFilterConfig {
     floor: FloorConfig,
     status: Rc<Cell<ServoStatus>>,
     outliers: Rc<Cell<PrefilterStats>>,
+    measurements: Measurements,
 }
 
 impl ServoFilter {
@@ -221,6 +244,7 @@ impl Filter for ServoFilter {
             ppt: 0,
             status: c.status,
             outliers: c.outliers,
+            measurements: c.measurements,
         }
     }
 
@@ -242,6 +266,12 @@ impl Filter for ServoFilter {
         }
         let now = c.now();
         self.status.set(self.servo.status());
+        let mut m = self.measurements.borrow_mut();
+        if m.len() >= MAX_KEPT_MEASUREMENTS {
+            m.pop_front();
+        }
+        m.push_back(MeasurementRecord { raw: s, used: kept, servo: self.servo.status(), freq_ppt: self.ppt });
+        drop(m);
         self.update_from(now)
     }
 
@@ -275,6 +305,7 @@ pub struct PtpEngine<C: ServoClock + 'static> {
     port: Option<RunningPort<C>>,
     status: Rc<Cell<ServoStatus>>,
     outliers: Rc<Cell<PrefilterStats>>,
+    measurements: Measurements,
 }
 
 fn to_nanos(d: core::time::Duration) -> Nanos {
@@ -383,7 +414,9 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
             floor: cfg.floor,
             status: status.clone(),
             outliers: outliers.clone(),
+            measurements: Measurements::default(),
         };
+        let measurements = fcfg.measurements.clone();
         let bmca: BmcaPort<C> = instance.add_port(port_cfg, fcfg, SharedClock(clock), ChaCha8Rng::seed_from_u64(seed));
         let (port, actions) = bmca.end_bmca();
         let mut out = Vec::new();
@@ -395,7 +428,7 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
         }
         let intervals = Intervals { log_sync: cfg.log_sync, log_announce: cfg.log_announce };
         intervals.stamp(&mut out);
-        (PtpEngine { instance, intervals, port: Some(port), status, outliers }, out)
+        (PtpEngine { instance, intervals, port: Some(port), status, outliers, measurements }, out)
     }
 
     fn with_port(&mut self, f: impl FnOnce(&mut RunningPort<C>, &mut Vec<Output>)) -> Vec<Output> {
@@ -477,6 +510,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     /// The servo's status (state, offset, frequency, path delay).
     pub fn servo_status(&self) -> ServoStatus {
         self.status.get()
+    }
+
+    /// The measurements since the last call, oldest first (at most [`MAX_KEPT_MEASUREMENTS`]).
+    pub fn take_measurements(&self) -> Vec<MeasurementRecord> {
+        self.measurements.borrow_mut().drain(..).collect()
     }
 
     /// What the outlier prefilter in front of the servo did so far.

@@ -79,6 +79,7 @@ mod conn;
 mod feed;
 mod socket;
 mod sync;
+pub use sync::MEASUREMENT_LOG_HEADER;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -375,6 +376,7 @@ fn serve_bound<N: Nic>(
         Some((p, link)) => {
             let now = driver.nic.now();
             let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
+            sync.open_measurement_log()?;
             if driver.nic.timing() == keepon_nic::Timing::HostPaced {
                 sync.tx_on_release()?;
             }

@@ -22,7 +22,7 @@ use keepon_core::outcome::{FrameId, Outcome};
 use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::Nic;
-use keepon_ptp::engine::EngineConfig;
+use keepon_ptp::engine::{EngineConfig, MeasurementRecord};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort, TxLag};
 use keepon_ptp::servo::{ServoState, ServoStatus};
 use keepon_ptp::wire::WireError;
@@ -92,6 +92,33 @@ pub struct Sync {
     /// RX or port problems since the last log line, counted, and the last one.
     errors: u64,
     last_error: Option<String>,
+    /// `ptp.measurement_log`, once opened.
+    log: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+/// The measurement log's header (see [`Sync::open_measurement_log`]).
+pub const MEASUREMENT_LOG_HEADER: &str = "ephc_ns,sync_raw_ns,delay_raw_ns,peer_delay_raw_ns,sync_used_ns,\
+                                          delay_used_ns,peer_delay_used_ns,dropped,servo,offset_ns,path_delay_ns,freq_ppt";
+
+/// One measurement as a row of the measurement log.
+fn measurement_row(m: &MeasurementRecord) -> String {
+    let ns = |v: Option<Nanos>| v.map_or(String::new(), |v| v.0.to_string());
+    let used = m.used;
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{}",
+        m.raw.at.0,
+        ns(m.raw.sync_raw),
+        ns(m.raw.delay_raw),
+        ns(m.raw.peer_delay),
+        ns(used.and_then(|u| u.sync_raw)),
+        ns(used.and_then(|u| u.delay_raw)),
+        ns(used.and_then(|u| u.peer_delay)),
+        used.is_none(),
+        m.servo.state,
+        ns(m.servo.offset),
+        ns(m.servo.mean_delay),
+        m.freq_ppt
+    )
 }
 
 /// The clock identity from a MAC (EUI-48 to EUI-64, `ff:fe` in the middle).
@@ -152,6 +179,39 @@ impl Sync {
             next_log: now,
             errors: 0,
             last_error: None,
+            log: None,
+        }
+    }
+
+    /// Create (or truncate) `ptp.measurement_log`, if configured, and write its header: from now on every
+    /// measurement the servo gets is a row — event time (EPHC), the raw `t2 − t1`, `t3 − t4` and peer delay,
+    /// what the outlier prefilter and the delay-floor filter handed on (empty: not measured; `dropped`: an
+    /// outlier), and the servo's state, offset, path delay and the clock's frequency adjustment after it.
+    pub fn open_measurement_log(&mut self) -> Result<(), String> {
+        use std::io::Write as _;
+        let Some(path) = &self.cfg.measurement_log else { return Ok(()) };
+        let fail = |e: std::io::Error| format!("ptp.measurement_log: cannot write {}: {e}", path.display());
+        let mut out = std::io::BufWriter::with_capacity(64 << 10, std::fs::File::create(path).map_err(fail)?);
+        writeln!(out, "{MEASUREMENT_LOG_HEADER}").and_then(|()| out.flush()).map_err(fail)?;
+        self.log = Some(out);
+        Ok(())
+    }
+
+    /// Write the measurements taken since the last poll to the log (a failing log is reported once and closed:
+    /// synchronisation goes on).
+    fn write_measurements(&mut self) {
+        use std::io::Write as _;
+        let taken = self.port.engine().take_measurements();
+        let Some(out) = &mut self.log else { return };
+        if taken.is_empty() {
+            return;
+        }
+        // Buffered: written when the buffer fills, with each status line and at the end, not at every poll.
+        let written = taken.iter().try_for_each(|m| writeln!(out, "{}", measurement_row(m)));
+        if let Err(e) = written {
+            let path = self.cfg.measurement_log.as_ref().map_or(String::new(), |p| p.display().to_string());
+            eprintln!("keepon daemon: ptp: measurement log {path}: {e}; closed");
+            self.log = None;
         }
     }
 
@@ -174,6 +234,7 @@ impl Sync {
             self.port.on_rx(&frame, rx, station, now);
         }
         self.port.poll(station, now);
+        self.write_measurements();
         for e in self.port.take_errors() {
             if !matches!(e, PortError::Wire(WireError::NotPtp)) {
                 self.errors += 1;
@@ -201,6 +262,10 @@ impl Sync {
                 eprintln!("keepon daemon: ptp: {what}");
             }
             eprintln!("keepon daemon: ptp: {}", self.describe(station, now));
+            if let Some(out) = &mut self.log {
+                // With the status line: the log is at most one status interval behind.
+                let _ = std::io::Write::flush(out);
+            }
             self.logged = key;
             self.next_log = now + LOG_EVERY;
             self.errors = 0;

@@ -332,3 +332,22 @@ fn one_step_sync_locks_the_slave_and_no_follow_up_is_sent() {
     assert!(syncs > 250, "{:?}", w.sent);
     assert_eq!(w.sent.get(&(0, 0x8)), None, "the one-step master sent Follow_Up: {:?}", w.sent);
 }
+
+/// Every measurement the slave's servo got is handed out once, with its raw differences, what reached the servo
+/// and the servo's state after it; the master measures nothing.
+#[test]
+fn the_slave_hands_out_each_measurement_once() {
+    let mut w = world(ServoKind::Kalman, 20.0, Nanos::from_us(300));
+    let _ = w.run(20_000_000_000, 10_000_000_000, 1);
+    assert!(w.nodes[0].engine.take_measurements().is_empty(), "the master measured");
+    let m = w.nodes[1].engine.take_measurements();
+    assert!(m.len() > 100, "{} measurements", m.len());
+    assert!(m.len() <= MAX_KEPT_MEASUREMENTS);
+    assert!(m.iter().any(|r| r.raw.sync_raw.is_some()) && m.iter().any(|r| r.raw.delay_raw.is_some()));
+    let last = m.last().unwrap();
+    assert_eq!(last.servo.state, ServoState::Locked);
+    // The slave's oscillator is 20 ppm fast: the clock is slowed by about as much.
+    assert!((last.freq_ppt as f64 / 1e6 + 20.0).abs() < 1.0, "{} ppt", last.freq_ppt);
+    assert!(m.iter().filter(|r| r.used.is_some()).count() * 10 >= m.len() * 9, "most measurements reach the servo");
+    assert!(w.nodes[1].engine.take_measurements().is_empty(), "handed out twice");
+}
