@@ -119,7 +119,11 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
 
 /// The measurement log (`ptp.measurement_log`) has a row per measurement (Sync and Delay_Req at 16 Hz each, from
 /// before lock to the end of the window), its floors below its raw values, and the servo locked at the end.
+/// `KEEPON_PTP_LOG_DIR` keeps a copy (`TAG-measurements.csv`) for analysis.
 fn check_measurement_log(tag: &str, path: &std::path::Path, window: Duration) {
+    if let Some(dir) = std::env::var_os("KEEPON_PTP_LOG_DIR") {
+        std::fs::copy(path, std::path::Path::new(&dir).join(format!("{tag}-measurements.csv"))).unwrap();
+    }
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some(keepon::daemon::MEASUREMENT_LOG_HEADER), "{tag}");
