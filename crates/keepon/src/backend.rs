@@ -40,7 +40,7 @@ pub fn check_host_pacing(cfg: &Config, timing: Timing) -> Result<(), String> {
     if timing != Timing::HostPaced {
         return Ok(());
     }
-    let lead = cfg.geometry.period().floor_mul(u64::from(cfg.batch));
+    let lead = cfg.lead();
     if lead < MIN_HOST_PACED_LEAD.0 as u128 {
         return Err(format!(
             "this link is host-paced (no line clock, e.g. veth), and the ring keeps only batch·δ = {lead} ns of \

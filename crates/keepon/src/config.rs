@@ -446,6 +446,12 @@ fn parse_mac(key: &str, text: &str) -> Result<[u8; 6], ConfigError> {
 }
 
 impl Config {
+    /// batch·δ in whole ns (floored): how far ahead of the NIC the station keeps posted slots — how long the host
+    /// may stall before the link underruns.
+    pub fn lead(&self) -> u128 {
+        self.geometry.period().floor_mul(u64::from(self.batch))
+    }
+
     /// Read and validate a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text =

@@ -122,7 +122,7 @@ impl Summary {
             off_schedule: 0,
             release_lag: Running::default(),
             released_late: 0,
-            lead: i64::try_from(cfg.geometry.period().floor_mul(u64::from(cfg.batch))).unwrap_or(i64::MAX),
+            lead: i64::try_from(cfg.lead()).unwrap_or(i64::MAX),
             delta: i64::try_from(cfg.geometry.period().floor_mul(1)).unwrap_or(i64::MAX),
         }
     }

@@ -97,11 +97,6 @@ fn every_example_on_the_simulated_nic_sends_its_scheduled_frames() {
     }
 }
 
-/// Batch·δ of a configuration, in ns: the lead a host-paced link must keep (see `backend::MIN_HOST_PACED_LEAD`).
-fn lead_ns(cfg: &Config) -> u128 {
-    cfg.geometry.period().floor_mul(u64::from(cfg.batch))
-}
-
 #[test]
 fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_bridge() {
     if !is_root() {
@@ -153,7 +148,7 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
                 .arg(&csv);
             let mut run = Proc::spawn(&format!("run-{name}-{backend}"), dir.path(), &mut cmd);
             let status = run.wait(Duration::from_secs(60)).unwrap();
-            if lead_ns(&cfg) < 20_000 {
+            if cfg.lead() < 20_000 {
                 // A ring that keeps less than a host can react in cannot be host-paced: keepon says so up front.
                 assert!(!status.success(), "{tag}: must refuse a host-paced link with batch·δ < 20 µs");
                 assert!(run.output().contains("host-paced"), "{tag}: {}", run.output());
@@ -164,7 +159,7 @@ fn every_example_on_every_real_backend_sends_its_scheduled_frames_through_a_brid
             // A host-paced link underruns whenever the (debug-built, possibly loaded) host oversleeps its lead
             // batch·δ; examples with a comfortable lead (≥ 60 µs) must send most real-time frames, tighter ones
             // (underrun.toml: 41 µs, by design) some — every frame is accounted for in either case.
-            let min_share = if lead_ns(&cfg) >= 60_000 { 0.5 } else { 0.0 };
+            let min_share = if cfg.lead() >= 60_000 { 0.5 } else { 0.0 };
             let sent_rt = check_run(&tag, &cfg, &recs, underruns(&run.stdout()), min_share);
             // Host-paced: every sent frame says when the host released it, never before its slot's time, and the
             // summary says how late.

@@ -201,11 +201,8 @@ impl Sync {
     /// synchronisation goes on).
     fn write_measurements(&mut self) {
         use std::io::Write as _;
-        let taken = self.port.engine().take_measurements();
         let Some(out) = &mut self.log else { return };
-        if taken.is_empty() {
-            return;
-        }
+        let taken = self.port.engine().take_measurements();
         // Buffered: written when the buffer fills, with each status line and at the end, not at every poll.
         let written = taken.iter().try_for_each(|m| writeln!(out, "{}", measurement_row(m)));
         if let Err(e) = written {
