@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use keepon::api::SyncState;
 
 use ptp::{
-    connect, fit, judge_master, keepon_conf, ptp4l_conf, skip_unless_ready, spawn_daemon, spawn_ptp4l, stats,
-    tai_offset_ns, wait_synchronised,
+    connect, fit, igmp_querier, judge_master, keepon_conf, ptp4l_conf, ptp_group_ports, skip_unless_ready,
+    spawn_daemon, spawn_ptp4l, stats, tai_offset_ns, wait_synchronised,
 };
 use support::{bridged, chmod, ip};
 
@@ -51,6 +51,7 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     if !l2 {
         ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
         extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
+        igmp_querier(&topo.bridge);
     }
     let conf = ptp4l_conf(d, true);
     let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
@@ -114,7 +115,26 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
         .unwrap_or_default();
     assert!(counts.len() == 2 && counts[1] > 0 && counts[0] == counts[1], "{tag}: TX times not all stamped: {l}");
     check_measurement_log(tag, &mlog, window);
+    if !l2 {
+        check_membership(tag, &topo.bridge, &out);
+    }
     (errors, f)
+}
+
+/// Over UDPv4 behind a snooping, querying bridge ([`igmp_querier`]: memberships expire after 5 s): at the end of
+/// the run both the keepon port (`bt`) and ptp4l's (`bl`) are members of 224.0.1.129, and the daemon sent more
+/// reports than its two at start — it answered the queries (its own refresh is once a minute).
+fn check_membership(tag: &str, bridge: &str, daemon_out: &str) {
+    let ports = ptp_group_ports(bridge);
+    assert!(ports.iter().any(|p| p == "bt") && ports.iter().any(|p| p == "bl"), "{tag}: group members {ports:?}");
+    let reports = daemon_out
+        .lines()
+        .rev()
+        .find_map(|l| l.split("IGMP reports for 224.0.1.129: ").nth(1))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok());
+    let Some(reports) = reports else { panic!("{tag}: no IGMP report count in the daemon's status\n{daemon_out}") };
+    assert!(reports > 2, "{tag}: {reports} IGMP reports: no query answered");
+    eprintln!("{tag}: members of 224.0.1.129 on the bridge: {ports:?}; keepon sent {reports} IGMP reports");
 }
 
 /// The measurement log (`ptp.measurement_log`) has a row per measurement (Sync and Delay_Req at 16 Hz each, from
@@ -184,6 +204,7 @@ fn master_run(tag: &str, l2: bool, offset: &str, ppm: f64) {
     if !l2 {
         ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
         extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
+        igmp_querier(&topo.bridge);
     }
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
@@ -193,6 +214,9 @@ fn master_run(tag: &str, l2: bool, offset: &str, ppm: f64) {
     let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
     let mut c = connect(&sock, &mut daemon);
     let m = judge_master(tag, ppm, &mut c, &mut daemon, &mut ptp4l);
+    if !l2 {
+        check_membership(tag, &topo.bridge, &daemon.output());
+    }
     let tslope = fit(&m.replies.iter().map(|(t, r)| (*t, (r.ephc_now - r.host_now) as f64)).collect::<Vec<_>>()).0;
     eprintln!(
         "{tag}: ptp4l (free-running slave) over {:.0} s, {} offsets: drift {:+.4} ppm for an injected {ppm:+.3} ppm \

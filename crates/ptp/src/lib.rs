@@ -10,7 +10,7 @@
 //! out; E2E or P2P delay), [`port`] (the engine on a station: PTP frames through the insertion path with exact TX
 //! times, one-step Sync where the slot time is the TX time, adjustments through `Station::adjust_clock`), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
 //! granularity/jitter study), [`dualsim`] (two stations back to back, single vs dual clock), [`wire`] (PTP over
-//! L2 and UDPv4: checked parse, emit).
+//! L2 and UDPv4: checked parse, emit), [`igmp`] (membership of PTP's IPv4 group, for switches that snoop IGMP).
 //!
 //! statime (pinned `=0.4.0`, upstream on hold) appears only behind our own types: [`clock::ServoClock`],
 //! [`servo::Servo`] and [`engine::PtpEngine`].
@@ -26,6 +26,7 @@ pub mod a9;
 pub mod clock;
 pub mod dualsim;
 pub mod engine;
+pub mod igmp;
 pub mod port;
 pub mod servo;
 pub mod sim;

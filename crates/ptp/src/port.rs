@@ -19,6 +19,10 @@
 //!   slot after it was written (a master does not steer, so this is not expected), the port reports
 //!   [`PortError::OneStepOff`].
 //!
+//! - Over UDPv4 the port keeps the station a member of PTP's group `224.0.1.129` ([`crate::igmp`]): IGMPv2
+//!   Membership Reports go out through the same class, at start, a second later, every minute and in answer to
+//!   queries ([`PtpPort::on_igmp`]), so that a switch snooping IGMP forwards PTP to the station.
+//!
 //! Frame ids of PTP frames have the top bit set ([`PTP_ID_BIT`]); applications must not use such ids.
 
 use std::cell::RefCell;
@@ -33,8 +37,9 @@ use keepon_core::time::{Nanos, Tai};
 
 use crate::clock::EphcClock;
 use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
+use crate::igmp::{self, Membership};
 use crate::servo::ServoStatus;
-use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError};
+use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError, IP_PTP};
 
 /// Frame ids with this bit set belong to the PTP port.
 pub const PTP_ID_BIT: u64 = 1 << 63;
@@ -110,6 +115,8 @@ pub struct PtpPort {
     lag: TxLag,
     /// With [`PtpPort::hold_adjustments`]: the servo's adjustments not yet taken by the caller.
     held: Option<Vec<ClockAdjust>>,
+    /// Over UDPv4: membership of PTP's group.
+    membership: Option<Membership>,
 }
 
 /// How far behind their slots' times PTP event messages really left (host-paced links; see
@@ -162,9 +169,40 @@ impl PtpPort {
             errors: Vec::new(),
             lag: TxLag::default(),
             held: None,
+            membership: match cfg.transport {
+                Transport::UdpV4 { .. } => Some(Membership::new(IP_PTP, now)),
+                Transport::L2 => None,
+            },
         };
         p.outputs(outs, station, now);
         p
+    }
+
+    /// IGMP membership reports sent so far (over UDPv4; `None` over L2).
+    pub fn membership_reports(&self) -> Option<u32> {
+        self.membership.map(|m| m.sent())
+    }
+
+    /// If `frame` is an IGMP Membership Query (over UDPv4), take it at host time `now` — a report for PTP's
+    /// group follows within its response time if it asks for that group or all — and return true.
+    pub fn on_igmp(&mut self, frame: &[u8], now: Tai) -> bool {
+        let (Some(m), Some(q)) = (&mut self.membership, igmp::query(frame)) else { return false };
+        m.on_query(q, now);
+        true
+    }
+
+    /// Send the membership report if one is due (into the next PTP slot, like any PTP frame).
+    fn report_membership(&mut self, station: &mut Station<Vec<u8>>, now: Tai) {
+        let (Some(m), Transport::UdpV4 { src }) = (self.membership, self.cfg.transport) else { return };
+        if !m.due(now) {
+            return;
+        }
+        let frame = igmp::report(self.cfg.mac, src, m.group());
+        // Placed or refused (the refusal is reported): either way the next report follows on schedule.
+        let _ = self.slot(station).and_then(|k| self.place(frame, k, station, now));
+        if let Some(m) = &mut self.membership {
+            m.on_sent(now);
+        }
     }
 
     /// The engine (state, master/slave, UTC offset).
@@ -284,13 +322,17 @@ impl PtpPort {
 
     /// Schedule a message into slot `k` (from [`PtpPort::slot`]).
     fn submit(&mut self, msg: &[u8], k: u64, station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
-        let data = match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
-            Ok(d) => d,
+        match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
+            Ok(data) => self.place(data, k, station, now),
             Err(e) => {
                 self.errors.push(PortError::Wire(e));
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Schedule a frame into slot `k` (from [`PtpPort::slot`]).
+    fn place(&mut self, data: Vec<u8>, k: u64, station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
         let j = u64::try_from(i128::from(k) + i128::from(station.schedule_shift())).ok()?;
         let txtime = station.schedule().time_of(j);
         self.next_id += 1;
@@ -305,7 +347,11 @@ impl PtpPort {
     }
 
     /// A frame arrived; `rx` is its arrival in EPHC time (before the RX latency correction).
+    /// An IGMP query (over UDPv4) is taken as by [`PtpPort::on_igmp`].
     pub fn on_rx(&mut self, frame: &[u8], rx: Tai, station: &mut Station<Vec<u8>>, now: Tai) {
+        if self.on_igmp(frame, now) {
+            return;
+        }
         let (msg, class) = match self.cfg.transport.parse(frame) {
             Ok(m) => m,
             Err(e) => {
@@ -411,5 +457,6 @@ impl PtpPort {
             self.apply(station);
             self.outputs(outs, station, now);
         }
+        self.report_membership(station, now);
     }
 }

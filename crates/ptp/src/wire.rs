@@ -158,7 +158,7 @@ pub fn make_one_step(msg: &mut [u8], origin: Tai) -> Result<(), OneStepError> {
     Ok(())
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
+pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]))).sum();
     while sum > 0xFFFF {
         sum = (sum & 0xFFFF) + (sum >> 16);
@@ -257,11 +257,11 @@ impl Transport {
                     return Err(WireError::NotPtp);
                 }
                 let ip = frame.get(ETH..ETH + IP).ok_or(WireError::Truncated)?;
+                if ip[9] != 17 {
+                    return Err(WireError::NotPtp); // not UDP (IGMP, for one, which carries an option)
+                }
                 if ip[0] != 0x45 || ip[6] & 0x3F != 0 || ip[7] != 0 || ipv4_checksum(ip) != 0 {
                     return Err(WireError::BadIpv4);
-                }
-                if ip[9] != 17 {
-                    return Err(WireError::NotPtp);
                 }
                 let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
                 let udp = frame.get(ETH + IP..ETH + IP + UDP).ok_or(WireError::Truncated)?;

@@ -26,10 +26,11 @@ use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
-use keepon_ptp::port::{PortConfig, PtpPort};
+use keepon_ptp::igmp;
+use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::{ServoKind, ServoState};
-use keepon_ptp::wire::Transport;
+use keepon_ptp::wire::{Transport, WireError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -65,6 +66,10 @@ struct Node {
     slot_times: HashMap<FrameId, Tai>,
     /// Every PTP message this node put on the wire, with its frame id.
     wire: Vec<(FrameId, Vec<u8>)>,
+    /// Its transport.
+    transport: Transport,
+    /// Every other frame it put on the wire (IGMP reports over UDPv4), with the time it started.
+    other: Vec<(Tai, Vec<u8>)>,
 }
 
 /// How a node runs PTP.
@@ -76,6 +81,8 @@ struct Opts {
     rx: Rx,
     /// The poll loop's extra delay per iteration is uniform up to this (the simulated host's `jitter`).
     host_jitter: Nanos,
+    /// L2 or UDPv4 (from `10.0.0.<priority>`).
+    udp: bool,
 }
 
 const E2E: Opts = Opts {
@@ -84,6 +91,7 @@ const E2E: Opts = Opts {
     tx_constant: Nanos::ZERO,
     rx: Rx::Software,
     host_jitter: Nanos::ZERO,
+    udp: false,
 };
 
 /// How a node timestamps received PTP event messages.
@@ -136,9 +144,10 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         // which takes a low quantile of the values, would pick the noise's low edge. It is off here.
         floor: FloorConfig { window: Nanos::ZERO, ..FloorConfig::default() },
     };
+    let transport = if opts.udp { Transport::UdpV4 { src: [10, 0, 0, prio] } } else { Transport::L2 };
     let cfg = PortConfig {
         engine,
-        transport: Transport::L2,
+        transport,
         mac: [2, 0, 0, 0, 0, prio],
         class: ClassId(0),
         lead: LEAD,
@@ -166,6 +175,8 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         errors: Vec::new(),
         slot_times: HashMap::new(),
         wire: Vec::new(),
+        transport,
+        other: Vec::new(),
     }
 }
 
@@ -378,14 +389,19 @@ fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
                 if let Some(t) = n.sent.remove(&id) {
                     n.errors.push((t - start).0);
                 }
-                let (msg, _) = Transport::L2.parse(&bytes).expect("only PTP frames on this link");
-                n.wire.push((id, msg.to_vec()));
+                match n.transport.parse(&bytes) {
+                    Ok((msg, _)) => n.wire.push((id, msg.to_vec())),
+                    Err(_) => n.other.push((start, bytes.clone())),
+                }
                 wire.push((start + Nanos(DELAY), bytes, w.nic_slot));
             }
             Event::Underrun(u) => panic!("node {i} underran: {u:?}"),
         }
     }
-    assert_eq!(n.port.take_errors(), vec![], "node {i}: port errors");
+    // Frames that are not PTP (the peer's IGMP reports) are only counted, as the daemon does.
+    let errors: Vec<PortError> =
+        n.port.take_errors().into_iter().filter(|e| *e != PortError::Wire(WireError::NotPtp)).collect();
+    assert_eq!(errors, vec![], "node {i}: port errors");
     let held = n.port.take_adjustments();
     if let Some(x) = &mut n.dual {
         x.ptp(held, &mut n.d);
@@ -570,4 +586,56 @@ fn the_dual_clock_recovers_from_lost_rx_counts() {
     );
     assert!(nodes[1].errors.len() > 100, "slave frames judged: {}", nodes[1].errors.len());
     assert!(max < 1_000 && mean < 100.0, "mean |error| {mean:.0} ns, max {max} ns");
+}
+
+/// Over UDPv4 both stations lock as over L2, and each keeps itself a member of PTP's group for a snooping
+/// switch: its only non-PTP frames are IGMPv2 reports for 224.0.1.129 (from its own MAC and address), at start
+/// and a second later, then none for the rest of the minute. A General Query brings the next report forward to
+/// within half the query's response time.
+#[test]
+fn a_udpv4_slave_locks_and_its_station_reports_group_membership() {
+    let udp = Opts { udp: true, ..E2E };
+    let mut nodes = run_pair(udp, udp);
+    assert_locked(&nodes, "UDPv4");
+    for (n, prio) in nodes.iter().zip([10u8, 200]) {
+        let want = igmp::report([2, 0, 0, 0, 0, prio], [10, 0, 0, prio], [224, 0, 1, 129]);
+        assert_eq!(n.other.len(), 2, "node {prio}: two startup reports in 40 s");
+        for (_, f) in &n.other {
+            assert_eq!(&f[..want.len()], &want[..], "node {prio}: an IGMPv2 report, padded to its slot");
+            assert!(f[want.len()..].iter().all(|b| *b == 0));
+        }
+        let gap = n.other[1].0 - n.other[0].0;
+        assert!((gap - Nanos::from_ms(1_000)).0.abs() <= LEAD.0, "node {prio}: reports {} ns apart", gap.0);
+        assert_eq!(n.port.membership_reports(), Some(2));
+    }
+    // A General Query (max response 1 s) at the slave: a report within 0.5 s (plus the lead), none before it.
+    let s = &mut nodes[1];
+    let query = igmp::query_frame([2, 0, 0, 0, 0, 10], [10, 0, 0, 10], [0; 4], Nanos::from_ms(1_000));
+    assert!(!s.port.on_igmp(&query[..20], s.d.nic.now()), "a truncated frame is no query");
+    let asked = s.d.nic.now();
+    assert!(s.port.on_igmp(&query, asked));
+    let before = s.other.len();
+    while s.d.nic.now() < asked + Nanos::from_ms(1_000) {
+        let now = s.d.nic.now();
+        s.port.poll(&mut s.d.station, now);
+        let mut events = Vec::new();
+        s.d.step(&mut NoFrames, &mut |e| events.push(e)).unwrap();
+        for e in events {
+            match e {
+                Event::Outcome(o) => assert!(s.port.on_outcome(&o, &mut s.d.station, now)),
+                Event::Wire(w) => {
+                    if let (Some(start), Some(bytes)) = (w.start, w.bytes) {
+                        if s.transport.parse(&bytes).is_err() {
+                            s.other.push((start, bytes));
+                        }
+                    }
+                }
+                Event::Underrun(u) => panic!("underrun: {u:?}"),
+            }
+        }
+        s.d.nic.wait(POLL);
+    }
+    assert_eq!(s.other.len(), before + 1, "one report answers the query");
+    let at = s.other[before].0 - asked;
+    assert!(at >= Nanos::from_ms(500) && at <= Nanos::from_ms(500) + LEAD + POLL, "answered after {} ns", at.0);
 }

@@ -12,7 +12,9 @@
 //!   ([`Nic::link_time`], which differs from the host's only under an emulated oscillator error) and then to
 //!   EPHC time through the station's host grid ([`Station::clock_at`]: the clock as the servo set it); the port
 //!   subtracts `ptp.rx_latency`.
-//!   Frames that are not PTP messages of the configured transport are ignored.
+//!   Frames that are not PTP messages of the configured transport are ignored, except IGMP Membership Queries
+//!   over UDPv4, which the port answers ([`PtpPort::on_igmp`]: keepon joins PTP's group itself, since no
+//!   kernel IP stack does it for a station that sends past it).
 //! - Synchronised: master (the BMCA made the station the time source), or a slave whose servo's last four
 //!   measurements found it locked with |offset| below `ptp.sync_threshold`, the last at most four Sync
 //!   intervals old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
@@ -224,6 +226,9 @@ impl Sync {
             eprintln!("keepon daemon: ptp: receive failed: {e}");
         }
         for (frame, host) in std::mem::take(&mut self.frames) {
+            if self.port.on_igmp(&frame, now) {
+                continue; // a membership query: answered with a report (over UDPv4)
+            }
             if self.cfg.transport.parse(&frame).is_err() {
                 continue; // not a PTP message of our transport
             }
@@ -347,7 +352,7 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}",
+            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}{}",
             st.state,
             match self.cfg.delay_floor.window {
                 Nanos(0) => String::new(),
@@ -366,6 +371,10 @@ impl Sync {
                     l.max
                 ),
                 _ => String::new(),
+            },
+            match self.port.membership_reports() {
+                Some(n) => format!(", IGMP reports for 224.0.1.129: {n}"),
+                None => String::new(),
             },
             match self.port.engine().prefilter_stats() {
                 p if p.dropped > 0 => format!(", outliers dropped {} of {}", p.dropped, p.dropped + p.passed),

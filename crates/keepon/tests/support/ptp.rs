@@ -335,3 +335,47 @@ pub fn judge_master(tag: &str, ppm: f64, c: &mut Client, daemon: &mut Proc, ptp4
     );
     MasterSeen { replies, log, window: t1 - t0, offsets: seen.len(), drift_ppm, offset_mean, offset_max }
 }
+
+/// Make the test bridge `br0` in namespace `ns` an IGMP querier with short timers: a General Query every 2 s
+/// (1 s to answer), and a membership not reported for 5 s expires. Snooping then forwards a group only to the
+/// ports that answer (a querier is present, so unregistered groups are no longer flooded either): PTP over UDPv4
+/// reaches a station only while it keeps itself a member.
+pub fn igmp_querier(ns: &str) {
+    super::support::ip(&[
+        "-n",
+        ns,
+        "link",
+        "set",
+        "dev",
+        "br0",
+        "type",
+        "bridge",
+        "mcast_snooping",
+        "1",
+        "mcast_querier",
+        "1",
+        "mcast_query_interval",
+        "200",
+        "mcast_query_response_interval",
+        "100",
+        "mcast_startup_query_interval",
+        "100",
+        "mcast_membership_interval",
+        "500",
+    ]);
+}
+
+/// The bridge ports in namespace `ns` that `bridge mdb` lists as members of PTP's group 224.0.1.129.
+pub fn ptp_group_ports(ns: &str) -> Vec<String> {
+    let out = Command::new("bridge").args(["-n", ns, "mdb", "show"]).output().expect("iproute2 `bridge`");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Lines like "dev br0 port bt grp 224.0.1.129 temp".
+    let mut ports: Vec<String> = text
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == "224.0.1.129"))
+        .filter_map(|l| l.split_whitespace().skip_while(|w| *w != "port").nth(1).map(str::to_string))
+        .collect();
+    ports.sort();
+    ports.dedup();
+    ports
+}
