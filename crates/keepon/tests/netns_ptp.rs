@@ -69,11 +69,13 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     let mut errors = Vec::new();
     let mut freq = Vec::new();
     let mut unsynced = 0;
+    let mut trace = String::from("host_ns,true_error_ns\n");
     let from = Instant::now();
     while from.elapsed() < window {
         let t = c.time().unwrap();
         // ptp4l serves CLOCK_REALTIME: the network's time is CLOCK_TAI − the kernel's TAI offset.
         errors.push(t.ephc_now - (t.host_now - tai));
+        trace.push_str(&format!("{},{}\n", t.host_now - tai, t.ephc_now - (t.host_now - tai)));
         freq.push(t.freq_ppt as f64 / 1e6);
         unsynced += usize::from(t.sync != SyncState::Synchronised);
         std::thread::sleep(Duration::from_millis(20));
@@ -115,6 +117,10 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
         .unwrap_or_default();
     assert!(counts.len() == 2 && counts[1] > 0 && counts[0] == counts[1], "{tag}: TX times not all stamped: {l}");
     check_measurement_log(tag, &mlog, window);
+    if let Some(dir) = std::env::var_os("KEEPON_PTP_LOG_DIR") {
+        // The true errors next to the measurement log, on the same time axis (the network's time).
+        std::fs::write(std::path::Path::new(&dir).join(format!("{tag}-true.csv")), trace).unwrap();
+    }
     if !l2 {
         check_membership(tag, &topo.bridge, &out);
     }
@@ -139,7 +145,8 @@ fn check_membership(tag: &str, bridge: &str, daemon_out: &str) {
 
 /// The measurement log (`ptp.measurement_log`) has a row per measurement (Sync and Delay_Req at 16 Hz each, from
 /// before lock to the end of the window), its floors below its raw values, and the servo locked at the end.
-/// `KEEPON_PTP_LOG_DIR` keeps a copy (`TAG-measurements.csv`) for analysis.
+/// `KEEPON_PTP_LOG_DIR` keeps a copy (`TAG-measurements.csv`) for analysis, and the true errors of the window
+/// (`TAG-true.csv`: network time, true error).
 fn check_measurement_log(tag: &str, path: &std::path::Path, window: Duration) {
     if let Some(dir) = std::env::var_os("KEEPON_PTP_LOG_DIR") {
         std::fs::copy(path, std::path::Path::new(&dir).join(format!("{tag}-measurements.csv"))).unwrap();
