@@ -352,9 +352,9 @@ static void codec_checks(void) {
     CHECK(keepon_parse(err, sizeof err, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_ERROR &&
               strcmp(m.text, "bad") == 0,
           "error reply");
-    const uint8_t newer[] = {1, 0x85, 9};
+    const uint8_t newer[] = {1, 0x8F, 9};
     CHECK(keepon_parse(newer, sizeof newer, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_UNKNOWN &&
-              m.raw_kind == 0x85,
+              m.raw_kind == 0x8F,
           "unknown kind");
     const uint8_t v2[] = {2, 0x82};
     CHECK(keepon_parse(v2, 2, &m, NULL) == KEEPON_EPROTO && keepon_parse(v2, 1, &m, NULL) == KEEPON_EPROTO,

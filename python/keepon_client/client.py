@@ -19,10 +19,13 @@ from .protocol import (
     Message,
     Outcome,
     ProtocolError,
+    Released,
+    Subscribed,
     Time,
     UnknownMessage,
     encode_info,
     encode_submit,
+    encode_subscribe,
     encode_time,
     frame_message,
     parse_response,
@@ -56,6 +59,9 @@ class Client:
             raise
         self._rbuf = bytearray()
         self._pending: deque[Message] = deque()
+        # Read while waiting for the other kind: outcomes while waiting for a release time, and the reverse.
+        self._outcomes: deque[Outcome] = deque()
+        self._released: deque[Released] = deque()
         self._next_tag = 0
 
     # -- context manager -------------------------------------------------------------------------------------------
@@ -109,6 +115,11 @@ class Client:
         arrive first are kept for :meth:`recv`/:meth:`outcome`."""
         return self._ask(encode_time(), Time)
 
+    def subscribe_release_times(self) -> bool:
+        """Ask for a :class:`Released` after the outcome of every sent frame (read with :meth:`released`): on a
+        host-paced link, when the host really handed it to the kernel. Returns whether the daemon does so."""
+        return self._ask(encode_subscribe(True), Subscribed).release_times
+
     def _ask(self, request: bytes, reply: type):
         """Send ``request`` and return the first response of type ``reply``; an error reply raises
         :class:`RequestError`, and everything else that arrives first is kept, in order, for :meth:`recv`."""
@@ -127,7 +138,11 @@ class Client:
 
     # -- responses -----------------------------------------------------------------------------------------------
     def recv(self) -> Message | None:
-        """The next response, or ``None`` when the daemon has closed the connection."""
+        """The next response (outcomes and release times kept while waiting for the other kind first), or
+        ``None`` when the daemon has closed the connection."""
+        for kept in (self._outcomes, self._released):
+            if kept:
+                return kept.popleft()
         try:
             return self._read()
         except ConnectionClosed:
@@ -136,12 +151,27 @@ class Client:
     def outcome(self) -> Outcome:
         """The next outcome. Raises :class:`RequestError` if the daemon reports a malformed request first,
         :class:`ConnectionClosed` at end of stream, :class:`TimeoutError` after the timeout."""
+        return self._next(Outcome, self._outcomes)
+
+    def released(self) -> Released:
+        """The next release time (after :meth:`subscribe_release_times`); errors as :meth:`outcome`."""
+        return self._next(Released, self._released)
+
+    def _next(self, kind: type, kept: deque):
+        """The next message of ``kind`` (one kept earlier first); outcomes and release times read meanwhile are
+        kept for :meth:`outcome` and :meth:`released`."""
+        if kept:
+            return kept.popleft()
         while True:
             m = self._read()
-            if isinstance(m, Outcome):
+            if isinstance(m, kind):
                 return m
             if isinstance(m, ErrorReply):
                 raise RequestError(m.text)
+            if isinstance(m, Outcome):
+                self._outcomes.append(m)
+            elif isinstance(m, Released):
+                self._released.append(m)
             # Info replies nobody waits for and messages of a newer protocol are skipped.
 
     def outcomes(self, n: int) -> dict[int, Outcome]:

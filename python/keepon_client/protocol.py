@@ -29,6 +29,10 @@ K_ERROR = 0x83
 K_TIME = 3
 K_TIME_REPLY = 0x84
 TIME_REPLY_LEN = 46
+K_SUBSCRIBE = 4
+K_RELEASED = 0x85
+K_SUBSCRIBED = 0x86
+RELEASED_LEN = 20
 
 SUBMIT_HEADER = 4 + 8 + 8
 OUTCOME_LEN = 32
@@ -176,6 +180,28 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Released:
+    """When a sent frame left the host (only after :meth:`Client.subscribe_release_times`; one per sent frame,
+    after its outcome).
+
+    ``time`` is the release time on the daemon's EPHC (TAI ns) on a host-paced link — the kernel's TX timestamp
+    when ``stamped`` — and ``None`` where the NIC paces the link itself (the slot time is the wire time) or no
+    report came in time.
+    """
+
+    tag: int
+    time: int | None
+    stamped: bool = False
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    """The daemon's reply to a subscription: what it now reports."""
+
+    release_times: bool
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """The daemon's answer to a malformed request (the connection stays open)."""
 
@@ -190,7 +216,7 @@ class UnknownMessage:
     body: bytes
 
 
-Message = Info | Outcome | ErrorReply | Time | UnknownMessage
+Message = Info | Outcome | ErrorReply | Time | Released | Subscribed | UnknownMessage
 
 
 def frame_message(msg: bytes) -> bytes:
@@ -206,6 +232,12 @@ def encode_info() -> bytes:
 def encode_time() -> bytes:
     """A ``Time`` request (without length prefix)."""
     return bytes([VERSION, K_TIME])
+
+
+def encode_subscribe(release_times: bool) -> bytes:
+    """A ``Subscribe`` request (without length prefix): ``release_times`` asks for a :class:`Released` after the
+    outcome of every sent frame."""
+    return bytes([VERSION, K_SUBSCRIBE, int(bool(release_times))])
 
 
 def encode_submit(cls: str, txtime: int | None, frame: bytes, tag: int) -> bytes:
@@ -269,6 +301,18 @@ def parse_response(b: bytes) -> Message:
             raise ProtocolError(f"time reply: bad state bytes {bytes(b[2:6]).hex()}")
         ephc, host, offset, freq, delay = struct.unpack_from("<qqqqq", b, 6)
         return Time(sync, port, servo, ephc, host, offset if flags & 1 else None, freq, delay if flags & 2 else None)
+    if kind == K_RELEASED:
+        if len(b) != RELEASED_LEN:
+            raise ProtocolError(f"released of {len(b)} bytes, expected {RELEASED_LEN}")
+        flags = b[2]
+        if flags & ~3:
+            raise ProtocolError(f"released flags {flags:#04x} has unknown bits")
+        tag, time = struct.unpack_from("<Qq", b, 4)
+        return Released(tag, time if flags & 1 else None, bool(flags & 2))
+    if kind == K_SUBSCRIBED:
+        if len(b) != 3 or b[2] & ~1:
+            raise ProtocolError("malformed subscribed reply")
+        return Subscribed(bool(b[2] & 1))
     return UnknownMessage(kind, bytes(b[2:]))
 
 

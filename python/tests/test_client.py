@@ -18,7 +18,9 @@ from keepon_client import (
     Outcome,
     ProtocolError,
     Reason,
+    Released,
     RequestError,
+    Subscribed,
     UnknownMessage,
     UnknownReason,
     reason_from_code,
@@ -95,7 +97,7 @@ def test_info_error_and_unknown_kinds_parse():
     assert parse_response(b) == Info(10**8, 1230, 32, 8, 5, 6, ("a", "bb"))
     assert Info(10**8, 1230, 32, 8, 5, 6, ()).slot_ns == (1250 * 8 * 10**9, 10**8)
     assert parse_response(bytes([1, 0x83]) + b"bad") == ErrorReply("bad")
-    assert parse_response(bytes([1, 0x85, 9])) == UnknownMessage(0x85, b"\x09")
+    assert parse_response(bytes([1, 0x8F, 9])) == UnknownMessage(0x8F, b"\x09")
     for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:37], b + b"\x05ab"):
         with pytest.raises(ProtocolError):
             parse_response(bad)
@@ -252,3 +254,32 @@ def test_a_flood_beyond_max_in_flight_is_rejected_queue_full_not_lost(daemon):
         full = [o for o in got.values() if o.reason is Reason.QUEUE_FULL]
         assert len(full) >= n - 64, [str(o.reason) for o in got.values()]
         assert all(o.sent or o.reason in (Reason.QUEUE_FULL, Reason.UNDERRUN, Reason.LATE) for o in got.values())
+
+
+def test_released_and_subscribed_parse():
+    b = bytes([1, 0x85, 3, 0]) + struct.pack("<Qq", 7, -5)
+    assert parse_response(b) == Released(7, -5, True)
+    assert parse_response(bytes([1, 0x85, 0, 0]) + struct.pack("<Qq", 8, 99)) == Released(8, None, False)
+    assert parse_response(bytes([1, 0x86, 1])) == Subscribed(True)
+    for bad in (b[:19], bytes([1, 0x85, 4, 0]) + b[4:], bytes([1, 0x86, 2]), bytes([1, 0x86])):
+        with pytest.raises(ProtocolError):
+            parse_response(bad)
+
+
+def test_release_times_follow_every_sent_frame_once(daemon):
+    """Subscribed: every sent frame's outcome is followed by one release time (none on the simulated NIC, which
+    paces its link itself), a rejected frame gets none, and `outcome()`/`released()` keep what the other reads."""
+    with Client(daemon.socket, timeout=10) as c:
+        info = c.info()
+        assert c.subscribe_release_times() is True
+        first = info.cycle_start + 10 * CYCLE
+        for tag in range(5):
+            c.submit("tc-0", first + tag * CYCLE, eth_frame(100, tag), tag)
+        c.submit("tc-9", None, eth_frame(100, 9), 9)
+        c.close_write()
+        released = [c.released() for _ in range(5)]
+        outcomes = c.outcomes(6)
+        assert sorted(r.tag for r in released) == [0, 1, 2, 3, 4]
+        assert all(r.time is None and not r.stamped for r in released), released
+        assert all(outcomes[t].sent for t in range(5)) and outcomes[9].reason is Reason.UNKNOWN_CLASS
+        assert c.recv() is None, "nothing more: no release time for the rejected frame"

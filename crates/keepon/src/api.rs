@@ -7,6 +7,7 @@
 //! ```text
 //! request  Info     : ver=1 | kind=1
 //! request  Time     : ver=1 | kind=3
+//! request  Subscribe: ver=1 | kind=4 | flags u8 (bit 0: release times)
 //! request  Submit   : ver=1 | kind=2 | flags (bit 0: has txtime) | class_len u8 | tag u64 | txtime i64 |
 //!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
 //! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
@@ -17,7 +18,20 @@
 //! response Time     : ver=1 | kind=0x84 | sync u8 | port u8 | servo u8 | flags u8 (bit 0: offset valid,
 //!                     bit 1: path delay valid) | ephc_now i64 | host_now i64 | offset i64 | freq_ppt i64 |
 //!                     path_delay i64
+//! response Released : ver=1 | kind=0x85 | flags u8 (bit 0: time valid, bit 1: kernel TX stamp) | 0 | tag u64 |
+//!                     released i64
+//! response Subscribed: ver=1 | kind=0x86 | flags u8 (as the daemon now does them)
 //! ```
+//!
+//! **Release times** (opt-in per connection, `Subscribe` with bit 0, like `SOF_TIMESTAMPING_TX_SOFTWARE` next to
+//! the ETF error queue): on a host-paced link a frame leaves when the host hands it to the kernel, later than its
+//! slot by the host's release lag (microseconds; milliseconds after a stall). After `Subscribe`, every frame of
+//! the connection that is *sent* (an `Outcome` with status 0 or 2) is followed by exactly one `Released`: the time
+//! on the EPHC (TAI ns) when the host released it — the kernel's software TX timestamp where the backend gets one
+//! (bit 1), otherwise interpolated within the call that handed it over. The time is not valid (bit 0 clear)
+//! where the NIC paces the link itself (the simulated NIC, line-rate NICs: the slot time is the wire time), or
+//! when no report came within [`RELEASE_WAIT`]. Rejected frames get no `Released`. A half-closed connection is
+//! closed once its `Released` messages are written too.
 //!
 //! `Time` reads the station's network time like `clock_gettime` on a PHC: `ephc_now` is the EPHC (TAI ns) and
 //! `host_now` the host's `CLOCK_TAI` at the same instant (one host clock read, converted). `sync`: 0 the EPHC
@@ -48,6 +62,13 @@ const K_OUTCOME: u8 = 0x82;
 const K_ERROR: u8 = 0x83;
 const K_TIME: u8 = 3;
 const K_TIME_REPLY: u8 = 0x84;
+const K_SUBSCRIBE: u8 = 4;
+const K_RELEASED: u8 = 0x85;
+const K_SUBSCRIBED: u8 = 0x86;
+const RELEASED_LEN: usize = 4 + 8 + 8;
+
+/// How long the daemon waits for a sent frame's release report before it says it has none.
+pub const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 const TIME_REPLY_LEN: usize = 6 + 5 * 8;
 const SUBMIT_HEADER: usize = 4 + 8 + 8;
 
@@ -58,6 +79,11 @@ pub enum Request {
     Info,
     /// Ask for the station's network time and synchronisation state.
     Time,
+    /// Choose what the daemon reports beyond outcomes (replied with `Subscribed`).
+    Subscribe {
+        /// A `Released` message after the outcome of every sent frame.
+        release_times: bool,
+    },
     /// Send a frame.
     Submit {
         /// Client's identifier, echoed in the outcome.
@@ -179,6 +205,20 @@ pub enum Response {
     Error(String),
     /// Reply to `Time`.
     Time(TimeInfo),
+    /// When a sent frame was released to the link (after its `Outcome`; only with release times subscribed).
+    Released {
+        /// The submit's tag.
+        tag: u64,
+        /// Release time on the EPHC (TAI ns); `None` where the NIC paces the link or no report came.
+        released: Option<i64>,
+        /// `released` is the kernel's TX timestamp (not interpolated).
+        stamped: bool,
+    },
+    /// Reply to `Subscribe`: what the daemon now reports.
+    Subscribed {
+        /// Release times are on.
+        release_times: bool,
+    },
 }
 
 /// Why bytes are not a valid message.
@@ -223,6 +263,11 @@ impl Request {
         match check_header(b)? {
             K_INFO => Ok(Request::Info),
             K_TIME => Ok(Request::Time),
+            K_SUBSCRIBE => match b {
+                [_, _, flags] if flags & !1 == 0 => Ok(Request::Subscribe { release_times: flags & 1 != 0 }),
+                [_, _, flags] => perr(format!("subscribe flags {flags:#04x} has unknown bits")),
+                _ => perr(format!("subscribe of {} bytes, expected 3", b.len())),
+            },
             K_SUBMIT => {
                 if b.len() < SUBMIT_HEADER {
                     return perr(format!(
@@ -255,6 +300,7 @@ impl Request {
         match self {
             Request::Info => vec![VERSION, K_INFO],
             Request::Time => vec![VERSION, K_TIME],
+            Request::Subscribe { release_times } => vec![VERSION, K_SUBSCRIBE, u8::from(*release_times)],
             Request::Submit { tag, class, txtime, frame } => {
                 let name = &class.as_bytes()[..class.len().min(255)];
                 let mut b = Vec::with_capacity(SUBMIT_HEADER + name.len() + frame.len());
@@ -319,6 +365,23 @@ impl Response {
                 Ok(Response::Outcome { tag, delivery })
             }
             K_ERROR => Ok(Response::Error(String::from_utf8_lossy(&b[2..]).into_owned())),
+            K_RELEASED => {
+                if b.len() != RELEASED_LEN {
+                    return perr(format!("released of {} bytes, expected {RELEASED_LEN}", b.len()));
+                }
+                if b[2] & !3 != 0 {
+                    return perr(format!("released flags {:#04x} has unknown bits", b[2]));
+                }
+                Ok(Response::Released {
+                    tag: u64_at(b, 4),
+                    released: (b[2] & 1 != 0).then(|| u64_at(b, 12) as i64),
+                    stamped: b[2] & 2 != 0,
+                })
+            }
+            K_SUBSCRIBED => match b {
+                [_, _, flags] if flags & !1 == 0 => Ok(Response::Subscribed { release_times: flags & 1 != 0 }),
+                _ => perr("malformed subscribed reply"),
+            },
             K_TIME_REPLY => {
                 if b.len() != TIME_REPLY_LEN {
                     return perr(format!("time reply of {} bytes, expected {TIME_REPLY_LEN}", b.len()));
@@ -404,6 +467,14 @@ impl Response {
                 b.extend_from_slice(text.as_bytes());
                 b
             }
+            Response::Released { tag, released, stamped } => {
+                let flags = u8::from(released.is_some()) | (u8::from(*stamped) << 1);
+                let mut b = vec![VERSION, K_RELEASED, flags, 0];
+                b.extend_from_slice(&tag.to_le_bytes());
+                b.extend_from_slice(&released.unwrap_or(0).to_le_bytes());
+                b
+            }
+            Response::Subscribed { release_times } => vec![VERSION, K_SUBSCRIBED, u8::from(*release_times)],
             Response::Time(t) => {
                 let flags = u8::from(t.offset.is_some()) | (u8::from(t.path_delay.is_some()) << 1);
                 let mut b = vec![VERSION, K_TIME_REPLY, t.sync as u8, t.port as u8, t.servo as u8, flags];
@@ -508,6 +579,15 @@ impl Client {
         })
     }
 
+    /// Ask for a `Released` message after the outcome of every sent frame (see the module docs); the daemon's
+    /// reply says whether it does. Outcomes that arrive first are kept for [`Client::recv`].
+    pub fn subscribe_release_times(&mut self) -> io::Result<bool> {
+        self.ask(&Request::Subscribe { release_times: true }, |r| match r {
+            Response::Subscribed { release_times } => Ok(release_times),
+            other => Err(other),
+        })
+    }
+
     /// Send `req` and wait for the reply `pick` accepts; an `Error` reply is the error, and every other response
     /// (outcomes of earlier submits) is kept, in order, for [`Client::recv`].
     fn ask<T>(&mut self, req: &Request, pick: impl Fn(Response) -> Result<T, Response>) -> io::Result<T> {
@@ -562,6 +642,30 @@ mod tests {
         assert_eq!(Request::parse(&Request::Info.emit()).unwrap(), Request::Info);
         assert_eq!(Request::Time.emit(), vec![1, 3]);
         assert_eq!(Request::parse(&[1, 3]).unwrap(), Request::Time);
+        assert_eq!(Request::Subscribe { release_times: true }.emit(), vec![1, 4, 1]);
+        for on in [false, true] {
+            let r = Request::Subscribe { release_times: on };
+            assert_eq!(Request::parse(&r.emit()).unwrap(), r);
+        }
+        assert!(Request::parse(&[1, 4, 2]).unwrap_err().0.contains("unknown bits"));
+        assert!(Request::parse(&[1, 4]).unwrap_err().0.contains("expected 3"));
+    }
+
+    /// `Released`: flags, tag and time in their places; an invalid time reads back as none.
+    #[test]
+    fn released_byte_literal() {
+        let r = Response::Released { tag: 0x0102, released: Some(-2), stamped: true };
+        let b = r.emit();
+        assert_eq!(&b[..4], &[1, 0x85, 3, 0]);
+        assert_eq!(&b[4..12], &0x0102u64.to_le_bytes());
+        assert_eq!(&b[12..20], &(-2i64).to_le_bytes());
+        let none = Response::Released { tag: 1, released: None, stamped: false };
+        assert_eq!(none.emit()[2], 0);
+        assert_eq!(Response::Subscribed { release_times: true }.emit(), vec![1, 0x86, 1]);
+        let mut bad = b.clone();
+        bad[2] = 4;
+        assert!(Response::parse(&bad).unwrap_err().0.contains("unknown bits"));
+        assert!(Response::parse(&b[..19]).unwrap_err().0.contains("expected 20"));
     }
 
     #[test]
@@ -577,6 +681,11 @@ mod tests {
             },
             Response::Outcome { tag: 9, delivery: Delivery::Rejected(Reason::Forbidden) },
             Response::Error("bad".into()),
+            Response::Released { tag: 3, released: Some(1_700_000_000_000_000_456), stamped: true },
+            Response::Released { tag: 4, released: Some(5), stamped: false },
+            Response::Released { tag: 5, released: None, stamped: false },
+            Response::Subscribed { release_times: false },
+            Response::Subscribed { release_times: true },
             Response::Time(TimeInfo {
                 sync: SyncState::Synchronised,
                 port: PortRole::Slave,

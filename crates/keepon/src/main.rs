@@ -216,6 +216,17 @@ fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
     for (why, n) in reasons {
         println!("  rejected {why}: {n}");
     }
+    // Release times (host-paced links): how long after its slot time the host handed each frame to the kernel.
+    let lags: Vec<i64> = out.records.iter().filter_map(|r| Some(r.released_ns? - r.ephc_ns?)).collect();
+    if let (Some(max), false) = (lags.iter().max(), lags.is_empty()) {
+        let mean = lags.iter().map(|&l| l as f64).sum::<f64>() / lags.len() as f64;
+        println!(
+            "  release: {} sent frames handed to the kernel {:.1} µs after their slot time on average (max {:.1} µs)",
+            lags.len(),
+            mean / 1e3,
+            *max as f64 / 1e3
+        );
+    }
     if out.missing > 0 {
         return Err(format!("{} frames got no outcome within the grace period", out.missing));
     }

@@ -88,6 +88,8 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -
             cfg.ownership.ring()
         ));
     }
+    // Release times: on host-paced links the records then say when each frame really left the host.
+    let release_times = client.subscribe_release_times().map_err(|e| format!("daemon subscribe: {e}"))?;
     let epoch = align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start);
     let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
 
@@ -125,15 +127,22 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -
     }
 
     let mut outcomes: HashMap<FrameId, Delivery> = HashMap::new();
+    let mut released: HashMap<FrameId, Option<i64>> = HashMap::new();
+    let mut sent_outcomes = 0;
     let deadline = std::time::Instant::now() + grace;
-    while outcomes.len() < sent.len() {
+    // Every frame's outcome, and with release times a `Released` after each sent one.
+    while outcomes.len() < sent.len() || (release_times && released.len() < sent_outcomes) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
             Ok(Response::Outcome { tag, delivery }) => {
+                sent_outcomes += usize::from(matches!(delivery, Delivery::Sent { .. }));
                 outcomes.insert(FrameId(tag), delivery);
             }
+            Ok(Response::Released { tag, released: at, .. }) => {
+                released.insert(FrameId(tag), at);
+            }
             Ok(Response::Error(e)) => return Err(format!("daemon: {e}")),
-            Ok(Response::Info(_) | Response::Time(_)) => {}
+            Ok(Response::Info(_) | Response::Time(_) | Response::Subscribed { .. }) => {}
             Err(_) => break,
         }
     }
@@ -153,6 +162,7 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -
             Some(Delivery::Sent { slot, time, ring_slot, off_schedule }) => {
                 r.sent_at(*slot, *ring_slot, *time);
                 r.off_schedule = Some(*off_schedule);
+                r.released_ns = released.get(id).copied().flatten();
             }
             Some(Delivery::Rejected(why)) => r.rejected(why.as_str()),
             None => {

@@ -388,3 +388,46 @@ fn zero_limits_are_config_errors_naming_the_key() {
         assert!(e.contains(&format!("daemon.{key}")), "{key}: {e}");
     }
 }
+
+/// Release times (`Subscribe`): a half-closed client that subscribed gets, for every sent frame, its outcome and
+/// then exactly one `Released` — without a time here, since the simulated NIC paces its link itself (the slot
+/// time is the wire time) — and none for a rejected frame; the daemon closes the connection only after the last
+/// `Released`. A client that did not subscribe gets outcomes only.
+#[test]
+fn release_times_follow_every_sent_frame_once() {
+    let d = Running::start("");
+    let mut c = d.client();
+    let info = c.info().unwrap();
+    assert!(c.subscribe_release_times().unwrap(), "the daemon says release times are on");
+    let mut plain = d.client();
+    let first = info.cycle_start + 15 * CYCLE;
+    for i in 0..20u64 {
+        let t = first + i as i64 * CYCLE;
+        c.send(&Request::Submit { tag: i, class: "tc-0".into(), txtime: Some(t), frame: frame(100, i, t) }).unwrap();
+    }
+    c.send(&Request::Submit { tag: 20, class: "tc-2".into(), txtime: None, frame: frame(100, 20, 0) }).unwrap();
+    c.send(&Request::Submit { tag: 21, class: "nope".into(), txtime: None, frame: frame(100, 21, 0) }).unwrap();
+    let t = first + 100 * CYCLE;
+    plain.send(&Request::Submit { tag: 7, class: "tc-0".into(), txtime: Some(t), frame: frame(100, 7, t) }).unwrap();
+    c.close_write().unwrap();
+    plain.close_write().unwrap();
+    let mut outcomes = std::collections::HashMap::new();
+    let mut released = Vec::new();
+    while let Some(r) = c.recv().unwrap() {
+        match r {
+            Response::Outcome { tag, delivery } => assert!(outcomes.insert(tag, delivery).is_none(), "one outcome"),
+            Response::Released { tag, released: at, stamped } => {
+                assert!(matches!(outcomes.get(&tag), Some(Delivery::Sent { .. })), "{tag}: after its sent outcome");
+                assert_eq!((at, stamped), (None, false), "{tag}: the simulated NIC paces its link");
+                released.push(tag);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(outcomes.len(), 22);
+    assert_eq!(outcomes[&21], Delivery::Rejected(Reason::UnknownClass));
+    released.sort_unstable();
+    assert_eq!(released, (0..21).collect::<Vec<_>>(), "one Released per sent frame, none for the rejected one");
+    assert!(matches!(recv_outcome(&mut plain), (7, Delivery::Sent { .. })));
+    assert_eq!(plain.recv().unwrap(), None, "no Released without subscribing");
+}

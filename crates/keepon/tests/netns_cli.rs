@@ -447,6 +447,15 @@ fn daemon_talk_listen_through_a_bridge() {
             deviation.push(e - t);
         }
     }
+    // The talkers subscribe to release times: every frame they were told was sent has the time the host
+    // released it (host-paced link), never before its slot.
+    for r in talked.iter().chain(&nobody_talked).filter(|r| r.sent()) {
+        let (Some(rel), Some(slot)) = (r.released_ns, r.ephc_ns) else {
+            panic!("{} {}: sent without a release time", r.flow, r.seq)
+        };
+        assert!(rel >= slot, "{} {}: released {rel} before its slot {slot}", r.flow, r.seq);
+    }
+    assert!(talk_out.contains("release:"), "talk prints its release line\n{talk_out}");
     deviation.sort_unstable();
     println!(
         "  real-time frames: EPHC slot time − txtime from {} to {} ns over {} frames",

@@ -1,5 +1,6 @@
 //! The daemon on a real AF_PACKET link (needs root; skips otherwise): clients keep submitting while the
-//! daemon gets SIGTERM, and every submit the socket took gets exactly one outcome (issue 12, point 8).
+//! daemon gets SIGTERM, and every submit the socket took gets exactly one outcome (issue 12, point 8); a client
+//! subscribed to release times gets, after every sent frame's outcome, the time the host released it.
 //!
 //! ```text
 //!   kqt-PID: keepon daemon (afpacket, host-paced) ── kp0 ── veth ── bridge ── veth ── kp1 (nobody listens)
@@ -103,4 +104,83 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
     let shutdown = support::every_submit_answered_once(clients);
     assert!(shutdown > 0, "no submit met the stopping daemon");
     assert!(!sock.exists(), "the daemon removed its socket");
+}
+
+/// Release times on a host-paced link: a client subscribes, submits scheduled and best-effort frames and
+/// half-closes. Every sent frame's outcome is followed by exactly one `Released` whose time is valid, not before
+/// the frame's slot time and at most 50 ms after it (a host stall), mostly the kernel's TX timestamp; the
+/// connection closes after the last one.
+#[test]
+fn a_subscribed_client_learns_when_each_frame_left_the_host() {
+    if !is_root() {
+        println!("skipping: needs root (network namespaces)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    chmod(d, 0o755);
+    let sock = d.join("keepon.sock");
+    let cfg = d.join("D.toml");
+    std::fs::write(&cfg, support::daemon_config(&sock, "100us", "", "")).unwrap();
+    let topo = bridged("ks");
+    let mut daemon = Proc::spawn(
+        "daemon",
+        d,
+        Command::new("ip")
+            .args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"])
+            .arg(&cfg)
+            .args(KP0_HOST_PACED),
+    );
+    let up = Instant::now();
+    let mut c = loop {
+        if let Ok(mut c) = Client::connect(&sock) {
+            if c.info().is_ok() {
+                break c;
+            }
+        }
+        assert!(daemon.running() && up.elapsed() < Duration::from_secs(5), "daemon not up\n{}", daemon.output());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    c.set_timeout(Some(Duration::from_secs(15))).unwrap();
+    let info = c.info().unwrap();
+    assert!(c.subscribe_release_times().unwrap());
+    let first = info.cycle_start + 60 * CYCLE;
+    for i in 0..40u64 {
+        let (class, t) = if i % 4 == 3 { ("tc-2", None) } else { ("tc-0", Some(first + i as i64 * CYCLE)) };
+        let f = frame(i, t.unwrap_or(0));
+        c.send(&Request::Submit { tag: i, class: class.into(), txtime: t, frame: f }).unwrap();
+    }
+    c.close_write().unwrap();
+    let mut sent = std::collections::HashMap::new();
+    let mut lags = Vec::new();
+    let mut stamped = 0;
+    while let Some(r) = c.recv().unwrap() {
+        match r {
+            Response::Outcome { tag, delivery: Delivery::Sent { time, .. } } => {
+                assert!(sent.insert(tag, time).is_none(), "{tag}: one outcome");
+            }
+            Response::Outcome { tag, delivery } => panic!("{tag}: {delivery:?}"),
+            Response::Released { tag, released, stamped: s } => {
+                let slot = sent.remove(&tag).unwrap_or_else(|| panic!("{tag}: Released before its outcome, or twice"));
+                let at = released.unwrap_or_else(|| panic!("{tag}: no release time on a host-paced link"));
+                assert!(at >= slot && at - slot < 50_000_000, "{tag}: released {} ns after its slot", at - slot);
+                lags.push(at - slot);
+                stamped += usize::from(s);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(sent.is_empty(), "sent frames without a Released: {sent:?}");
+    assert_eq!(lags.len(), 40);
+    assert!(stamped * 2 > lags.len(), "only {stamped} of {} release times are kernel stamps", lags.len());
+    lags.sort_unstable();
+    println!(
+        "release lag over {} frames: median {} ns, max {} ns; {stamped} kernel TX stamps",
+        lags.len(),
+        lags[lags.len() / 2],
+        lags[lags.len() - 1]
+    );
+    // SAFETY: kill with a pid this test started (`ip netns exec` execs keepon in the same process).
+    assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
+    daemon.success(Duration::from_secs(10));
 }

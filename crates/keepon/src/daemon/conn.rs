@@ -23,8 +23,10 @@ pub struct Conn {
     pub rbuf: Vec<u8>,
     /// Replies not yet written.
     pub wbuf: Vec<u8>,
-    /// Frames of this connection without an outcome.
+    /// Frames of this connection without an outcome (subscribed to release times: or without their `Released`).
     pub in_flight: usize,
+    /// The client subscribed to release times (`Released` after every sent frame's outcome).
+    pub release_times: bool,
     /// False after end of stream (or broken framing): nothing more is read, but outcomes are still owed.
     pub reading: bool,
     /// The connection failed (write error): it is closed at once; its outcomes are orphaned.
@@ -172,6 +174,7 @@ impl Conns {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 in_flight: 0,
+                release_times: false,
                 reading: true,
                 broken: false,
             };

@@ -28,7 +28,7 @@
 //!
 //! | key | default | bounds |
 //! |---|---|---|
-//! | `max_in_flight` | 4096 | frames without an outcome per connection (more: `queue-full`) |
+//! | `max_in_flight` | 4096 | frames without an outcome (subscribed to release times: or their `Released`) per connection (more: `queue-full`) |
 //! | `max_in_flight_per_uid` | 16384 | frames without an outcome per uid, all its connections together (more: `queue-full`) |
 //! | `max_connections` | 256 | open connections in all (more: an error reply, then closed) |
 //! | `max_connections_per_uid` | 32 | open connections per uid (more: an error reply, then closed) |
@@ -53,7 +53,8 @@
 //! max_pending` per class plus one ring.
 //!
 //! **Half-close.** A client that shuts its writing side (`Client::close_write`) still gets every outcome of
-//! the frames it submitted; the daemon closes the connection once they are delivered.
+//! the frames it submitted (and, subscribed to release times, every `Released`); the daemon closes the
+//! connection once they are delivered.
 //!
 //! **Shutdown** (SIGINT/SIGTERM, or `--duration` over): the daemon stops accepting connections and removes
 //! its socket file, shuts the reading side of every connection (a client's further writes fail with
@@ -142,40 +143,91 @@ pub struct DaemonStats {
 /// Who submitted a frame: connection, the client's tag, uid.
 type Owners = HashMap<FrameId, (u64, u64, u32)>;
 
-/// Hand a frame's result to its client and release its budgets.
-fn deliver(
-    id: FrameId,
-    result: Result<Delivery, Reason>,
-    owner: &mut Owners,
-    conns: &mut Conns,
-    stats: &mut DaemonStats,
-) {
-    let Some((cid, tag, uid)) = owner.remove(&id) else { return };
-    if let Some(u) = conns.usage.get_mut(&uid) {
-        u.in_flight = u.in_flight.saturating_sub(1);
-    }
-    match conns.map.get_mut(&cid) {
-        Some(c) => {
-            c.in_flight = c.in_flight.saturating_sub(1);
-            let delivery = result.unwrap_or_else(Delivery::Rejected);
-            c.respond(&Response::Outcome { tag, delivery });
+/// Sent frames of connections that subscribed to release times, waiting for their release report: connection,
+/// tag, uid, and when the daemon stops waiting ([`RELEASE_WAIT`] after the outcome). Until answered, such a frame
+/// still counts in its connection's and its uid's frames in flight (so the wait is bounded by `max_in_flight`).
+#[derive(Default)]
+struct Releases(HashMap<FrameId, (u64, u64, u32, Tai)>);
+
+impl Releases {
+    /// Answer the release of `id` (if a client waits for it) with `released` (EPHC; `None`: no report).
+    fn answer(&mut self, id: FrameId, released: Option<Tai>, stamped: bool, conns: &mut Conns) {
+        let Some((cid, tag, uid, _)) = self.0.remove(&id) else { return };
+        if let Some(u) = conns.usage.get_mut(&uid) {
+            u.in_flight = u.in_flight.saturating_sub(1);
         }
-        None => stats.orphaned += 1,
+        if let Some(c) = conns.map.get_mut(&cid) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            c.respond(&Response::Released { tag, released: released.map(|t| t.0), stamped });
+        }
+    }
+
+    /// Answer `None` for every frame whose wait ended by `now` (all of them with `now` = `None`: the link is
+    /// done, no report can come any more).
+    fn expire(&mut self, now: Option<Tai>, conns: &mut Conns) {
+        if self.0.is_empty() {
+            return;
+        }
+        let due: Vec<FrameId> =
+            self.0.iter().filter(|(_, w)| now.is_none_or(|now| now > w.3)).map(|(id, _)| *id).collect();
+        for id in due {
+            self.answer(id, None, false, conns);
+        }
     }
 }
 
-/// Route the station's events: outcomes to their clients (and out of their class's share).
-#[allow(clippy::too_many_arguments)]
-fn route(
-    events: &mut Vec<Event>,
-    tolerance: Nanos,
-    feed: &mut Feed,
+/// [`crate::api::RELEASE_WAIT`] as a duration on the backend's clock.
+const RELEASE_WAIT: Nanos = Nanos(crate::api::RELEASE_WAIT.as_nanos() as i64);
+
+/// Hand a frame's result to its client and release its budgets; a sent frame of a client that subscribed to
+/// release times waits in `releases` (from `now`) and keeps its budgets until then.
+fn deliver(
+    id: FrameId,
+    result: Result<Delivery, Reason>,
+    now: Tai,
     owner: &mut Owners,
     conns: &mut Conns,
+    releases: &mut Releases,
     stats: &mut DaemonStats,
-    ptp: &mut Option<(Sync, Tai)>,
-    station: &mut keepon_core::station::Station<Vec<u8>>,
 ) {
+    let Some((cid, tag, uid)) = owner.remove(&id) else { return };
+    let Some(c) = conns.map.get_mut(&cid) else {
+        stats.orphaned += 1;
+        if let Some(u) = conns.usage.get_mut(&uid) {
+            u.in_flight = u.in_flight.saturating_sub(1);
+        }
+        return;
+    };
+    let waits = result.is_ok() && c.release_times;
+    let delivery = result.unwrap_or_else(Delivery::Rejected);
+    c.respond(&Response::Outcome { tag, delivery });
+    if waits {
+        // Still in flight until its `Released` is written.
+        releases.0.insert(id, (cid, tag, uid, now + RELEASE_WAIT));
+        return;
+    }
+    c.in_flight = c.in_flight.saturating_sub(1);
+    if let Some(u) = conns.usage.get_mut(&uid) {
+        u.in_flight = u.in_flight.saturating_sub(1);
+    }
+}
+
+/// Where the station's events go: the daemon's state they touch.
+struct Routes<'a> {
+    tolerance: Nanos,
+    now: Tai,
+    feed: &'a mut Feed,
+    owner: &'a mut Owners,
+    conns: &'a mut Conns,
+    releases: &'a mut Releases,
+    stats: &'a mut DaemonStats,
+    ptp: &'a mut Option<(Sync, Tai)>,
+}
+
+/// Route the station's events: outcomes to their clients (and out of their class's share), release reports to
+/// the clients that wait for them and to PTP.
+fn route(events: &mut Vec<Event>, r: Routes, station: &mut keepon_core::station::Station<Vec<u8>>) {
+    let Routes { tolerance, now, feed, owner, conns, releases, stats, ptp } = r;
     for e in events.drain(..) {
         match e {
             Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
@@ -187,13 +239,17 @@ fn route(
                     ring_slot: s.ring_slot,
                     off_schedule: s.deviation().is_some_and(|d| d.0.unsigned_abs() > tolerance.0.unsigned_abs()),
                 });
-                deliver(id, result, owner, conns, stats);
+                deliver(id, result, now, owner, conns, releases, stats);
             }
             Event::Underrun(_) => stats.underruns += 1,
             Event::Wire(w) => {
-                if let (Some(id), Some((s, now))) = (w.frame, ptp.as_mut()) {
-                    let _ = s.on_released(id, w.released, w.stamped, station, *now);
+                let Some(id) = w.frame else { continue };
+                if let Some((s, now)) = ptp.as_mut() {
+                    if s.on_released(id, w.released, w.stamped, station, *now) {
+                        continue;
+                    }
                 }
+                releases.answer(id, w.released_ephc, w.stamped, conns);
             }
         }
     }
@@ -248,6 +304,11 @@ fn serve_requests(
             }
             Ok(Request::Info) => c.respond(&Response::Info(Info { classes: ctx.names.to_vec(), ..ctx.info.clone() })),
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
+            Ok(Request::Subscribe { release_times }) => {
+                // Frames already sent keep what they had; the choice holds for outcomes from now on.
+                c.release_times = release_times;
+                c.respond(&Response::Subscribed { release_times });
+            }
             Ok(Request::Submit { tag, class, txtime, frame }) => {
                 stats.frames += 1;
                 let used = usage.entry(c.uid).or_default();
@@ -358,6 +419,7 @@ fn serve_bound<N: Nic>(
     let mut stats = DaemonStats::default();
     let mut conns = Conns::default();
     let mut owner: Owners = HashMap::new();
+    let mut releases = Releases::default();
     let mut next_frame = 0u64;
     let mut feed = Feed::new(classes, cfg.max_pending, limits.max_queued);
     let mut events: Vec<Event> = Vec::new();
@@ -473,45 +535,41 @@ fn serve_bound<N: Nic>(
             if let Stop::Draining(until) = phase {
                 if (driver.station.in_flight() == 0 && feed.queued() == 0) || now > until {
                     for (id, _) in feed.take_all() {
-                        deliver(id, Err(Reason::Shutdown), &mut owner, &mut conns, &mut stats);
+                        deliver(id, Err(Reason::Shutdown), now, &mut owner, &mut conns, &mut releases, &mut stats);
                     }
                     driver.station.shutdown();
                     phase = Stop::LinkDrain(now + DRAIN_GRACE + driver.ring_span());
                 }
             }
             driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
-            route(
-                &mut events,
-                cfg.tolerance,
-                &mut feed,
-                &mut owner,
-                &mut conns,
-                &mut stats,
-                &mut ptp,
-                &mut driver.station,
-            );
+            let mut link_done = false;
             if let Stop::LinkDrain(give_up) = phase {
                 // A link that stops completing must not hold the daemon: after the grace period, the frames
                 // still posted get `link-fault`.
                 let done = driver.station.drained() && driver.nic.unfinished() == 0;
                 if !done && driver.nic.now() > give_up {
                     driver.abandon_posted(&mut |e| events.push(e));
-                    route(
-                        &mut events,
-                        cfg.tolerance,
-                        &mut feed,
-                        &mut owner,
-                        &mut conns,
-                        &mut stats,
-                        &mut ptp,
-                        &mut driver.station,
-                    );
                 }
-                if done || driver.nic.now() > give_up {
-                    phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
-                }
+                link_done = done || driver.nic.now() > give_up;
+            }
+            let routes = Routes {
+                tolerance: cfg.tolerance,
+                now,
+                feed: &mut feed,
+                owner: &mut owner,
+                conns: &mut conns,
+                releases: &mut releases,
+                stats: &mut stats,
+                ptp: &mut ptp,
+            };
+            route(&mut events, routes, &mut driver.station);
+            if link_done {
+                phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
+                // No release report can come any more.
+                releases.expire(None, &mut conns);
             }
         }
+        releases.expire(Some(now), &mut conns);
         if stats.underruns > underruns_said.0 && now >= underruns_said.1 {
             eprintln!(
                 "keepon daemon: {} underruns so far, {} new: the link went idle (the host did not post slots in \
