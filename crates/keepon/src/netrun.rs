@@ -67,7 +67,8 @@ pub fn run_on_network_time<N: Nic>(
         let talker = s.spawn(|| {
             let up = Instant::now();
             let r = loop {
-                if socket.exists() {
+                // The socket file appears at bind(), a moment before listen(): until then a connect is refused.
+                if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                     break talk(cfg, &socket, grace, sync_wait);
                 }
                 if stop.load(Ordering::Relaxed) || up.elapsed() > SOCKET_WAIT {
