@@ -448,12 +448,12 @@ fn daemon_talk_listen_through_a_bridge() {
         }
     }
     // The talkers subscribe to release times: every frame they were told was sent has the time the host
-    // released it (host-paced link), never before its slot.
+    // released it (host-paced link), never before its slot (up to 1 µs of conversion, as in examples.rs).
     for r in talked.iter().chain(&nobody_talked).filter(|r| r.sent()) {
         let (Some(rel), Some(slot)) = (r.released_ns, r.ephc_ns) else {
             panic!("{} {}: sent without a release time", r.flow, r.seq)
         };
-        assert!(rel >= slot, "{} {}: released {rel} before its slot {slot}", r.flow, r.seq);
+        assert!(rel >= slot - 1_000, "{} {}: released {} ns before its slot", r.flow, r.seq, slot - rel);
     }
     assert!(talk_out.contains("release:"), "talk prints its release line\n{talk_out}");
     deviation.sort_unstable();

@@ -30,20 +30,25 @@ fn frame(seq: u64, txtime: i64) -> Vec<u8> {
     b
 }
 
-#[test]
-fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
-    if !is_root() {
-        println!("skipping: needs root (network namespaces)");
-        return;
-    }
+/// A daemon (AF_PACKET, host-paced) on `kp0` of a fresh bridged topology named `prefix`, with `limits` in its
+/// `[daemon]` section, answering `Info` on its socket: the guards, the socket and the link's description.
+struct Daemon {
+    dir: tempfile::TempDir,
+    _topo: support::Bridged,
+    proc: Proc,
+    sock: std::path::PathBuf,
+    info: keepon::api::Info,
+}
+
+fn start_daemon(prefix: &str, limits: &str) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
     let sock = d.join("keepon.sock");
     let cfg = d.join("D.toml");
-    std::fs::write(&cfg, support::daemon_config(&sock, "100us", "", "max_in_flight = 256")).unwrap();
-    let topo = bridged("kq");
-    let mut daemon = Proc::spawn(
+    std::fs::write(&cfg, support::daemon_config(&sock, "100us", "", limits)).unwrap();
+    let topo = bridged(prefix);
+    let mut proc = Proc::spawn(
         "daemon",
         d,
         Command::new("ip")
@@ -56,9 +61,19 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
         if let Ok(i) = Client::connect(&sock).and_then(|mut c| c.info()) {
             break i;
         }
-        assert!(daemon.running() && up.elapsed() < Duration::from_secs(5), "daemon not up\n{}", daemon.output());
+        assert!(proc.running() && up.elapsed() < Duration::from_secs(5), "daemon not up\n{}", proc.output());
         std::thread::sleep(Duration::from_millis(10));
     };
+    Daemon { dir, _topo: topo, proc, sock, info }
+}
+
+#[test]
+fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
+    if !is_root() {
+        println!("skipping: needs root (network namespaces)");
+        return;
+    }
+    let Daemon { dir: _dir, _topo, proc: mut daemon, sock, info } = start_daemon("kq", "max_in_flight = 256");
     let mut clients = Vec::new();
     for n in 0..4u64 {
         let mut c = Client::connect(&sock).unwrap();
@@ -116,33 +131,9 @@ fn a_subscribed_client_learns_when_each_frame_left_the_host() {
         println!("skipping: needs root (network namespaces)");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    chmod(d, 0o755);
-    let sock = d.join("keepon.sock");
-    let cfg = d.join("D.toml");
-    std::fs::write(&cfg, support::daemon_config(&sock, "100us", "", "")).unwrap();
-    let topo = bridged("ks");
-    let mut daemon = Proc::spawn(
-        "daemon",
-        d,
-        Command::new("ip")
-            .args(["netns", "exec", &topo.talker, BIN, "daemon", "--config"])
-            .arg(&cfg)
-            .args(KP0_HOST_PACED),
-    );
-    let up = Instant::now();
-    let mut c = loop {
-        if let Ok(mut c) = Client::connect(&sock) {
-            if c.info().is_ok() {
-                break c;
-            }
-        }
-        assert!(daemon.running() && up.elapsed() < Duration::from_secs(5), "daemon not up\n{}", daemon.output());
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let Daemon { dir: _dir, _topo, proc: mut daemon, sock, info } = start_daemon("ks", "");
+    let mut c = Client::connect(&sock).unwrap();
     c.set_timeout(Some(Duration::from_secs(15))).unwrap();
-    let info = c.info().unwrap();
     assert!(c.subscribe_release_times().unwrap());
     let first = info.cycle_start + 60 * CYCLE;
     for i in 0..40u64 {
@@ -163,7 +154,13 @@ fn a_subscribed_client_learns_when_each_frame_left_the_host() {
             Response::Released { tag, released, stamped: s } => {
                 let slot = sent.remove(&tag).unwrap_or_else(|| panic!("{tag}: Released before its outcome, or twice"));
                 let at = released.unwrap_or_else(|| panic!("{tag}: no release time on a host-paced link"));
-                assert!(at >= slot && at - slot < 50_000_000, "{tag}: released {} ns after its slot", at - slot);
+                // Not before its slot (up to 1 µs: the kernel's stamp is converted to EPHC time through the host
+                // grid, as in examples.rs), and at most 50 ms after it (a host stall).
+                assert!(
+                    at >= slot - 1_000 && at - slot < 50_000_000,
+                    "{tag}: released {} ns after its slot",
+                    at - slot
+                );
                 lags.push(at - slot);
                 stamped += usize::from(s);
             }
@@ -175,8 +172,9 @@ fn a_subscribed_client_learns_when_each_frame_left_the_host() {
     assert!(stamped * 2 > lags.len(), "only {stamped} of {} release times are kernel stamps", lags.len());
     lags.sort_unstable();
     println!(
-        "release lag over {} frames: median {} ns, max {} ns; {stamped} kernel TX stamps",
+        "release lag over {} frames: min {} ns, median {} ns, max {} ns; {stamped} kernel TX stamps",
         lags.len(),
+        lags[0],
         lags[lags.len() / 2],
         lags[lags.len() - 1]
     );
