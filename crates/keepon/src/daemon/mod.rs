@@ -147,12 +147,28 @@ type Owners = HashMap<FrameId, (u64, u64, u32)>;
 /// tag, uid, and when the daemon stops waiting ([`RELEASE_WAIT`] after the outcome). Until answered, such a frame
 /// still counts in its connection's and its uid's frames in flight (so the wait is bounded by `max_in_flight`).
 #[derive(Default)]
-struct Releases(HashMap<FrameId, (u64, u64, u32, Tai)>);
+struct Releases {
+    waiting: HashMap<FrameId, (u64, u64, u32)>,
+    /// Deadlines in the order they were set (non-decreasing); entries already answered are dropped from the front.
+    deadlines: std::collections::VecDeque<(Tai, FrameId)>,
+}
 
 impl Releases {
+    /// Wait for the release of `id` until `deadline`.
+    fn wait(&mut self, id: FrameId, owner: (u64, u64, u32), deadline: Tai) {
+        self.waiting.insert(id, owner);
+        self.deadlines.push_back((deadline, id));
+        // Answered entries behind an unanswered one stay until it expires; past a few times the waiting ones,
+        // drop them all at once (amortised: the deque stays within a bound of the waiting set).
+        if self.deadlines.len() > 4 * self.waiting.len() + 1024 {
+            let waiting = &self.waiting;
+            self.deadlines.retain(|(_, id)| waiting.contains_key(id));
+        }
+    }
+
     /// Answer the release of `id` (if a client waits for it) with `released` (EPHC; `None`: no report).
     fn answer(&mut self, id: FrameId, released: Option<Tai>, stamped: bool, conns: &mut Conns) {
-        let Some((cid, tag, uid, _)) = self.0.remove(&id) else { return };
+        let Some((cid, tag, uid)) = self.waiting.remove(&id) else { return };
         if let Some(u) = conns.usage.get_mut(&uid) {
             u.in_flight = u.in_flight.saturating_sub(1);
         }
@@ -163,15 +179,17 @@ impl Releases {
     }
 
     /// Answer `None` for every frame whose wait ended by `now` (all of them with `now` = `None`: the link is
-    /// done, no report can come any more).
+    /// done, no report can come any more). Reports come about in the order of the deadlines, so the front is
+    /// mostly answered already and this costs little per poll.
     fn expire(&mut self, now: Option<Tai>, conns: &mut Conns) {
-        if self.0.is_empty() {
-            return;
-        }
-        let due: Vec<FrameId> =
-            self.0.iter().filter(|(_, w)| now.is_none_or(|now| now > w.3)).map(|(id, _)| *id).collect();
-        for id in due {
-            self.answer(id, None, false, conns);
+        while let Some(&(deadline, id)) = self.deadlines.front() {
+            if self.waiting.contains_key(&id) {
+                if now.is_some_and(|now| deadline >= now) {
+                    break;
+                }
+                self.answer(id, None, false, conns);
+            }
+            self.deadlines.pop_front();
         }
     }
 }
@@ -203,7 +221,7 @@ fn deliver(
     c.respond(&Response::Outcome { tag, delivery });
     if waits {
         // Still in flight until its `Released` is written.
-        releases.0.insert(id, (cid, tag, uid, now + RELEASE_WAIT));
+        releases.wait(id, (cid, tag, uid), now + RELEASE_WAIT);
         return;
     }
     c.in_flight = c.in_flight.saturating_sub(1);
@@ -588,4 +606,81 @@ fn serve_bound<N: Nic>(
         driver.nic.wait(cfg.poll_period);
     }
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One subscribed connection (id 0, uid 7) with `n` frames in flight.
+    fn one_conn(n: usize) -> (Conns, std::os::unix::net::UnixStream) {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut conns = Conns::default();
+        conns.map.insert(
+            0,
+            Conn {
+                stream: ours,
+                uid: 7,
+                allowed: vec![true],
+                real_time: true,
+                rbuf: Vec::new(),
+                wbuf: Vec::new(),
+                in_flight: n,
+                release_times: true,
+                reading: true,
+                broken: false,
+            },
+        );
+        conns.usage.insert(7, Usage { connections: 1, in_flight: n });
+        (conns, theirs)
+    }
+
+    fn released(conns: &Conns) -> Vec<Response> {
+        let mut buf = conns.map[&0].wbuf.clone();
+        crate::api::split_messages(&mut buf).unwrap().iter().map(|m| Response::parse(m).unwrap()).collect()
+    }
+
+    /// A release report answers its frame at once; a frame without one is answered without a time when its wait
+    /// ends, or when the link is done; each answer gives its frame's budgets back, once.
+    #[test]
+    fn every_waiting_frame_is_answered_once() {
+        let (mut conns, _peer) = one_conn(3);
+        let mut r = Releases::default();
+        let t = Tai(1_000_000_000);
+        for k in 0..3 {
+            r.wait(FrameId(k), (0, 10 + k, 7), t + RELEASE_WAIT + Nanos(k as i64));
+        }
+        r.answer(FrameId(1), Some(Tai(5)), true, &mut conns);
+        r.answer(FrameId(1), Some(Tai(6)), true, &mut conns); // a second report: nothing
+        r.expire(Some(t + RELEASE_WAIT), &mut conns); // no deadline has passed yet
+        assert_eq!(released(&conns), vec![Response::Released { tag: 11, released: Some(5), stamped: true }]);
+        r.expire(Some(t + RELEASE_WAIT + Nanos(1)), &mut conns); // frame 0's has
+        r.expire(None, &mut conns); // the link is done: frame 2
+        assert_eq!(
+            released(&conns)[1..],
+            [
+                Response::Released { tag: 10, released: None, stamped: false },
+                Response::Released { tag: 12, released: None, stamped: false }
+            ]
+        );
+        assert_eq!((conns.map[&0].in_flight, conns.usage[&7].in_flight), (0, 0));
+        assert!(r.waiting.is_empty() && r.deadlines.is_empty());
+    }
+
+    /// Frames answered behind one that waits do not pile up: the deadline queue stays within a bound of the
+    /// waiting set.
+    #[test]
+    fn answered_frames_behind_a_waiting_one_do_not_accumulate() {
+        let (mut conns, _peer) = one_conn(100_001);
+        let mut r = Releases::default();
+        let t = Tai(0);
+        r.wait(FrameId(0), (0, 0, 7), t + RELEASE_WAIT);
+        for k in 1..=100_000 {
+            r.wait(FrameId(k), (0, k, 7), t + RELEASE_WAIT);
+            r.answer(FrameId(k), None, false, &mut conns);
+            r.expire(Some(t), &mut conns);
+        }
+        assert_eq!(r.waiting.len(), 1);
+        assert!(r.deadlines.len() <= 4 + 1024 + 1, "{} deadlines kept", r.deadlines.len());
+    }
 }
