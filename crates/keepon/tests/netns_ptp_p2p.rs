@@ -9,7 +9,8 @@
 //! Both ends measure their link with Pdelay_Req/Pdelay_Resp/Pdelay_Resp_Follow_Up at 4 Hz. Over L2 these go to the
 //! link-local 01:80:C2:00:00:0E, which a Linux bridge does not forward by default: the test sets the bridge's
 //! `group_fwd_mask` bit 14 (the bridge then stands in for a wire; a real P2P network has no P2P-unaware bridge
-//! between peers). As in `netns_ptp.rs`, all namespaces share `CLOCK_TAI`, the keepon link gets a deliberate clock
+//! between peers). Over UDPv4 (the slave test's second case) they go to 224.0.0.107, link-local and flooded; Sync
+//! and the general messages to 224.0.1.129 through a bridge that snoops IGMP and queries. As in `netns_ptp.rs`, all namespaces share `CLOCK_TAI`, the keepon link gets a deliberate clock
 //! error, the true error is `EPHC − (CLOCK_TAI − the kernel's TAI offset)`, and no ptp4l touches the shared clock
 //! (`free_running 1`).
 //!
@@ -29,8 +30,8 @@ use std::time::{Duration, Instant};
 use keepon::api::SyncState;
 
 use ptp::{
-    complaints, connect, judge_master, keepon_conf_p2p, ptp4l_conf_p2p, skip_unless_ready, spawn_daemon, spawn_ptp4l,
-    stats, tai_offset_ns, wait_synchronised,
+    complaints, connect, igmp_querier, judge_master, keepon_conf_p2p, ptp4l_conf_p2p, skip_unless_ready, spawn_daemon,
+    spawn_ptp4l, stats, tai_offset_ns, wait_synchronised,
 };
 use support::{bridged, chmod, ip, Bridged};
 
@@ -55,17 +56,35 @@ fn ptp4l_path_delays(out: &str) -> Vec<i64> {
 #[test]
 fn keepon_slave_follows_ptp4l_with_peer_delay_over_l2_from_plus_3ms_and_plus_50ppm() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
-    let (tag, ppm) = ("kp", 50.0);
+    p2p_slave("kp", true, "3ms", 50.0);
+}
+
+/// The same over UDPv4, the link 1 s behind and 50 ppm slow: peer delay to 224.0.0.107 (link-local, flooded), Sync
+/// and the rest to 224.0.1.129 behind a bridge that snoops IGMP and queries (`igmp_querier`: the station must
+/// keep itself a member).
+#[test]
+fn keepon_slave_follows_ptp4l_with_peer_delay_over_udpv4_from_minus_1s_and_minus_50ppm() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    p2p_slave("kn", false, "-1s", -50.0);
+}
+
+fn p2p_slave(tag: &str, l2: bool, offset: &str, ppm: f64) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
     let topo = bridged(tag);
     forward_pdelay(&topo);
+    let mut extra = String::from("role = \"slave\"\n");
+    if !l2 {
+        ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
+        extra.push_str("transport = \"udpv4\"\nipv4 = \"10.77.0.1\"\n");
+        igmp_querier(&topo.bridge);
+    }
     let conf = ptp4l_conf_p2p(d, true);
-    let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", true, &conf);
+    let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
-    std::fs::write(&cfg, keepon_conf_p2p(&sock, "3ms", ppm, "role = \"slave\"\n")).unwrap();
+    std::fs::write(&cfg, keepon_conf_p2p(&sock, offset, ppm, &extra)).unwrap();
     let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
@@ -86,9 +105,10 @@ fn keepon_slave_follows_ptp4l_with_peer_delay_over_l2_from_plus_3ms_and_plus_50p
     let s = stats(&errors);
     let link = stats(&delays);
     eprintln!(
-        "{tag}: P2P, synchronised after {:.1} s; from 30 s later, over 20 s ({} reads, {unsynced} not synchronised): \
+        "{tag}: P2P over {}, synchronised after {:.1} s; from 30 s later, over 20 s ({} reads, {unsynced} not synchronised): \
          true error median {:.0} ns, mean {:.0} ns, rms {:.0} ns, p99 {:.0} ns, max {:.0} ns; frequency correction \
          {f:+.3} ppm for an injected {ppm:+.3} ppm; link delay (servo) median {:.0} ns",
+        if l2 { "L2" } else { "UDPv4" },
         lock.as_secs_f64(),
         s.n,
         s.median,
@@ -103,7 +123,7 @@ fn keepon_slave_follows_ptp4l_with_peer_delay_over_l2_from_plus_3ms_and_plus_50p
     if let Some(l) = daemon.output().lines().rev().find(|l| l.contains("ptp: slave")) {
         eprintln!("{tag}: last daemon status: {l}");
     }
-    assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the 3 ms offset was not removed", s.median);
+    assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the {offset} offset was not removed", s.median);
     assert!(!delays.is_empty(), "{tag}: the servo has no link delay\n{}", daemon.output());
     let out = ptp4l.stdout();
     let bad = complaints(&out);
