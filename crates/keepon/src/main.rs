@@ -199,7 +199,7 @@ fn main() -> ExitCode {
 }
 
 /// Print what a talk (or a run on network time) did; an error if frames got no outcome.
-fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
+fn print_talk(cfg: &Config, out: &talk::TalkOutput, who: &str) -> Result<(), String> {
     let sent = out.records.iter().filter(|r| r.sent()).count();
     println!(
         "{who}: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",
@@ -216,16 +216,11 @@ fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
     for (why, n) in reasons {
         println!("  rejected {why}: {n}");
     }
-    // Release times (host-paced links): how long after its slot time the host handed each frame to the kernel.
-    let lags: Vec<i64> = out.records.iter().filter_map(|r| Some(r.released_ns? - r.ephc_ns?)).collect();
-    if let (Some(max), false) = (lags.iter().max(), lags.is_empty()) {
-        let mean = lags.iter().map(|&l| l as f64).sum::<f64>() / lags.len() as f64;
-        println!(
-            "  release: {} sent frames handed to the kernel {:.1} µs after their slot time on average (max {:.1} µs)",
-            lags.len(),
-            mean / 1e3,
-            *max as f64 / 1e3
-        );
+    // Release times (host-paced links): the line `keepon run` prints, from the daemon's `Released` messages.
+    let mut summary = keepon::summary::Summary::new(cfg);
+    out.records.iter().for_each(|r| summary.add(r));
+    if let Some(line) = summary.render_release() {
+        print!("  {line}");
     }
     if out.missing > 0 {
         return Err(format!("{} frames got no outcome within the grace period", out.missing));
@@ -278,7 +273,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 let link = ptp_link(&cfg, &opts)?;
                 on_signals();
                 let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, &STOP)?;
-                let missing = print_talk(&out.talk, "run");
+                let missing = print_talk(&cfg, &out.talk, "run");
                 println!("keepon run: {} underruns", out.daemon.underruns);
                 if let Some(p) = &records {
                     record::write(p, &out.talk.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -329,7 +324,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Talk { socket, config, records, grace, sync_wait } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             let out = talk::talk(&cfg, &socket, grace, sync_wait)?;
-            let missing = print_talk(&out, "talk");
+            let missing = print_talk(&cfg, &out, "talk");
             if let Some(p) = &records {
                 record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             }
