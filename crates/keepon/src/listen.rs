@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use keepon_core::testframe::TestHeader;
+use keepon_core::time::Tai;
 use keepon_nic::linux::rx::{Receiver, TimestampKind};
 
 use crate::config::Config;
@@ -24,6 +25,8 @@ pub struct ListenOutput {
     pub timestamps: Option<TimestampKind>,
     /// Per flow: (received, sequence gaps, out-of-order arrivals).
     pub per_flow: BTreeMap<String, (u64, u64, u64)>,
+    /// Frames the kernel dropped at the listener's socket (receive buffer full: the listener fell behind).
+    pub socket_drops: u64,
 }
 
 /// True for keepon's reserved-address fillers and other frames to the 802.1 reserved block.
@@ -47,48 +50,82 @@ pub fn track_sequence(prev: Option<u64>, seq: u64, e: &mut (u64, u64, u64)) {
     }
 }
 
+/// Longest the listener keeps reading, after it was told to stop, the frames that arrived before that.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
 /// Receive on `iface` until `duration` passes, `count` test frames arrived or `stop` is set (a signal): what was
-/// received is returned in every case.
+/// received is returned in every case. A frame that arrived before the end (by its receive timestamp) is counted
+/// even if the listener had not read it yet: after the end it reads what the socket still holds (for at most
+/// [`DRAIN_LIMIT`]), so a listener that fell behind a fast talker loses nothing to being stopped. `ready` is called
+/// once the socket receives, with what it receives on: a talker started after that is heard from its first frame.
 pub fn listen(
     iface: &str,
     cfg: Option<&Config>,
     duration: Duration,
     count: Option<u64>,
     stop: &AtomicBool,
+    ready: impl FnOnce(&str),
 ) -> Result<ListenOutput, String> {
     let mut rx = Receiver::open(iface).map_err(|e| e.to_string())?;
+    let stamps = if rx.hardware_timestamps() { "hardware" } else { "software" };
+    ready(&format!("{iface} ({stamps} receive timestamps)"));
     let mut out = ListenOutput::default();
     let mut last_seq: BTreeMap<u16, u64> = BTreeMap::new();
+    let want = |out: &ListenOutput| count.is_none_or(|c| (out.records.len() as u64) < c);
     let end = Instant::now() + duration;
-    while Instant::now() < end && count.is_none_or(|c| (out.records.len() as u64) < c) && !stop.load(Ordering::Relaxed)
-    {
+    while Instant::now() < end && want(&out) && !stop.load(Ordering::Relaxed) {
         let left = end.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-        let Some((bytes, ts, kind)) = rx.recv(left).map_err(|e| e.to_string())? else { continue };
-        out.timestamps = Some(kind);
-        let h = match TestHeader::parse(&bytes) {
-            Ok(h) => h,
-            Err(_) if is_filler(&bytes) => {
-                out.fillers += 1;
-                continue;
-            }
-            Err(_) => {
-                out.other += 1;
-                continue;
-            }
-        };
-        let (flow, class) = match cfg.and_then(|c| c.flows.get(usize::from(h.flow))) {
-            Some(f) => (f.name.clone(), f.class_name.clone()),
-            None => (format!("flow-{}", h.flow), String::new()),
-        };
-        let e = out.per_flow.entry(flow.clone()).or_default();
-        e.0 += 1;
-        track_sequence(last_seq.insert(h.flow, h.seq), h.seq, e);
-        let mut r = Record::new(h.seq, &flow, &class, (h.txtime != 0).then_some(h.txtime));
-        r.outcome = "sent".into();
-        r.rx_ns = Some(ts.0);
-        out.records.push(r);
+        if let Some((bytes, ts, kind)) = rx.recv(left).map_err(|e| e.to_string())? {
+            take(&mut out, &mut last_seq, cfg, &bytes, ts, kind);
+        }
     }
+    // The end, on the clock the kernel stamps arrivals with; then what had arrived by then.
+    let ended = rx.now();
+    let drain_until = Instant::now() + DRAIN_LIMIT;
+    while want(&out) && Instant::now() < drain_until {
+        let Some((bytes, ts, kind)) = rx.recv(Duration::ZERO).map_err(|e| e.to_string())? else { break };
+        // Hardware stamps are on the NIC's clock, not comparable with `ended`: the queue is read to its end.
+        if kind != TimestampKind::Hardware && ts > ended {
+            break;
+        }
+        take(&mut out, &mut last_seq, cfg, &bytes, ts, kind);
+    }
+    out.socket_drops = rx.stats().map_err(|e| e.to_string())?.drops;
     Ok(out)
+}
+
+/// Count one received frame: a keepon test frame becomes a record, anything else a filler or another frame.
+fn take(
+    out: &mut ListenOutput,
+    last_seq: &mut BTreeMap<u16, u64>,
+    cfg: Option<&Config>,
+    bytes: &[u8],
+    ts: Tai,
+    kind: TimestampKind,
+) {
+    out.timestamps = Some(kind);
+    let h = match TestHeader::parse(bytes) {
+        Ok(h) => h,
+        Err(_) if is_filler(bytes) => {
+            out.fillers += 1;
+            return;
+        }
+        Err(_) => {
+            out.other += 1;
+            return;
+        }
+    };
+    let (flow, class) = match cfg.and_then(|c| c.flows.get(usize::from(h.flow))) {
+        Some(f) => (f.name.clone(), f.class_name.clone()),
+        None => (format!("flow-{}", h.flow), String::new()),
+    };
+    let e = out.per_flow.entry(flow.clone()).or_default();
+    e.0 += 1;
+    track_sequence(last_seq.insert(h.flow, h.seq), h.seq, e);
+    let mut r = Record::new(h.seq, &flow, &class, (h.txtime != 0).then_some(h.txtime));
+    r.outcome = "sent".into();
+    r.rx_ns = Some(ts.0);
+    out.records.push(r);
 }
 
 #[cfg(test)]

@@ -336,13 +336,16 @@ fn run(cli: Cli) -> Result<(), String> {
                 None => None,
             };
             on_signals();
-            let out = listen::listen(&iface, cfg.as_ref(), duration, count, &STOP)?;
+            let out = listen::listen(&iface, cfg.as_ref(), duration, count, &STOP, |on| {
+                println!("listen: receiving on {on}")
+            })?;
             println!(
-                "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}",
+                "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}; {} dropped at the socket",
                 out.records.len(),
                 out.fillers,
                 out.other,
-                out.timestamps
+                out.timestamps,
+                out.socket_drops
             );
             for (flow, (n, gaps, reordered)) in &out.per_flow {
                 println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");

@@ -34,7 +34,7 @@ use keepon::record::{self, Record};
 use keepon_core::outcome::Reason;
 use keepon_core::testframe::TestHeader;
 
-use support::{bridged, can_chrt, chmod, is_root, packet_sockets, wait_until, Proc};
+use support::{bridged, can_chrt, chmod, is_root, listening, wait_until, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 /// Slot period (100 Mb/s, 1230 B slots) and ring cycle (32 slots), ns.
@@ -187,7 +187,7 @@ fn daemon_talk_listen_through_a_bridge() {
     let realtime = can_chrt();
     println!("namespaces {} / {}; daemon under SCHED_FIFO: {realtime}", topo.talker, topo.listener);
 
-    // Listener first; it is ready once its packet socket exists in its namespace.
+    // Listener first; it is ready once it says it receives.
     let mut listener = Proc::spawn(
         "listen",
         &d,
@@ -198,11 +198,7 @@ fn daemon_talk_listen_through_a_bridge() {
             .arg(&dcfg)
             .args(["--duration", &format!("{}ms", LISTEN_DURATION.as_millis())]),
     );
-    let pid = listener.pid();
-    assert!(
-        wait_until(Duration::from_secs(5), || packet_sockets(pid, &topo.listener) > 0),
-        "listener did not open its socket"
-    );
+    assert!(listening(&listener), "listener did not open its socket: {}", listener.output());
 
     let mut daemon = Proc::spawn(
         "daemon",

@@ -65,6 +65,7 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
             .args(["--duration", "90s", "--count", &FRAMES.to_string(), "--records"])
             .arg(&heard),
     );
+    assert!(support::listening(&listen), "the listener did not start: {}", listen.output());
     let sent = d.join("sent.csv");
     let mut run = Proc::spawn(
         "run",

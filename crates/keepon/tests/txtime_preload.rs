@@ -40,7 +40,7 @@ use std::time::Duration;
 use keepon::api::Client;
 use keepon::record;
 
-use support::{bridged, can_chrt, ip, is_root, packet_sockets, wait_until, Proc};
+use support::{bridged, can_chrt, ip, is_root, listening, wait_until, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 const SLOT: i64 = 100_000;
@@ -303,8 +303,7 @@ fn preload_through_a_bridge() {
             .arg(&lcsv)
             .args(["--duration", "4s"]),
     );
-    let pid = listener.pid();
-    assert!(wait_until(Duration::from_secs(5), || packet_sockets(pid, &topo.listener) > 0), "listener socket");
+    assert!(listening(&listener), "listener socket: {}", listener.output());
     let mut daemon = Proc::spawn(
         "daemon",
         d,

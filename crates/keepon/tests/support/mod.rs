@@ -187,16 +187,19 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Packet sockets open in network namespace `ns`, as seen through process `pid` — 0 until `pid` has entered
-/// `ns` (`ip netns exec` switches namespace, then execs the command in the same process).
-pub fn packet_sockets(pid: u32, ns: &str) -> usize {
-    use std::os::unix::fs::MetadataExt;
-    let inode = |p: String| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
-    let theirs = inode(format!("/proc/{pid}/ns/net"));
-    if theirs.is_none() || theirs != inode(format!("/run/netns/{ns}")) {
-        return 0;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/net/packet")).map_or(0, |s| s.lines().count().saturating_sub(1))
+/// Wait (at most 5 s) until `keepon listen` says its socket receives: a talker started after that is heard from
+/// its first frame. (Its socket existing is not enough: frames sent while it is still being set up can be dropped
+/// by the kernel on the way.)
+pub fn listening(listener: &Proc) -> bool {
+    wait_until(Duration::from_secs(5), || listener.stdout().contains("listen: receiving on"))
+}
+
+/// A counter of `dev` in namespace `ns`, from `/sys/class/net/DEV/statistics/STAT` (`rx_dropped`, …).
+pub fn link_stat(ns: &str, dev: &str, stat: &str) -> u64 {
+    let path = format!("/sys/class/net/{dev}/statistics/{stat}");
+    let out = Command::new("ip").args(["netns", "exec", ns, "cat", &path]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().parse().unwrap_or_else(|_| panic!("{ns}/{dev} {stat}: {text}{}", String::from_utf8_lossy(&out.stderr)))
 }
 
 /// `chmod MODE path`.

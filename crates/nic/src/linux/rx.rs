@@ -123,6 +123,12 @@ impl Receiver {
         }
     }
 
+    /// Now, on the time base of software and user-space stamps (`CLOCK_TAI`); hardware stamps are on the NIC's
+    /// clock instead.
+    pub fn now(&self) -> Tai {
+        Tai(sys::clock_ns(libc::CLOCK_TAI))
+    }
+
     /// Cumulative receive statistics (frames received, dropped for lack of buffer).
     pub fn stats(&mut self) -> Result<RxStats, NicError> {
         // PACKET_STATISTICS resets the kernel's counters on each read, so accumulate here.
