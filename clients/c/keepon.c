@@ -26,6 +26,10 @@ enum {
     K_ERROR = 0x83,
     K_TIME = 3,
     K_TIME_REPLY = 0x84,
+    K_SUBSCRIBE = 4,
+    K_RELEASED = 0x85,
+    K_SUBSCRIBED = 0x86,
+    RELEASED_LEN = 4 + 8 + 8,
     SUBMIT_HEADER = 4 + 8 + 8,
     OUTCOME_LEN = 32,
     INFO_FIXED = 38,
@@ -120,6 +124,15 @@ long keepon_encode_info(uint8_t *buf, size_t cap) { return encode_bare(buf, cap,
 
 long keepon_encode_time(uint8_t *buf, size_t cap) { return encode_bare(buf, cap, K_TIME); }
 
+long keepon_encode_subscribe(uint8_t *buf, size_t cap, unsigned flags) {
+    if (cap < 7 || (flags & ~KEEPON_SUBSCRIBE_RELEASE_TIMES)) return KEEPON_EINVAL;
+    put_u32(buf, 3);
+    buf[4] = KEEPON_PROTOCOL_VERSION;
+    buf[5] = K_SUBSCRIBE;
+    buf[6] = (uint8_t)flags;
+    return 7;
+}
+
 static const char *const SYNC_NAMES[] = {"free-running", "synchronised", "not-synchronised"};
 
 const char *keepon_sync_name(unsigned sync) {
@@ -210,6 +223,32 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
         msg->kind = KEEPON_MSG_TIME;
         return KEEPON_OK;
     }
+    case K_RELEASED: {
+        /* Exactly this length, like the Rust and Python clients. */
+        if (n != RELEASED_LEN) {
+            snprintf(msg->text, sizeof msg->text, "released of %zu bytes, expected %d", n, RELEASED_LEN);
+            return KEEPON_EPROTO;
+        }
+        if (b[2] & ~3u) {
+            snprintf(msg->text, sizeof msg->text, "released flags 0x%02x has unknown bits", b[2]);
+            return KEEPON_EPROTO;
+        }
+        struct keepon_released *r = &msg->released;
+        r->tag = get_u64(b + 4);
+        r->valid = b[2] & 1;
+        r->stamped = (b[2] & 2) != 0;
+        r->time = r->valid ? (int64_t)get_u64(b + 12) : 0;
+        msg->kind = KEEPON_MSG_RELEASED;
+        return KEEPON_OK;
+    }
+    case K_SUBSCRIBED:
+        if (n != 3 || (b[2] & ~KEEPON_SUBSCRIBE_RELEASE_TIMES)) {
+            snprintf(msg->text, sizeof msg->text, "malformed subscribed reply");
+            return KEEPON_EPROTO;
+        }
+        msg->subscribed = b[2];
+        msg->kind = KEEPON_MSG_SUBSCRIBED;
+        return KEEPON_OK;
     case K_ERROR: {
         size_t len = n - 2 < sizeof msg->text - 1 ? n - 2 : sizeof msg->text - 1;
         memcpy(msg->text, b + 2, len);
@@ -379,16 +418,16 @@ int keepon_outcome(keepon_client *c, struct keepon_outcome *out) {
             snprintf(c->text, sizeof c->text, "%s", m.text);
             return KEEPON_EREQUEST;
         }
-        /* an Info or Time reply nobody waits for, or a newer kind: skip */
+        /* an Info, Time or Subscribed reply nobody waits for, a release time, or a newer kind: skip */
     }
 }
 
-/* Send the request `req` (6 bytes) and wait for its reply of kind `reply` (or an Error: KEEPON_EREQUEST). The
+/* Send the request `req` (`n` bytes) and wait for its reply of kind `reply` (or an Error: KEEPON_EREQUEST). The
  * reply is parsed into *m (and *info) and taken out of the buffer; every other message before it (outcomes,
  * newer kinds) stays where it is, in order, for keepon_outcome()/keepon_recv(). */
-static int ask(keepon_client *c, const uint8_t *req, uint8_t reply, const char *what, struct keepon_msg *m,
+static int ask(keepon_client *c, const uint8_t *req, size_t n, uint8_t reply, const char *what, struct keepon_msg *m,
                struct keepon_info *info) {
-    int r = write_all(c, req, 6);
+    int r = write_all(c, req, n);
     if (r != KEEPON_OK) return r;
     size_t at = 0;
     for (;;) {
@@ -418,15 +457,27 @@ int keepon_info(keepon_client *c, struct keepon_info *info) {
     uint8_t req[6];
     struct keepon_msg m;
     keepon_encode_info(req, sizeof req);
-    return ask(c, req, K_INFO_REPLY, "malformed info reply", &m, info);
+    return ask(c, req, sizeof req, K_INFO_REPLY, "malformed info reply", &m, info);
 }
 
 int keepon_time(keepon_client *c, struct keepon_time *t) {
     uint8_t req[6];
     struct keepon_msg m;
     keepon_encode_time(req, sizeof req);
-    int r = ask(c, req, K_TIME_REPLY, "malformed time reply", &m, NULL);
+    int r = ask(c, req, sizeof req, K_TIME_REPLY, "malformed time reply", &m, NULL);
     if (r == KEEPON_OK) *t = m.time;
+    return r;
+}
+
+int keepon_subscribe(keepon_client *c, unsigned flags, unsigned *now_flags) {
+    uint8_t req[7];
+    struct keepon_msg m;
+    if (keepon_encode_subscribe(req, sizeof req, flags) < 0) {
+        snprintf(c->text, sizeof c->text, "subscribe flags 0x%x has unknown bits", flags);
+        return KEEPON_EINVAL;
+    }
+    int r = ask(c, req, sizeof req, K_SUBSCRIBED, "malformed subscribed reply", &m, NULL);
+    if (r == KEEPON_OK && now_flags) *now_flags = m.subscribed;
     return r;
 }
 

@@ -2,8 +2,9 @@
  * keepon.h — C client of `keepon daemon`
  *
  * NAME
- *     keepon_connect, keepon_info, keepon_time, keepon_submit, keepon_outcome, keepon_recv, keepon_close_write,
- *     keepon_close — send Ethernet frames at a time through keepon and read each frame's outcome
+ *     keepon_connect, keepon_info, keepon_time, keepon_subscribe, keepon_submit, keepon_outcome, keepon_recv,
+ *     keepon_close_write, keepon_close — send Ethernet frames at a time through keepon and read each frame's
+ *     outcome
  *
  * SYNOPSIS
  *     #include "keepon.h"          link with keepon.c (or -lkeepon: target/c/libkeepon.{a,so} after `make c-client`)
@@ -12,6 +13,7 @@
  *     int  keepon_set_timeout(keepon_client *c, int timeout_ms);
  *     int  keepon_info(keepon_client *c, struct keepon_info *info);
  *     int  keepon_time(keepon_client *c, struct keepon_time *t);
+ *     int  keepon_subscribe(keepon_client *c, unsigned flags, unsigned *now_flags);
  *     int  keepon_submit(keepon_client *c, const char *cls, int64_t txtime, const void *frame, size_t len,
  *                        uint64_t tag);
  *     int  keepon_outcome(keepon_client *c, struct keepon_outcome *out);
@@ -53,20 +55,31 @@
  *     KEEPON_TIME_PATH_DELAY_VALID). Outcomes that arrive before the reply are kept, as for keepon_info().
  *     keepon_sync_name() gives "free-running", "synchronised" or "not-synchronised" (NULL for another value).
  *
+ *     keepon_subscribe() chooses what the daemon reports beyond outcomes, for this connection. With
+ *     KEEPON_SUBSCRIBE_RELEASE_TIMES (like SOF_TIMESTAMPING_TX_SOFTWARE next to the ETF error queue), the outcome
+ *     of every frame that is sent is followed by exactly one release time (a keepon_msg of kind
+ *     KEEPON_MSG_RELEASED, read with keepon_recv(); keepon_outcome() skips them): struct keepon_released gives the
+ *     frame's tag and, when `valid`, `time`, when the host handed the frame to the kernel (TAI ns on keepon's
+ *     clock) — on a host-paced link a frame leaves then, after its slot time; `stamped` says it is the kernel's
+ *     software TX timestamp (else an estimate within the call that handed it over). Not `valid` where the NIC
+ *     paces the link (the simulated NIC, line-rate NICs: the slot time is the wire time) or when no report came
+ *     within a second. Rejected frames get none. flags 0 turns it off. *now_flags (if not NULL) gets what the
+ *     daemon now does. A daemon that predates it answers with an error (KEEPON_EREQUEST).
+ *
  *     keepon_submit() sends one frame: L2 bytes without FCS, class name `cls`, `txtime` in TAI ns or
  *     KEEPON_NO_TXTIME for a best-effort class, and a caller-chosen `tag` echoed in the outcome. It does not wait
  *     for the outcome. The daemon judges the frame (class, slot ownership, size, lateness, ...); the client only
  *     refuses what the protocol cannot carry (KEEPON_EINVAL: a class name over 255 bytes, a message over
  *     KEEPON_MAX_MESSAGE bytes).
  *
- *     keepon_outcome() waits for the next outcome. Outcomes can arrive in any order: match them by tag. Info and
- *     Time replies nobody waits for and messages of a newer protocol are skipped. If the daemon reports a
+ *     keepon_outcome() waits for the next outcome. Outcomes can arrive in any order: match them by tag. Info, Time
+ *     and Subscribe replies nobody waits for, release times and messages of a newer protocol are skipped. If the daemon reports a
  *     malformed request instead, it returns KEEPON_EREQUEST and keepon_strerror() gives the daemon's text.
  *
- *     keepon_recv() waits for the next message of any kind (outcome, info, time, error text, or a kind this client
- *     does not know: msg->kind says which) without interpreting it; an Info reply is stored in *info_out when that
- *     is not NULL, a Time reply in msg->time. keepon_send_raw() sends bytes as they are (for testing a daemon's
- *     handling of bad requests).
+ *     keepon_recv() waits for the next message of any kind (outcome, info, time, release time, error text, or a
+ *     kind this client does not know: msg->kind says which) without interpreting it; an Info reply is stored in
+ *     *info_out when that is not NULL, a Time reply in msg->time, a release time in msg->released.
+ *     keepon_send_raw() sends bytes as they are (for testing a daemon's handling of bad requests).
  *
  *     keepon_close_write() half-closes the connection: the daemon reads no more requests from it but still sends
  *     the outcome of every frame already submitted, then closes the connection (keepon_recv then reports the end).
@@ -229,7 +242,20 @@ enum keepon_msg_kind {
     KEEPON_MSG_INFO = 2,
     KEEPON_MSG_ERROR = 3,
     KEEPON_MSG_UNKNOWN = 4,
-    KEEPON_MSG_TIME = 5
+    KEEPON_MSG_TIME = 5,
+    KEEPON_MSG_RELEASED = 6,  /**< a release time (after keepon_subscribe) */
+    KEEPON_MSG_SUBSCRIBED = 7 /**< the reply to keepon_subscribe */
+};
+
+/** keepon_subscribe() flags. */
+#define KEEPON_SUBSCRIBE_RELEASE_TIMES 1u
+
+/** When the host released a sent frame to the kernel (KEEPON_MSG_RELEASED). */
+struct keepon_released {
+    uint64_t tag;
+    int valid;    /**< `time` holds the release time (0: the NIC paces the link, or no report came in time) */
+    int stamped;  /**< the time is the kernel's software TX timestamp */
+    int64_t time; /**< TAI ns on keepon's clock (0 unless valid) */
 };
 
 /** Any response. For KEEPON_MSG_INFO the info is stored in *info_out given to keepon_recv (if not NULL). */
@@ -240,6 +266,8 @@ struct keepon_msg {
     char text[512];             /**< KEEPON_MSG_ERROR: the daemon's text (truncated, NUL-terminated); after
                                      KEEPON_EPROTO from keepon_parse: what was wrong, if it says */
     struct keepon_time time;    /**< KEEPON_MSG_TIME */
+    struct keepon_released released; /**< KEEPON_MSG_RELEASED */
+    unsigned subscribed;        /**< KEEPON_MSG_SUBSCRIBED: KEEPON_SUBSCRIBE_* the daemon now does */
 };
 
 typedef struct keepon_client keepon_client;
@@ -248,6 +276,7 @@ keepon_client *keepon_connect(const char *socket_path);
 int keepon_set_timeout(keepon_client *c, int timeout_ms);
 int keepon_info(keepon_client *c, struct keepon_info *info);
 int keepon_time(keepon_client *c, struct keepon_time *t);
+int keepon_subscribe(keepon_client *c, unsigned flags, unsigned *now_flags);
 int keepon_submit(keepon_client *c, const char *cls, int64_t txtime, const void *frame, size_t len, uint64_t tag);
 int keepon_outcome(keepon_client *c, struct keepon_outcome *out);
 int keepon_recv(keepon_client *c, struct keepon_msg *msg, struct keepon_info *info_out);
@@ -266,7 +295,8 @@ const char *keepon_sync_name(unsigned sync);
  * programs with their own event loop and for tests.
  *
  * keepon_encode_submit() writes the length-prefixed Submit into buf (cap bytes) and returns its length, or a
- * negative KEEPON_E* code. keepon_encode_info() and keepon_encode_time() likewise (6 bytes each). keepon_parse()
+ * negative KEEPON_E* code. keepon_encode_info() and keepon_encode_time() likewise (6 bytes each), and
+ * keepon_encode_subscribe() (7 bytes; KEEPON_EINVAL for flags it does not know). keepon_parse()
  * parses one message body (without length prefix) from untrusted bytes into *msg (and *info if it is an Info
  * reply and info is not NULL; a Time reply into msg->time); it returns KEEPON_OK or KEEPON_EPROTO and never reads
  * outside b[0..n).
@@ -275,6 +305,7 @@ long keepon_encode_submit(uint8_t *buf, size_t cap, const char *cls, int64_t txt
                           uint64_t tag);
 long keepon_encode_info(uint8_t *buf, size_t cap);
 long keepon_encode_time(uint8_t *buf, size_t cap);
+long keepon_encode_subscribe(uint8_t *buf, size_t cap, unsigned flags);
 int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keepon_info *info);
 
 #ifdef __cplusplus

@@ -134,6 +134,54 @@ static void time_codec_checks(void) {
           "sync names");
 }
 
+/* A Released body: flags (bit 0 valid, bit 1 stamped), tag, time. */
+static size_t released_bytes(uint8_t *b, int flags, uint64_t tag, int64_t time) {
+    memset(b, 0, 20);
+    b[0] = 1;
+    b[1] = 0x85;
+    b[2] = (uint8_t)flags;
+    put64(b + 4, tag);
+    put64(b + 12, (uint64_t)time);
+    return 20;
+}
+
+static void release_codec_checks(void) {
+    uint8_t buf[16];
+    /* The bytes of the Rust test `requests_round_trip_and_byte_literal`: [1, 4, 1]. */
+    CHECK(keepon_encode_subscribe(buf, sizeof buf, KEEPON_SUBSCRIBE_RELEASE_TIMES) == 7 &&
+              memcmp(buf, "\x03\x00\x00\x00\x01\x04\x01", 7) == 0,
+          "subscribe request bytes");
+    CHECK(keepon_encode_subscribe(buf, sizeof buf, 0) == 7 && buf[6] == 0, "unsubscribe");
+    CHECK(keepon_encode_subscribe(buf, sizeof buf, 2) == KEEPON_EINVAL, "unknown subscribe flag");
+    CHECK(keepon_encode_subscribe(buf, 6, 1) == KEEPON_EINVAL, "subscribe needs 7 bytes");
+
+    struct keepon_msg m;
+    uint8_t b[32];
+    /* The values of the Rust test `released_byte_literal`. */
+    size_t n = released_bytes(b, 3, 0x0102, -2);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_RELEASED && m.released.tag == 0x0102 &&
+              m.released.valid && m.released.stamped && m.released.time == -2,
+          "released, stamped");
+    n = released_bytes(b, 0, 1, 77);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && !m.released.valid && !m.released.stamped &&
+              m.released.time == 0,
+          "released without a time reads no time");
+    n = released_bytes(b, 4, 1, 0);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "released flags 0x04 has unknown bits") == 0,
+          "released flags: %s", m.text);
+    released_bytes(b, 1, 1, 0);
+    CHECK(keepon_parse(b, 19, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "released of 19 bytes, expected 20") == 0,
+          "short released: %s", m.text);
+    CHECK(keepon_parse(b, 21, &m, NULL) == KEEPON_EPROTO, "long released");
+    const uint8_t sub[] = {1, 0x86, 1}, bad_sub[] = {1, 0x86, 2}, long_sub[] = {1, 0x86, 1, 0};
+    CHECK(keepon_parse(sub, sizeof sub, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_SUBSCRIBED &&
+              m.subscribed == KEEPON_SUBSCRIBE_RELEASE_TIMES,
+          "subscribed");
+    CHECK(keepon_parse(bad_sub, sizeof bad_sub, &m, NULL) == KEEPON_EPROTO &&
+              keepon_parse(long_sub, sizeof long_sub, &m, NULL) == KEEPON_EPROTO,
+          "malformed subscribed replies");
+}
+
 /* ---- the client against a scripted peer: a listening socket in a temporary directory ---------------------- */
 
 struct peer {
@@ -178,16 +226,62 @@ static void peer_send(struct peer *p, const uint8_t *body, size_t n) {
     CHECK(write(p->fd, m, 4 + n) == (ssize_t)(4 + n), "peer write: %s", strerror(errno));
 }
 
-/* The peer reads the 6-byte Time request the client sent. */
-static void peer_expect_time_request(struct peer *p) {
-    uint8_t req[6] = {0};
+/* The peer reads a request of n bytes and checks it is `want`. */
+static void peer_expect(struct peer *p, const char *want, size_t n) {
+    uint8_t req[16] = {0};
     size_t got = 0;
-    while (got < sizeof req) {
-        ssize_t r = read(p->fd, req + got, sizeof req - got);
+    while (got < n && n <= sizeof req) {
+        ssize_t r = read(p->fd, req + got, n - got);
         if (r <= 0) break;
         got += (size_t)r;
     }
-    CHECK(got == 6 && memcmp(req, "\x02\x00\x00\x00\x01\x03", 6) == 0, "peer got %zu request bytes", got);
+    CHECK(got == n && memcmp(req, want, n) == 0, "peer got %zu request bytes", got);
+}
+
+/* The peer reads the 6-byte Time request the client sent. */
+static void peer_expect_time_request(struct peer *p) { peer_expect(p, "\x02\x00\x00\x00\x01\x03", 6); }
+
+/* Subscribe against the scripted peer: the reply is taken out between outcomes and release times, which stay in
+ * order for keepon_recv; keepon_outcome skips release times. */
+static void subscribe_client_checks(void) {
+    uint8_t b[64];
+    struct peer p;
+    CHECK(peer_open(&p) == 0, "scripted peer: %s", strerror(errno));
+    if (p.fd < 0) {
+        peer_close(&p);
+        return;
+    }
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 41, 5, 500, 0));
+    peer_send(&p, b, released_bytes(b, 3, 41, 512));
+    const uint8_t yes[] = {1, 0x86, 1};
+    peer_send(&p, yes, sizeof yes);
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 42, 6, 600, 0));
+    peer_send(&p, b, released_bytes(b, 0, 42, 0));
+    unsigned now = 0;
+    int rc = keepon_subscribe(p.c, KEEPON_SUBSCRIBE_RELEASE_TIMES, &now);
+    CHECK(rc == KEEPON_OK && now == KEEPON_SUBSCRIBE_RELEASE_TIMES, "subscribe: %s", keepon_strerror(p.c, rc));
+    peer_expect(&p, "\x03\x00\x00\x00\x01\x04\x01", 7);
+    struct keepon_msg m;
+    const int kinds[4] = {KEEPON_MSG_OUTCOME, KEEPON_MSG_RELEASED, KEEPON_MSG_OUTCOME, KEEPON_MSG_RELEASED};
+    for (int i = 0; i < 4; i++) {
+        rc = keepon_recv(p.c, &m, NULL);
+        CHECK(rc == KEEPON_OK && m.kind == kinds[i], "message %d: rc %d kind %d", i, rc, m.kind);
+    }
+    CHECK(m.released.tag == 42 && !m.released.valid, "the last release time: not valid");
+    /* keepon_outcome skips a release time. */
+    peer_send(&p, b, released_bytes(b, 1, 43, 700));
+    peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 44, 7, 800, 0));
+    struct keepon_outcome o;
+    rc = keepon_outcome(p.c, &o);
+    CHECK(rc == KEEPON_OK && o.tag == 44, "release time skipped by keepon_outcome: %d", rc);
+    /* An older daemon: an error reply. Unknown flags are refused before anything is sent. */
+    const uint8_t err[] = {1, 0x83, 'o', 'l', 'd'};
+    peer_send(&p, err, sizeof err);
+    rc = keepon_subscribe(p.c, KEEPON_SUBSCRIBE_RELEASE_TIMES, NULL);
+    CHECK(rc == KEEPON_EREQUEST && strcmp(keepon_strerror(p.c, rc), "old") == 0, "older daemon: %d", rc);
+    peer_expect(&p, "\x03\x00\x00\x00\x01\x04\x01", 7);
+    CHECK(keepon_subscribe(p.c, 8, NULL) == KEEPON_EINVAL, "unknown subscribe flag");
+    peer_close(&p);
 }
 
 static void time_client_checks(void) {
@@ -368,7 +462,7 @@ static void codec_checks(void) {
         for (size_t i = 0; i < len; i++) r[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
         if (len >= 2 && (round & 1)) {
             r[0] = 1;
-            r[1] = (uint8_t)(0x81 + round % 4);
+            r[1] = (uint8_t)(0x81 + round % 6);
         }
         uint8_t *heap = malloc(len ? len : 1);
         memcpy(heap, r, len);
@@ -553,11 +647,74 @@ static void daemon_checks(const char *path) {
     keepon_close(b);
 }
 
+/* Release times from the daemon (on the simulated NIC, which paces its own wire: not valid): after subscribing,
+ * each sent frame's outcome is followed by exactly one release time with its tag, a rejected frame gets none. */
+static void release_daemon_checks(const char *path) {
+    keepon_client *c = keepon_connect(path);
+    CHECK(c != NULL, "connect %s", path);
+    if (!c) return;
+    keepon_set_timeout(c, 10000);
+    struct keepon_info info;
+    unsigned now = 0;
+    int rc = keepon_info(c, &info);
+    if (rc == KEEPON_OK) rc = keepon_subscribe(c, KEEPON_SUBSCRIBE_RELEASE_TIMES, &now);
+    CHECK(rc == KEEPON_OK && now == KEEPON_SUBSCRIBE_RELEASE_TIMES, "subscribe: %s", keepon_strerror(c, rc));
+    if (rc != KEEPON_OK) {
+        keepon_close(c);
+        return;
+    }
+    uint8_t f[100];
+    enum { N = 5 };
+    int64_t first = info.cycle_start + 10 * CYCLE;
+    for (int i = 0; i < N; i++) {
+        frame(f, sizeof f, 500 + (uint64_t)i);
+        CHECK(keepon_submit(c, "tc-0", first + i * CYCLE, f, sizeof f, 500 + (uint64_t)i) == KEEPON_OK, "submit");
+    }
+    frame(f, sizeof f, 510);
+    CHECK(keepon_submit(c, "tc-0", first + 5 * SLOT, f, sizeof f, 510) == KEEPON_OK, "submit not owned");
+    int outcome[N + 1] = {0}, sent[N + 1] = {0}, released[N + 1] = {0}, answered = 0, expected = N + 1;
+    while (answered < expected) {
+        struct keepon_msg m;
+        rc = keepon_recv(c, &m, NULL);
+        CHECK(rc == KEEPON_OK, "message %d: %s", answered, keepon_strerror(c, rc));
+        if (rc != KEEPON_OK) break;
+        if (m.kind == KEEPON_MSG_OUTCOME && m.outcome.tag >= 500 && m.outcome.tag <= 510) {
+            unsigned i = m.outcome.tag == 510 ? N : (unsigned)(m.outcome.tag - 500);
+            outcome[i]++;
+            sent[i] = m.outcome.sent;
+            answered++;
+            expected += m.outcome.sent; /* and its release time */
+        } else if (m.kind == KEEPON_MSG_RELEASED && m.released.tag >= 500 && m.released.tag < 500 + N) {
+            unsigned i = (unsigned)(m.released.tag - 500);
+            CHECK(outcome[i] == 1 && sent[i], "release time of frame %u before its sent outcome", i);
+            CHECK(!m.released.valid && !m.released.stamped, "the simulated NIC paces its wire: no release time");
+            released[i]++;
+            answered++;
+        } else {
+            CHECK(0, "unexpected message kind %d", m.kind);
+        }
+    }
+    for (int i = 0; i <= N; i++)
+        CHECK(outcome[i] == 1 && released[i] == sent[i], "frame %d: %d outcomes, sent %d, %d release times", i,
+              outcome[i], sent[i], released[i]);
+    CHECK(!sent[N], "the frame in a slot tc-0 does not own is rejected");
+    keepon_set_timeout(c, 200);
+    struct keepon_msg extra;
+    rc = keepon_recv(c, &extra, NULL);
+    CHECK(rc == KEEPON_ETIMEDOUT, "nothing more: rc %d kind %d", rc, extra.kind);
+    keepon_close(c);
+}
+
 int main(int argc, char **argv) {
     codec_checks();
     time_codec_checks();
     time_client_checks();
-    if (argc > 1) daemon_checks(argv[1]);
+    release_codec_checks();
+    subscribe_client_checks();
+    if (argc > 1) {
+        daemon_checks(argv[1]);
+        release_daemon_checks(argv[1]);
+    }
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);
         return 1;

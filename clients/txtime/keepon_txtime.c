@@ -35,10 +35,14 @@
  *     Both error kinds carry the txtime (ee_info low 32 bits, ee_data high 32 bits) and the frame as payload,
  *     under SOL_PACKET/PACKET_TX_TIMESTAMP, and are queued only with SOF_TXTIME_REPORT_ERRORS, like ETF.
  *     - keepon sends the frame: with SO_TIMESTAMPING TX_HARDWARE|RAW_HARDWARE the error queue gets a TX
- *       timestamp with ts[2] = the frame's slot time on keepon's clock (TAI, exact); with TX_SOFTWARE|SOFTWARE,
- *       ts[0] = the same instant on CLOCK_REALTIME (minus the kernel's TAI offset when the message is read). One
- *       message per frame (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with
- *       OPT_TSONLY). A frame sent off its scheduled slot after an underrun is reported sent, like any other.
+ *       timestamp with ts[2] = the frame's slot time on keepon's clock (TAI, exact where the NIC paces the link);
+ *       with TX_SOFTWARE|SOFTWARE, ts[0] = when the host handed the frame to the kernel, as a kernel software TX
+ *       stamp says: on a host-paced link (veth, AF_PACKET without a wire clock) the release time keepon's daemon
+ *       reports for the frame (its kernel TX stamp, or its estimate; microseconds after the slot time), else the
+ *       slot time itself (the NIC paces the wire, or no release time came within a second) — on CLOCK_REALTIME
+ *       (minus the kernel's TAI offset when the message is read). One message per frame, queued once both are
+ *       known (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with OPT_TSONLY). A
+ *       frame sent off its scheduled slot after an underrun is reported sent, like any other.
  *     KEEPON_TXTIME_LOG=1 logs every frame's keepon outcome (with keepon's own reason) to stderr.
  *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN (no reconnection); if it goes
  *     away, every frame still waiting for its outcome is reported MISSED.
@@ -95,7 +99,8 @@ struct errmsg {
     struct errmsg *next;
     int tstamp;                /* 1: TX timestamp, 0: txtime error */
     struct sock_extended_err ee;
-    int64_t tai;               /* TX timestamp: slot time, TAI ns */
+    int64_t tai;               /* TX timestamp: slot time, TAI ns (the "hardware" stamp) */
+    int64_t released;          /* TX timestamp: when the host released it, TAI ns (the "software" stamp) */
     size_t len;
     uint8_t data[];            /* the frame (empty with OPT_TSONLY) */
 };
@@ -126,6 +131,8 @@ struct pending {
     uint32_t tskey;
     size_t len;
     uint8_t *frame;
+    int sent;       /* its outcome said sent; waiting for its release time */
+    int64_t slot;   /* ... and the slot time it said */
 };
 
 static struct {
@@ -137,6 +144,7 @@ static struct {
     char prio_class[64][64];
     char prio_default[64];
     keepon_client *daemon;
+    int release_times; /* the daemon follows each sent outcome with a release time */
     struct keepon_info info;
     int daemon_failed;
     uint64_t next_gen;
@@ -264,13 +272,15 @@ static void txtime_error(struct ksock *k, int err, int code, int64_t txtime, con
     push_err(k, m);
 }
 
-static void tx_timestamp(struct ksock *k, int64_t tai, uint32_t key, const void *frame, size_t len) {
+static void tx_timestamp(struct ksock *k, int64_t tai, int64_t released, uint32_t key, const void *frame,
+                         size_t len) {
     if (!(k->tsflags & (SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_TX_HARDWARE))) return;
     int tsonly = k->tsflags & SOF_TIMESTAMPING_OPT_TSONLY;
     struct errmsg *m = new_err(frame, tsonly ? 0 : len);
     if (!m) return;
     m->tstamp = 1;
     m->tai = tai;
+    m->released = released;
     m->ee.ee_errno = ENOMSG;
     m->ee.ee_origin = SO_EE_ORIGIN_TIMESTAMPING;
     m->ee.ee_info = SCM_TSTAMP_SND;
@@ -298,14 +308,38 @@ static int daemon_up(void) {
         g.daemon_failed = 1;
         return 0;
     }
+    /* Release times, for software TX stamps as the kernel gives them (when the frame left the host). A daemon
+     * that predates them says so; then the slot time stands for both stamps. */
+    unsigned now = 0;
+    rc = keepon_subscribe(g.daemon, KEEPON_SUBSCRIBE_RELEASE_TIMES, &now);
+    if (rc != KEEPON_OK && rc != KEEPON_EREQUEST) {
+        logf_("keepon_txtime: %s: %s\n", g.socket_path, keepon_strerror(g.daemon, rc));
+        keepon_close(g.daemon);
+        g.daemon = NULL;
+        g.daemon_failed = 1;
+        return 0;
+    }
+    g.release_times = rc == KEEPON_OK && (now & KEEPON_SUBSCRIBE_RELEASE_TIMES);
     keepon_set_timeout(g.daemon, 0);
     return 1;
 }
 
+/* A pending frame is done: free its slot. */
+static void drop_pending(struct pending *p) {
+    free(p->frame);
+    memset(p, 0, sizeof *p);
+}
+
+/* The socket a pending frame was sent on, if it is still open (not closed and its descriptor reused). */
+static struct ksock *pending_sock(const struct pending *p) {
+    struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
+    return k && k->gen == p->gen ? k : NULL;
+}
+
 static void deliver(const struct keepon_outcome *o) {
     struct pending *p = &g.pending[o->tag % MAX_PENDING];
-    if (!p->used || p->tag != o->tag) return;
-    struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
+    if (!p->used || p->tag != o->tag || p->sent) return;
+    struct ksock *k = pending_sock(p);
     char why[32];
     if (o->sent)
         logf_("keepon_txtime: fd %d txtime %lld: sent at %lld (slot %llu, ring slot %u)%s\n", p->fd,
@@ -314,9 +348,14 @@ static void deliver(const struct keepon_outcome *o) {
     else
         logf_("keepon_txtime: fd %d txtime %lld: rejected %s\n", p->fd, (long long)p->txtime,
               keepon_reason_str(o->reason, why, sizeof why));
-    if (k && k->gen == p->gen) {
+    if (o->sent && g.release_times) { /* its stamp waits for the release time that follows */
+        p->sent = 1;
+        p->slot = o->time;
+        return;
+    }
+    if (k) {
         if (o->sent) {
-            tx_timestamp(k, o->time, p->tskey, p->frame, p->len);
+            tx_timestamp(k, o->time, o->time, p->tskey, p->frame, p->len);
         } else {
             int missed = o->reason == KEEPON_R_LATE || o->reason == KEEPON_R_UNDERRUN ||
                          o->reason == KEEPON_R_LINK_FAULT || o->reason == KEEPON_R_SHUTDOWN ||
@@ -326,33 +365,53 @@ static void deliver(const struct keepon_outcome *o) {
                          p->len);
         }
     }
-    free(p->frame);
-    memset(p, 0, sizeof *p);
+    drop_pending(p);
 }
 
-/* The daemon is gone: every frame still waiting ends as missed (it may or may not have left; its slot time is
- * unknown), so none is silently lost. Lock held. */
+/* The release time of a sent frame: its TX timestamp is complete. */
+static void deliver_release(const struct keepon_released *r) {
+    struct pending *p = &g.pending[r->tag % MAX_PENDING];
+    if (!p->used || p->tag != r->tag || !p->sent) return;
+    struct ksock *k = pending_sock(p);
+    int64_t released = r->valid ? r->time : p->slot;
+    if (r->valid)
+        logf_("keepon_txtime: fd %d txtime %lld: released to the kernel at %lld (%lld ns after its slot)%s\n", p->fd,
+              (long long)p->txtime, (long long)r->time, (long long)(r->time - p->slot),
+              r->stamped ? "" : " (estimated)");
+    if (k) tx_timestamp(k, p->slot, released, p->tskey, p->frame, p->len);
+    drop_pending(p);
+}
+
+/* The daemon is gone: every frame still waiting for its outcome ends as missed (it may or may not have left; its
+ * slot time is unknown), one reported sent gets its TX timestamp without a release time, so none is silently
+ * lost. Lock held. */
 static void fail_pending(void) {
     for (size_t i = 0; i < MAX_PENDING; i++) {
         struct pending *p = &g.pending[i];
         if (!p->used) continue;
-        struct ksock *k = p->fd >= 0 && p->fd < MAX_FD ? g.socks[p->fd] : NULL;
-        logf_("keepon_txtime: fd %d txtime %lld: no outcome, the daemon went away\n", p->fd, (long long)p->txtime);
-        if (k && k->gen == p->gen)
-            txtime_error(k, ECANCELED, SO_EE_CODE_TXTIME_MISSED, p->txtime, p->frame, p->len);
-        free(p->frame);
-        memset(p, 0, sizeof *p);
+        struct ksock *k = pending_sock(p);
+        if (p->sent) { /* it was sent: its stamp, without a release time */
+            logf_("keepon_txtime: fd %d txtime %lld: no release time, the daemon went away\n", p->fd,
+                  (long long)p->txtime);
+            if (k) tx_timestamp(k, p->slot, p->slot, p->tskey, p->frame, p->len);
+        } else {
+            logf_("keepon_txtime: fd %d txtime %lld: no outcome, the daemon went away\n", p->fd, (long long)p->txtime);
+            if (k) txtime_error(k, ECANCELED, SO_EE_CODE_TXTIME_MISSED, p->txtime, p->frame, p->len);
+        }
+        drop_pending(p);
     }
 }
 
-/* Read every outcome that has arrived, without waiting. Lock held. */
+/* Read every outcome and release time that has arrived, without waiting. Lock held. */
 static void pump(void) {
     if (!g.daemon) return;
     for (;;) {
-        struct keepon_outcome o;
-        int rc = keepon_outcome(g.daemon, &o);
+        struct keepon_msg m;
+        int rc = keepon_recv(g.daemon, &m, NULL);
         if (rc == KEEPON_OK) {
-            deliver(&o);
+            if (m.kind == KEEPON_MSG_OUTCOME) deliver(&m.outcome);
+            if (m.kind == KEEPON_MSG_RELEASED) deliver_release(&m.released);
+            if (m.kind == KEEPON_MSG_ERROR) logf_("keepon_txtime: daemon: %s\n", m.text);
             continue;
         }
         if (rc != KEEPON_ETIMEDOUT) {
@@ -675,7 +734,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
             /* The kernel's TAI offset, a whole number of seconds (0 when never set), read now. */
             int64_t off = now_ns(CLOCK_TAI) - now_ns(CLOCK_REALTIME);
             off = (off + 500000000) / 1000000000 * 1000000000;
-            int64_t real = e->tai - off;
+            int64_t real = e->released - off;
             ts[0].tv_sec = real / 1000000000;
             ts[0].tv_nsec = real % 1000000000;
         }
