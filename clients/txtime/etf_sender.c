@@ -2,22 +2,27 @@
  * etf_sender.c — a small SO_TXTIME program written the way an ETF user writes one, for testing
  * libkeepon_txtime.so: the same binary runs on the kernel's ETF qdisc and, under LD_PRELOAD, on keepon.
  *
- *     etf-sender IFACE BASE_NS PERIOD_NS COUNT PRIORITY OFFSET_NS... [-- late] [-- soon NS]
+ *     etf-sender [--udp ADDR:PORT] IFACE BASE_NS PERIOD_NS COUNT PRIORITY OFFSET_NS... [-- late] [-- soon NS]
  *
- * One AF_PACKET SOCK_RAW socket on IFACE with SO_PRIORITY, SO_TXTIME (CLOCK_TAI, SOF_TXTIME_REPORT_ERRORS) and
- * SO_TIMESTAMPING (software and hardware TX timestamps, OPT_ID, OPT_TSONLY). For each OFFSET (a flow), COUNT
+ * One AF_PACKET SOCK_RAW socket on IFACE — or with --udp, a UDP socket bound to IFACE (SO_BINDTODEVICE) sending
+ * to ADDR:PORT (IPv4, unicast or multicast) — with SO_PRIORITY, SO_TXTIME (CLOCK_TAI, SOF_TXTIME_REPORT_ERRORS)
+ * and SO_TIMESTAMPING (software and hardware TX timestamps, OPT_ID, OPT_TSONLY). For each OFFSET (a flow), COUNT
  * frames with txtime BASE + OFFSET + k·PERIOD, sent with sendmsg and an SCM_TXTIME control message, in txtime
  * order. `late` adds one frame whose txtime passed 1 ms ago; `soon NS` one frame for now + NS. Then it waits
  * until 50 ms after the last txtime and reads the error queue (poll for POLLERR, recvmsg MSG_ERRQUEUE) until it
  * is empty, logging one line per event:
  *
  *     send key=K flow=F seq=S txtime=T ok|error=ERRNO_NAME
- *     errq txtime errno=ERRNO_NAME code=INVALID_PARAM|MISSED txtime=T
- *     errq tstamp key=K sw=NS hw=NS
+ *     errq txtime errno=ERRNO_NAME code=INVALID_PARAM|MISSED txtime=T level=packet|ip len=BYTES
+ *     errq tstamp key=K sw=NS hw=NS level=packet|ip len=BYTES
  *     done sent=N refused=N
  *
+ * (level: the control message the extended error came in, SOL_PACKET/PACKET_TX_TIMESTAMP or SOL_IP/IP_RECVERR;
+ * len: the bytes the error-queue message carried.)
+ *
  * Payload: the frame carries a keepon test header (EtherType 0x88B5, "KPON", flow, seq, txtime) so that a
- * listener can match frames to their schedule; it is just this program's payload format.
+ * listener can match frames to their schedule; over UDP the same bytes from "KPON" on are the datagram's payload.
+ * It is just this program's payload format.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +33,7 @@
 #include <linux/net_tstamp.h>
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,26 +102,31 @@ static int drain_errqueue(int fd) {
             return events;
         }
         events++;
+        const char *level = "?";
         struct scm_timestamping ts;
         int have_ts = 0;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
                 memcpy(&ts, CMSG_DATA(c), sizeof ts);
                 have_ts = 1;
-            } else if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_TX_TIMESTAMP) {
+            } else if ((c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_TX_TIMESTAMP) ||
+                       (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR)) {
+                level = c->cmsg_level == SOL_IP ? "ip" : "packet";
                 struct sock_extended_err ee;
                 memcpy(&ee, CMSG_DATA(c), sizeof ee);
                 if (ee.ee_origin == SO_EE_ORIGIN_TXTIME) {
                     int64_t t = (int64_t)((uint64_t)ee.ee_data << 32 | ee.ee_info);
-                    printf("errq txtime errno=%s code=%s txtime=%" PRId64 "\n", errname((int)ee.ee_errno),
+                    printf("errq txtime errno=%s code=%s txtime=%" PRId64 " level=%s len=%zd\n",
+                           errname((int)ee.ee_errno),
                            ee.ee_code == SO_EE_CODE_TXTIME_INVALID_PARAM ? "INVALID_PARAM"
                            : ee.ee_code == SO_EE_CODE_TXTIME_MISSED      ? "MISSED"
                                                                          : "other",
-                           t);
+                           t, level, n);
                 } else if (ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING) {
                     int64_t sw = have_ts ? (int64_t)ts.ts[0].tv_sec * 1000000000 + ts.ts[0].tv_nsec : -1;
                     int64_t hw = have_ts ? (int64_t)ts.ts[2].tv_sec * 1000000000 + ts.ts[2].tv_nsec : -1;
-                    printf("errq tstamp key=%u sw=%" PRId64 " hw=%" PRId64 "\n", ee.ee_data, sw, hw);
+                    printf("errq tstamp key=%u sw=%" PRId64 " hw=%" PRId64 " level=%s len=%zd\n", ee.ee_data, sw, hw,
+                           level, n);
                 } else {
                     printf("errq other origin=%u errno=%s\n", ee.ee_origin, errname((int)ee.ee_errno));
                 }
@@ -125,8 +136,25 @@ static int drain_errqueue(int fd) {
 }
 
 int main(int argc, char **argv) {
+    struct sockaddr_in udp = {.sin_family = AF_INET};
+    int use_udp = 0;
+    if (argc > 2 && strcmp(argv[1], "--udp") == 0) {
+        char addr[64];
+        snprintf(addr, sizeof addr, "%s", argv[2]);
+        char *colon = strrchr(addr, ':');
+        if (!colon || (*colon = 0, inet_pton(AF_INET, addr, &udp.sin_addr) != 1)) {
+            fprintf(stderr, "--udp %s: expected IPV4:PORT\n", argv[2]);
+            return 2;
+        }
+        udp.sin_port = htons((uint16_t)atoi(colon + 1));
+        use_udp = 1;
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 7) {
-        fprintf(stderr, "usage: %s IFACE BASE_NS PERIOD_NS COUNT PRIORITY OFFSET_NS... [-- late] [-- soon NS]\n",
+        fprintf(stderr,
+                "usage: %s [--udp ADDR:PORT] IFACE BASE_NS PERIOD_NS COUNT PRIORITY OFFSET_NS... [-- late] [-- soon "
+                "NS]\n",
                 argv[0]);
         return 2;
     }
@@ -152,15 +180,16 @@ int main(int argc, char **argv) {
     }
     qsort(txs, (size_t)n, sizeof txs[0], by_txtime);
 
-    int fd = socket(AF_PACKET, SOCK_RAW, 0);
+    int fd = use_udp ? socket(AF_INET, SOCK_DGRAM, 0) : socket(AF_PACKET, SOCK_RAW, 0);
     if (fd < 0) {
         perror("socket");
         return 1;
     }
     int ifindex = (int)if_nametoindex(iface);
     struct sockaddr_ll a = {.sll_family = AF_PACKET, .sll_ifindex = ifindex, .sll_protocol = htons(0x88b5)};
-    if (ifindex == 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        perror("bind");
+    if (use_udp ? setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, iface, (socklen_t)strlen(iface)) != 0
+                : ifindex == 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        perror(use_udp ? "SO_BINDTODEVICE" : "bind");
         return 1;
     }
     struct sock_txtime st = {.clockid = CLOCK_TAI, .flags = SOF_TXTIME_REPORT_ERRORS};
@@ -199,9 +228,14 @@ int main(int argc, char **argv) {
 
         uint8_t control[CMSG_SPACE(sizeof(uint64_t))];
         memset(control, 0, sizeof control);
-        struct iovec iov = {frame, sizeof frame};
+        /* Over UDP the payload is the test header from "KPON" on, padded so that the frame is FRAME_LEN bytes. */
+        struct iovec iov = {use_udp ? frame + 14 : frame, use_udp ? FRAME_LEN - 14 - 20 - 8 : sizeof frame};
         struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
                            .msg_controllen = sizeof control};
+        if (use_udp) {
+            m.msg_name = &udp;
+            m.msg_namelen = sizeof udp;
+        }
         struct cmsghdr *c = CMSG_FIRSTHDR(&m);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_TXTIME;

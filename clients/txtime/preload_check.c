@@ -13,9 +13,10 @@
  *   B  clockid CLOCK_MONOTONIC and C  SOF_TXTIME_DEADLINE_MODE: send fails ENOBUFS, INVALID_PARAM queued.
  *   D  without SOF_TXTIME_REPORT_ERRORS and SO_TIMESTAMPING: a frame in a slot tc-0 does not own and a frame in
  *      its own slot are accepted and leave nothing on the error queue.
- *   E  an AF_PACKET socket with SO_TXTIME bound to d0, F  a UDP socket with SO_TXTIME, G  a socket closed and
- *      its descriptor reused without SO_TXTIME: all go to the kernel (the caller checks that the daemon counted
- *      exactly the 5 frames of A and D).
+ *   E  an AF_PACKET socket with SO_TXTIME bound to d0, F  a UDP socket with SO_TXTIME whose datagram is not routed
+ *      through KEEPON_IFACE (to 127.0.0.1: the local table's route), G  a socket closed and its descriptor reused
+ *      without SO_TXTIME: all go to the kernel (the caller checks that the daemon counted exactly the 5 frames of
+ *      A and D).
  * Prints `tstamp TXTIME HW` for each A frame for the caller's timing check.
  */
 #define _GNU_SOURCE

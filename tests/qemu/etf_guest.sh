@@ -36,6 +36,19 @@ echo "END-EXACT status=$?"
 wait $L
 echo BEGIN-EXACT-RX; cat /tmp/exact-rx.csv; echo END-EXACT-RX
 
+# (a'') The same program over UDP — a socket bound to eth0 (SO_BINDTODEVICE) sending to a multicast group — on
+# the same ETF: a UDP socket's error queue (SOL_IP/IP_RECVERR, what payload), to set beside the preload's.
+ip addr add 10.77.0.1/24 dev eth0
+keepon listen --iface eth1 --records /tmp/udp-rx.csv --duration 6s > /tmp/udp-listen.txt 2>&1 &
+L=$!
+sleep 1
+base=$(( ($(date +%s) + 2) * 1000000000 ))
+echo BEGIN-UDP
+etf-sender --udp 239.1.2.3:5000 eth0 $base 20000000 10 3 0 500000 -- late -- soon 300000
+echo "END-UDP status=$?"
+wait $L
+echo BEGIN-UDP-RX; cat /tmp/udp-rx.csv; cat /tmp/udp-listen.txt; echo END-UDP-RX
+
 # (b) keepon's flows through that ETF, the qdisc installed by keepon itself.
 /usr/sbin/tc qdisc del dev eth0 root
 keepon listen --iface eth1 --config /etf.toml --records /tmp/rx.csv --duration 12s > /tmp/listen.txt 2>&1 &

@@ -9,6 +9,9 @@
 //!
 //! EtherType 0x88B5 is IEEE 802 "local experimental". [`TestFrame`] is a checked view over untrusted bytes;
 //! [`TestHeader`] is the parsed representation with `parse`/`emit`.
+//!
+//! The same 24 bytes from the magic on may also be the payload of a UDP datagram over IPv4 (an `SO_TXTIME` program
+//! sending UDP, as the preload library's test program does): [`TestHeader::parse_any`] reads both.
 
 use core::fmt;
 
@@ -20,6 +23,12 @@ pub const MAGIC: [u8; 4] = *b"KPON";
 pub const VERSION: u8 = 1;
 /// Bytes from the start of the frame to the end of the test header.
 pub const HEADER_LEN: usize = 38;
+/// Bytes of the header from the magic on: what a UDP datagram carries.
+pub const PAYLOAD_LEN: usize = HEADER_LEN - 14;
+/// EtherType of IPv4.
+const ETHERTYPE_IPV4: u16 = 0x0800;
+/// IPv4 protocol number of UDP.
+const IPPROTO_UDP: u8 = 17;
 
 /// Why bytes are not a keepon test frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +137,35 @@ impl TestHeader {
         Ok(TestHeader { dst: f.dst(), src: f.src(), flow: f.flow(), seq: f.seq(), txtime: f.txtime() })
     }
 
+    /// Parse a test frame, or an IPv4 frame (no VLAN tag) whose UDP payload starts with the test header's bytes
+    /// from the magic on (its `dst`/`src` are the frame's MAC addresses). Checksums are not checked: this is for
+    /// recognising frames, not for validating them.
+    pub fn parse_any(bytes: &[u8]) -> Result<Self, ParseError> {
+        if bytes.len() < 14 || u16::from_be_bytes([bytes[12], bytes[13]]) != ETHERTYPE_IPV4 {
+            return Self::parse(bytes);
+        }
+        let ip = &bytes[14..];
+        if ip.len() < 20 || ip[0] >> 4 != 4 || ip[9] != IPPROTO_UDP {
+            return Err(ParseError::NotKeepon(ETHERTYPE_IPV4));
+        }
+        let ihl = usize::from(ip[0] & 0x0F) * 4;
+        // A later fragment carries no UDP header.
+        let fragment_offset = u16::from_be_bytes([ip[6], ip[7]]) & 0x1FFF;
+        if ihl < 20 || fragment_offset != 0 {
+            return Err(ParseError::NotKeepon(ETHERTYPE_IPV4));
+        }
+        let payload = ip.get(ihl + 8..).ok_or(ParseError::Truncated(bytes.len()))?;
+        let mut frame = [0u8; HEADER_LEN];
+        let n = payload.len().min(PAYLOAD_LEN);
+        frame[..12].copy_from_slice(&bytes[..12]);
+        frame[12..14].copy_from_slice(&ETHERTYPE_LOCAL_EXPERIMENTAL.to_be_bytes());
+        frame[14..14 + n].copy_from_slice(&payload[..n]);
+        if n < PAYLOAD_LEN {
+            return Err(ParseError::Truncated(14 + ihl + 8 + n));
+        }
+        Self::parse(&frame)
+    }
+
     /// Bytes [`TestHeader::emit`] writes.
     pub const fn buffer_len() -> usize {
         HEADER_LEN
@@ -184,7 +222,48 @@ mod tests {
         assert_eq!(TestHeader::parse(&b), Err(ParseError::BadVersion(9)));
     }
 
+    /// `BYTES`' header as the payload of a UDP datagram over IPv4 (IHL `ihl` words).
+    fn udp_frame(ihl: u8) -> Vec<u8> {
+        let mut f = BYTES[..12].to_vec();
+        f.extend_from_slice(&[0x08, 0x00, 0x40 | ihl, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 239, 1, 2, 3]);
+        f.resize(14 + usize::from(ihl) * 4, 0);
+        f.extend_from_slice(&[0x13, 0x88, 0x13, 0x88, 0, 32, 0, 0]);
+        f.extend_from_slice(&BYTES[14..]);
+        f.resize(f.len() + 10, 0);
+        f
+    }
+
+    #[test]
+    fn reads_the_header_from_a_udp_datagram() {
+        let want = TestHeader::parse(&BYTES).unwrap();
+        assert_eq!(TestHeader::parse_any(&BYTES).unwrap(), want);
+        assert_eq!(TestHeader::parse_any(&udp_frame(5)).unwrap(), want);
+        assert_eq!(TestHeader::parse_any(&udp_frame(6)).unwrap(), want, "with IP options");
+        let f = udp_frame(5);
+        assert!(matches!(TestHeader::parse_any(&f[..14 + 20 + 8 + 10]), Err(ParseError::Truncated(_))));
+        let mut tcp = f.clone();
+        tcp[14 + 9] = 6;
+        assert_eq!(TestHeader::parse_any(&tcp), Err(ParseError::NotKeepon(0x0800)));
+        let mut fragment = f.clone();
+        fragment[14 + 7] = 1;
+        assert_eq!(TestHeader::parse_any(&fragment), Err(ParseError::NotKeepon(0x0800)));
+        let mut other = f;
+        other[14 + 28] = b'X';
+        assert_eq!(TestHeader::parse_any(&other), Err(ParseError::BadMagic));
+    }
+
     proptest! {
+        #[test]
+        fn parse_any_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..90), ipv4: bool) {
+            let mut bytes = bytes;
+            if ipv4 && bytes.len() >= 15 {
+                bytes[12] = 0x08;
+                bytes[13] = 0;
+                bytes[14] = 0x45;
+            }
+            let _ = TestHeader::parse_any(&bytes);
+        }
+
         #[test]
         fn emit_parse_round_trip(dst: [u8; 6], src: [u8; 6], flow: u16, seq: u64, txtime: i64) {
             let h = TestHeader { dst, src, flow, seq, txtime };

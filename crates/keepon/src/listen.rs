@@ -1,5 +1,6 @@
-//! `keepon listen`: receive on an interface, recognise keepon test frames by their header, and write the
-//! same per-frame records as `keepon run` (with receive timestamps), counting fillers and other frames apart.
+//! `keepon listen`: receive on an interface, recognise keepon test frames by their header (also as the payload of
+//! a UDP datagram over IPv4), and write the same per-frame records as `keepon run` (with receive timestamps),
+//! counting fillers and other frames apart.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,7 +105,7 @@ fn take(
     kind: TimestampKind,
 ) {
     out.timestamps = Some(kind);
-    let h = match TestHeader::parse(bytes) {
+    let h = match TestHeader::parse_any(bytes) {
         Ok(h) => h,
         Err(_) if is_filler(bytes) => {
             out.fillers += 1;
