@@ -600,7 +600,8 @@ static int udp_goes_out_iface(int fd, uint32_t dst) {
 
 /* Build the Ethernet/IPv4/UDP frame the kernel would send for `payload` from socket `fd` to `to` through
  * KEEPON_IFACE. Returns its length, or -errno (EMSGSIZE: over the MTU — keepon does not fragment; EHOSTUNREACH:
- * no neighbour entry for the next hop — keepon does not resolve addresses). */
+ * no neighbour entry for the next hop — keepon does not resolve addresses; EACCES: broadcast without
+ * SO_BROADCAST). */
 static ssize_t udp_frame(int fd, struct ksock *k, const struct sockaddr_in *to, const uint8_t *payload, size_t plen,
                          uint8_t *frame, size_t cap) {
     if (28 + plen > (size_t)g.mtu || 14 + 28 + plen > cap) return -EMSGSIZE;
@@ -623,7 +624,11 @@ static ssize_t udp_frame(int fd, struct ksock *k, const struct sockaddr_in *to, 
     if (multicast) {
         const uint8_t m[6] = {0x01, 0x00, 0x5e, (uint8_t)(dst >> 16 & 0x7F), (uint8_t)(dst >> 8), (uint8_t)dst};
         memcpy(dmac, m, 6);
-    } else if (dst == 0xFFFFFFFF || (mask && mask != 0xFFFFFFFF && (dst & ~mask) == ~mask && (dst & mask) == (ifa & mask))) {
+    } else if (dst == 0xFFFFFFFF ||
+               (mask && mask != 0xFFFFFFFF && (dst & ~mask) == ~mask && (dst & mask) == (ifa & mask))) {
+        int on = 0; /* broadcast needs SO_BROADCAST, as in the kernel */
+        socklen_t ol = sizeof on;
+        if (getsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, &ol) != 0 || !on) return -EACCES;
         memset(dmac, 0xFF, 6);
     } else {
         /* The next hop: the route's gateway; the destination itself on the interface's subnet, or when the socket

@@ -55,8 +55,9 @@ impl Receiver {
     /// Open a receiver on `iface` (in the calling thread's network namespace).
     pub fn open(iface: &str) -> Result<Receiver, NicError> {
         let link = LinkInfo::probe(iface)?;
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(sys::ETH_P_ALL.to_be()))
-            .map_err(|e| os_error("AF_PACKET socket", e))?;
+        // Protocol 0 until bound: a socket opened with ETH_P_ALL would receive every interface's frames before
+        // `bind` narrows it to this one.
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| os_error("AF_PACKET socket", e))?;
         let s = fd.as_fd();
         sys::bind_packet(s, link.ifindex, sys::ETH_P_ALL).map_err(|e| os_error(&format!("bind to {iface}"), e))?;
         let one: libc::c_int = 1;
