@@ -302,6 +302,33 @@ fn preload_on_a_simulated_daemon() {
     assert!(underruns > 0 || sent.len() == COUNT, "{}", prog.output());
 }
 
+/// `keepon listen` on kp1 (for `listen` of time, records in `lcsv`) and, once it receives, the daemon on kp0
+/// (AF_PACKET, host-paced, for `daemon` of time) of a bridged topology, its socket up.
+fn listener_and_daemon(d: &Path, topo: &support::Bridged, lcsv: &Path, listen: &str, daemon: &str) -> (Proc, Proc) {
+    let listener = Proc::spawn(
+        "listen",
+        d,
+        Command::new("ip")
+            .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--records"])
+            .arg(lcsv)
+            .args(["--duration", listen]),
+    );
+    assert!(listening(&listener), "listener socket: {}", listener.output());
+    let daemon = Proc::spawn(
+        "daemon",
+        d,
+        daemon_cmd(
+            Some(&topo.talker),
+            &d.join("D.toml"),
+            &["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"],
+        )
+        .args(["--duration", daemon]),
+    );
+    let sock = d.join("keepon.sock");
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    (listener, daemon)
+}
+
 #[test]
 fn preload_through_a_bridge() {
     if !is_root() {
@@ -315,27 +342,7 @@ fn preload_through_a_bridge() {
     std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
     let lcsv = d.join("L.csv");
     let topo = bridged("kx");
-
-    let mut listener = Proc::spawn(
-        "listen",
-        d,
-        Command::new("ip")
-            .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--records"])
-            .arg(&lcsv)
-            .args(["--duration", "4s"]),
-    );
-    assert!(listening(&listener), "listener socket: {}", listener.output());
-    let mut daemon = Proc::spawn(
-        "daemon",
-        d,
-        daemon_cmd(
-            Some(&topo.talker),
-            &d.join("D.toml"),
-            &["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"],
-        )
-        .args(["--duration", "3s"]),
-    );
-    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv, "4s", "3s");
     let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
     let base = info.cycle_start + 50 * CYCLE;
     let mut cmd = Command::new("ip");
@@ -489,26 +496,7 @@ fn preload_udp_through_a_bridge() {
     let (uready, ucast) = kernel_receiver(&topo.listener, 5001, None, Duration::from_secs(2));
     mready.recv_timeout(Duration::from_secs(5)).expect("multicast receiver");
     uready.recv_timeout(Duration::from_secs(5)).expect("unicast receiver");
-    let mut listener = Proc::spawn(
-        "listen",
-        d,
-        Command::new("ip")
-            .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--records"])
-            .arg(&lcsv)
-            .args(["--duration", "5s"]),
-    );
-    assert!(listening(&listener), "listener socket: {}", listener.output());
-    let mut daemon = Proc::spawn(
-        "daemon",
-        d,
-        daemon_cmd(
-            Some(&topo.talker),
-            &d.join("D.toml"),
-            &["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"],
-        )
-        .args(["--duration", "4s"]),
-    );
-    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv, "5s", "4s");
     // Each run's base: a ring-slot-0 start 50 cycles (160 ms) ahead when it starts.
     let run = |name: &str, to: &str, args: &dyn Fn(&mut Command, i64)| {
         let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
