@@ -137,6 +137,12 @@ struct ksock {
     uint32_t tskey;
     int udp;              /* a UDP (IPv4) socket: keepon sends its datagrams as Ethernet/IPv4/UDP frames */
     uint16_t ip_id;       /* the IPv4 identification of its next datagram */
+    struct {              /* the last UDP destination: its route and headers, kept for UDP_ROUTE_TTL_NS */
+        int valid, ours;
+        int64_t until;    /* CLOCK_MONOTONIC ns */
+        struct sockaddr_in to;
+        uint8_t head[42]; /* Ethernet, IPv4, UDP: all but lengths, identification and checksums */
+    } route;
     size_t queued;
     struct errmsg *head, *tail;
 };
@@ -144,6 +150,10 @@ struct ksock {
 /* Most error-queue messages kept per socket (the kernel bounds the queue by the receive buffer); beyond it new
  * ones are dropped and logged. */
 #define MAX_QUEUED 65536
+
+/* How long a UDP socket's route and headers to its last destination are reused (reading the routing and neighbour
+ * tables costs tens of µs per datagram); any setsockopt on the socket drops them at once. */
+#define UDP_ROUTE_TTL_NS 1000000000LL
 
 /* A frame handed to the daemon, waiting for its outcome. */
 struct pending {
@@ -598,13 +608,10 @@ static int udp_goes_out_iface(int fd, uint32_t dst) {
     return iface_route(dst, &gw);
 }
 
-/* Build the Ethernet/IPv4/UDP frame the kernel would send for `payload` from socket `fd` to `to` through
- * KEEPON_IFACE. Returns its length, or -errno (EMSGSIZE: over the MTU — keepon does not fragment; EHOSTUNREACH:
- * no neighbour entry for the next hop — keepon does not resolve addresses; EACCES: broadcast without
- * SO_BROADCAST). */
-static ssize_t udp_frame(int fd, struct ksock *k, const struct sockaddr_in *to, const uint8_t *payload, size_t plen,
-                         uint8_t *frame, size_t cap) {
-    if (28 + plen > (size_t)g.mtu || 14 + 28 + plen > cap) return -EMSGSIZE;
+/* The Ethernet/IPv4/UDP headers the kernel would put before a datagram from socket `fd` to `to` through
+ * KEEPON_IFACE, all but the lengths, the identification and the checksums. 0, or -errno (EHOSTUNREACH: no
+ * neighbour entry for the next hop — keepon does not resolve addresses; EACCES: broadcast without SO_BROADCAST). */
+static int udp_head(int fd, const struct sockaddr_in *to, uint8_t head[42]) {
     uint32_t dst = ntohl(to->sin_addr.s_addr);
     struct sockaddr_in me;
     socklen_t ml = sizeof me;
@@ -649,32 +656,69 @@ static ssize_t udp_frame(int fd, struct ksock *k, const struct sockaddr_in *to, 
     il = sizeof tos;
     getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &il);
 
-    uint8_t *e = frame, *ip = frame + 14, *udp = ip + 20;
+    uint8_t *e = head, *ip = head + 14, *udp = ip + 20;
+    memset(head, 0, 42);
     memcpy(e, dmac, 6);
     memcpy(e + 6, g.mac, 6);
     put16(e + 12, 0x0800);
-    size_t total = 28 + plen;
     ip[0] = 0x45;
     ip[1] = (uint8_t)tos;
-    put16(ip + 2, (uint16_t)total);
-    put16(ip + 4, k->ip_id++);
     put16(ip + 6, 0x4000); /* DF: keepon sends whole datagrams, as the kernel does below the path MTU */
     ip[8] = (uint8_t)ttl;
     ip[9] = IPPROTO_UDP;
-    put16(ip + 10, 0);
     uint32_t be_src = htonl(src), be_dst = htonl(dst);
     memcpy(ip + 12, &be_src, 4);
     memcpy(ip + 16, &be_dst, 4);
-    put16(ip + 10, fold(sum16(ip, 20, 0)));
     memcpy(udp, &me.sin_port, 2);
     memcpy(udp + 2, &to->sin_port, 2);
+    return 0;
+}
+
+/* The frame: `head` (from udp_head), then `payload`, with lengths, the identification `id` and the checksums
+ * filled in. Returns its length, or -EMSGSIZE over the interface's MTU (keepon does not fragment). */
+static ssize_t udp_frame(const uint8_t head[42], uint16_t id, const uint8_t *payload, size_t plen, uint8_t *frame,
+                         size_t cap) {
+    if (28 + plen > (size_t)g.mtu || 14 + 28 + plen > cap) return -EMSGSIZE;
+    memcpy(frame, head, 42);
+    uint8_t *ip = frame + 14, *udp = ip + 20;
+    size_t total = 28 + plen;
+    put16(ip + 2, (uint16_t)total);
+    put16(ip + 4, id);
+    put16(ip + 10, fold(sum16(ip, 20, 0)));
     put16(udp + 4, (uint16_t)(8 + plen));
-    put16(udp + 6, 0);
     memcpy(udp + 8, payload, plen);
     uint32_t ps = sum16(ip + 12, 8, 0) + IPPROTO_UDP + (uint32_t)(8 + plen);
     uint16_t c = fold(sum16(udp, 8 + plen, ps));
     put16(udp + 6, c ? c : 0xFFFF);
     return (ssize_t)(14 + total);
+}
+
+/* Whether a datagram from UDP socket `fd` to `to` leaves through KEEPON_IFACE, and if so its headers (*err: 0 or
+ * the -errno of udp_head). Reused from the socket's last destination for UDP_ROUTE_TTL_NS. Lock not held. */
+static int udp_route(int fd, const struct sockaddr_in *to, uint8_t head[42], int *err) {
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    lock();
+    struct ksock *k = g.socks[fd];
+    int hit = k && k->route.valid && now < k->route.until && k->route.to.sin_addr.s_addr == to->sin_addr.s_addr &&
+              k->route.to.sin_port == to->sin_port;
+    int ours = hit && k->route.ours;
+    if (ours) memcpy(head, k->route.head, 42);
+    unlock();
+    *err = 0;
+    if (hit) return ours;
+    ours = udp_goes_out_iface(fd, ntohl(to->sin_addr.s_addr));
+    if (ours) *err = udp_head(fd, to, head);
+    lock();
+    k = g.socks[fd];
+    if (k && !*err) {
+        k->route.valid = 1;
+        k->route.ours = ours;
+        k->route.until = now + UDP_ROUTE_TTL_NS;
+        k->route.to = *to;
+        if (ours) memcpy(k->route.head, head, 42);
+    }
+    unlock();
+    return ours;
 }
 
 /* 1 and the txtime if the message carries SCM_TXTIME. */
@@ -704,13 +748,15 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     int udp = g.socks[fd] && g.socks[fd]->udp;
     struct sockaddr_in to;
     memset(&to, 0, sizeof to);
+    uint8_t head[42];
+    int head_err = 0;
     if (udp) {
         socklen_t tl = sizeof to;
         if (addr && alen >= sizeof to && ((const struct sockaddr *)addr)->sa_family == AF_INET)
             memcpy(&to, addr, sizeof to);
         else if (addr || getpeername(fd, (struct sockaddr *)&to, &tl) != 0 || to.sin_family != AF_INET)
             return 0; /* not an IPv4 destination (or none: the kernel says EDESTADDRREQ) */
-        if (!udp_goes_out_iface(fd, ntohl(to.sin_addr.s_addr))) return 0;
+        if (!udp_route(fd, &to, head, &head_err)) return 0;
     } else if (target_ifindex(fd, addr, alen) != g.ifindex) {
         return 0;
     }
@@ -743,7 +789,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         memcpy(datagram, frame, len);
         lock();
         struct ksock *k = g.socks[fd];
-        ssize_t n = k ? udp_frame(fd, k, &to, datagram, len, frame, sizeof frame) : -EBADF;
+        ssize_t n = head_err ? head_err : !k ? -EBADF : udp_frame(head, k->ip_id++, datagram, len, frame, sizeof frame);
         unlock();
         if (n < 0) {
             char a[INET_ADDRSTRLEN];
@@ -879,6 +925,11 @@ static struct ksock *sock_of(int fd) { return fd >= 0 && fd < MAX_FD ? g.socks[f
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
     ensure_init();
     int r = g.setsockopt(fd, level, name, val, len);
+    if (r == 0 && !inside && fd >= 0 && fd < MAX_FD && atomic_load(&tracked[fd])) {
+        lock(); /* TTL, TOS, the device, the multicast interface … may have changed: build the headers anew */
+        if (g.socks[fd]) g.socks[fd]->route.valid = 0;
+        unlock();
+    }
     if (r != 0 || inside || level != SOL_SOCKET || fd < 0 || fd >= MAX_FD || g.ifindex == 0) return r;
     if (name == SO_TXTIME && val && len >= sizeof(struct sock_txtime)) {
         int dom = 0, type = 0;
