@@ -6,7 +6,9 @@
  *
  * WHAT IS INTERCEPTED
  *     An AF_PACKET SOCK_RAW socket becomes a keepon socket when it sets SO_TXTIME (the option also reaches the
- *     kernel, so it fails exactly where it would fail without keepon). Its frames are taken over when they are
+ *     kernel, so it fails exactly where it would fail without keepon); so does a SOCK_DGRAM one, whose frames get
+ *     the Ethernet header the kernel would give them (destination sll_addr and EtherType sll_protocol of the
+ *     sendto/sendmsg address, the interface's MAC as source; a send without an address is left to the kernel). Its frames are taken over when they are
  *     addressed to the interface KEEPON_IFACE (the socket's bound interface, or sll_ifindex of the sendto/sendmsg
  *     address): sendmsg, sendto, send, write and sendmmsg hand each frame to `keepon daemon` with its SCM_TXTIME
  *     and a class, and return the frame's length as the kernel would. recvmsg(MSG_ERRQUEUE) and poll() on such a
@@ -28,7 +30,7 @@
  *     SOL_IP/IP_RECVERR messages (with an empty offender address), the whole frame as payload. IP_PKTINFO and
  *     IP_MULTICAST_IF given by interface index only are not looked at.
  *
- *     Everything else — other sockets, other interfaces, UDP over IPv6, AF_PACKET SOCK_DGRAM, select/epoll/ppoll,
+ *     Everything else — other sockets, other interfaces, UDP over IPv6, select/epoll/ppoll,
  *     recvmmsg — passes through to libc untouched. Descriptors >= 4096 are never intercepted, nor copies made with
  *     dup/dup2/fcntl(F_DUPFD) (they reach the kernel). No fork() handling: a child must not use the parent's
  *     keepon sockets.
@@ -136,6 +138,7 @@ struct ksock {
     int ts_new;           /* the program set SO_TIMESTAMPING_NEW */
     uint32_t tskey;
     int udp;              /* a UDP (IPv4) socket: keepon sends its datagrams as Ethernet/IPv4/UDP frames */
+    int dgram;            /* an AF_PACKET SOCK_DGRAM socket: keepon puts the Ethernet header before its data */
     uint16_t ip_id;       /* the IPv4 identification of its next datagram */
     struct {              /* the last UDP destination: its route and headers, kept for UDP_ROUTE_TTL_NS */
         int valid, ours;
@@ -745,7 +748,11 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         addr = m->msg_name;
         alen = m->msg_namelen;
     }
-    int udp = g.socks[fd] && g.socks[fd]->udp;
+    int udp = g.socks[fd] && g.socks[fd]->udp, dgram = g.socks[fd] && g.socks[fd]->dgram;
+    /* SOCK_DGRAM: the kernel builds the Ethernet header from the address (sll_addr, sll_protocol); without one it
+     * refuses the send, so such a send is left to it. */
+    const struct sockaddr_ll *ll = addr;
+    if (dgram && !(addr && alen >= sizeof *ll && ll->sll_family == AF_PACKET && ll->sll_halen == 6)) return 0;
     struct sockaddr_in to;
     memset(&to, 0, sizeof to);
     uint8_t head[42];
@@ -803,6 +810,17 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
             return 1;
         }
         len = (size_t)n;
+    } else if (dgram) {
+        if (len > (size_t)g.mtu || len + 14 > sizeof frame) {
+            errno = EMSGSIZE;
+            *ret = -1;
+            return 1;
+        }
+        memmove(frame + 14, frame, len);
+        memcpy(frame, ll->sll_addr, 6);
+        memcpy(frame + 6, g.mac, 6);
+        memcpy(frame + 12, &ll->sll_protocol, 2);
+        len += 14;
     }
     int64_t txtime = 0;
     if (use_msg) txtime_of(m, &txtime);
@@ -872,7 +890,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     if (p->frame) memcpy(p->frame, frame, len);
     else p->len = 0;
     unlock();
-    *ret = (ssize_t)(udp ? len - 42 : len); /* what the program handed over */
+    *ret = (ssize_t)(udp ? len - 42 : dgram ? len - 14 : len); /* what the program handed over */
     return 1;
 }
 
@@ -936,7 +954,7 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         socklen_t l1 = sizeof dom, l2 = sizeof type;
         if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l1) != 0 ||
             getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) != 0 ||
-            !((dom == AF_PACKET && type == SOCK_RAW) || (dom == AF_INET && type == SOCK_DGRAM)))
+            !((dom == AF_PACKET && (type == SOCK_RAW || type == SOCK_DGRAM)) || (dom == AF_INET && type == SOCK_DGRAM)))
             return r;
         const struct sock_txtime *t = val;
         lock();
@@ -953,10 +971,12 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         k->clockid = t->clockid;
         k->txflags = t->flags;
         k->udp = dom == AF_INET;
+        k->dgram = dom == AF_PACKET && type == SOCK_DGRAM;
         atomic_store(&tracked[fd], 1);
         unlock();
-        logf_("keepon_txtime: fd %d (%s): SO_TXTIME clockid %d flags %#x\n", fd, dom == AF_INET ? "UDP" : "AF_PACKET",
-              (int)t->clockid, t->flags);
+        logf_("keepon_txtime: fd %d (%s): SO_TXTIME clockid %d flags %#x\n", fd,
+              dom == AF_INET ? "UDP" : type == SOCK_DGRAM ? "AF_PACKET SOCK_DGRAM" : "AF_PACKET", (int)t->clockid,
+              t->flags);
     } else if ((name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW) && val && len >= sizeof(int)) {
         /* Remembered for every socket: SO_TXTIME may come later. */
         int flags;

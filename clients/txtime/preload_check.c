@@ -16,7 +16,10 @@
  *   E  an AF_PACKET socket with SO_TXTIME bound to d0, F  a UDP socket with SO_TXTIME whose datagram is not routed
  *      through KEEPON_IFACE (to 127.0.0.1: the local table's route), G  a socket closed and its descriptor reused
  *      without SO_TXTIME: all go to the kernel (the caller checks that the daemon counted exactly the 5 frames of
- *      A and D).
+ *      A, D and H).
+ *   H  an AF_PACKET SOCK_DGRAM socket: sendto with a destination MAC and EtherType hands keepon the frame with the
+ *      Ethernet header the kernel would build (lo's MAC as source), returns the data length, and its TX timestamp
+ *      carries that frame.
  * Prints `tstamp TXTIME HW` for each A frame for the caller's timing check.
  */
 #define _GNU_SOURCE
@@ -256,6 +259,29 @@ int main(int argc, char **argv) {
     u.m.msg_name = &sin;
     u.m.msg_namelen = sizeof sin;
     CHECK(sendmsg(y, &u.m, 0) == LEN, "F: UDP goes to the kernel: %s", strerror(errno));
+    /* H: SOCK_DGRAM, the header built from the address. */
+    int h = socket(AF_PACKET, SOCK_DGRAM, 0);
+    struct sockaddr_ll hl = {.sll_family = AF_PACKET, .sll_ifindex = (int)if_nametoindex("lo"),
+                             .sll_protocol = htons(0x88b5), .sll_halen = 6,
+                             .sll_addr = {0x02, 0x6b, 0x70, 0, 0, 0x07}};
+    int prio = 3;
+    CHECK(h >= 0 && bind(h, (struct sockaddr *)&hl, sizeof hl) == 0 &&
+              setsockopt(h, SOL_SOCKET, SO_PRIORITY, &prio, sizeof prio) == 0 &&
+              setsockopt(h, SOL_SOCKET, SO_TXTIME, &st, sizeof st) == 0 &&
+              setsockopt(h, SOL_SOCKET, SO_TIMESTAMPING, &tsflags, sizeof tsflags) == 0,
+          "H: SOCK_DGRAM socket: %s", strerror(errno));
+    int64_t hnext = base + ((tai_now() - base) / CYCLE + 20) * CYCLE;
+    txmsg(&u, 1000, hnext);
+    u.m.msg_name = &hl;
+    u.m.msg_namelen = sizeof hl;
+    CHECK(sendmsg(h, &u.m, 0) == LEN, "H: the data length: %s", strerror(errno));
+    sleep_until_tai(hnext + 50000000);
+    const uint8_t hhead[14] = {0x02, 0x6b, 0x70, 0, 0, 0x07, 0, 0, 0, 0, 0, 0, 0x88, 0xb5};
+    CHECK(read_errq(h, &e, sizeof e.data, 512) == 0 && e.have_ts && e.have_ee &&
+              e.ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && e.n == 14 + LEN && memcmp(e.data, hhead, 14) == 0 &&
+              memcmp(e.data + 14, u.data, LEN) == 0,
+          "H: the TX timestamp carries the frame with its built header: n=%zd", e.n);
+    close(h);
     /* G: close a keepon socket; a new socket on the same descriptor without SO_TXTIME is the kernel's. */
     close(d);
     int z = socket(AF_PACKET, SOCK_RAW, 0);
