@@ -25,7 +25,10 @@
 //!   and `send`, a clockid other than `CLOCK_TAI`, deadline mode, sockets without error reporting or timestamps,
 //!   an AF_PACKET `SOCK_DGRAM` socket (keepon puts the Ethernet header before its data, as the kernel would),
 //!   truncated error-queue reads, `poll` for `POLLERR`, and what must pass through to the kernel (another
-//!   interface, UDP, a reused descriptor); the daemon must have counted exactly the frames meant for keepon.
+//!   interface, UDP not routed through the keepon interface, a reused descriptor); the daemon must have counted
+//!   exactly the frames meant for keepon.
+//! - `preload_udp_through_a_bridge`: the same program with `--udp` (a UDP socket bound to kp0): keepon builds the
+//!   frames (Ethernet, IPv4, UDP) and the kernel's own UDP sockets behind the bridge receive them intact.
 //!
 //! Needs root (skips otherwise) and a C compiler (`make txtime-preload` builds the library and the program).
 //! Bounded in time (≈ 5 s each); namespaces deleted and processes killed by guards.
