@@ -17,8 +17,9 @@
  *
  *     A UDP socket (AF_INET SOCK_DGRAM) that sets SO_TXTIME is a keepon socket too, for datagrams that would
  *     leave through KEEPON_IFACE: the socket is bound to it (SO_BINDTODEVICE), or — not bound to a device — a
- *     multicast destination with IP_MULTICAST_IF set to one of its addresses, or else the main routing table's
- *     route to the destination (/proc/net/route: longest prefix, then metric) goes through it. keepon builds the
+ *     multicast destination with IP_MULTICAST_IF set to it (its index or one of its addresses), or else the main
+ *     routing table's route to the destination (/proc/net/route: longest prefix, then metric) goes through it.
+ *     keepon builds the
  *     frame the kernel would: Ethernet (the interface's MAC; the destination's — 01:00:5e:… for multicast,
  *     ff:…:ff for broadcast, else the neighbour table's complete entry for the next hop, the route's gateway or
  *     the destination itself), IPv4 (the socket's source address or the interface's, TTL from IP_TTL or
@@ -27,8 +28,8 @@
  *     addresses: a unicast next hop without a neighbour entry (`ip neigh add … nud permanent`, usual in a
  *     statically configured TSN network, or one the kernel learnt) fails the send with EHOSTUNREACH; nor does it
  *     fragment: a datagram over the interface's MTU fails EMSGSIZE. Its error queue is a UDP socket's:
- *     SOL_IP/IP_RECVERR messages (with an empty offender address), the whole frame as payload. IP_PKTINFO and
- *     IP_MULTICAST_IF given by interface index only are not looked at.
+ *     SOL_IP/IP_RECVERR messages (with an empty offender address), the whole frame as payload. IP_PKTINFO is not
+ *     looked at.
  *
  *     Everything else — other sockets, other interfaces, UDP over IPv6, select/epoll/ppoll,
  *     recvmmsg — passes through to libc untouched. Descriptors >= 4096 are never intercepted, nor copies made with
@@ -139,6 +140,7 @@ struct ksock {
     uint32_t tskey;
     int udp;              /* a UDP (IPv4) socket: keepon sends its datagrams as Ethernet/IPv4/UDP frames */
     int dgram;            /* an AF_PACKET SOCK_DGRAM socket: keepon puts the Ethernet header before its data */
+    int mc_ifindex;       /* IP_MULTICAST_IF given by interface index (struct ip_mreqn), which getsockopt hides */
     uint16_t ip_id;       /* the IPv4 identification of its next datagram */
     struct {              /* the last UDP destination: its route and headers, kept for UDP_ROUTE_TTL_NS */
         int valid, ours;
@@ -592,14 +594,14 @@ static void put16(uint8_t *b, uint16_t v) {
 /* Does a datagram of this socket to `dst` leave through KEEPON_IFACE? Like the kernel's choice: the device the
  * socket is bound to (SO_BINDTODEVICE) decides; otherwise, for multicast, the interface set with IP_MULTICAST_IF;
  * otherwise the routing table (a route through the interface). */
-static int udp_goes_out_iface(int fd, uint32_t dst) {
+static int udp_goes_out_iface(int fd, uint32_t dst, int mc_ifindex) {
     char dev[IF_NAMESIZE + 1] = {0};
     socklen_t dl = sizeof dev - 1;
     if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) == 0 && dl > 0 && dev[0])
         return strcmp(dev, g.ifname) == 0;
+    if ((dst >> 28) == 0xE && mc_ifindex) return mc_ifindex == g.ifindex;
     if ((dst >> 28) == 0xE) {
-        /* The kernel reports the address form of IP_MULTICAST_IF (0 when it was set by interface index alone:
-         * then the routing table decides here). */
+        /* The address form of IP_MULTICAST_IF, as the kernel reports it. */
         struct in_addr mc;
         socklen_t ml = sizeof mc;
         if (getsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mc, &ml) == 0 && ml == sizeof mc && mc.s_addr) {
@@ -704,12 +706,12 @@ static int udp_route(int fd, const struct sockaddr_in *to, uint8_t head[42], int
     struct ksock *k = g.socks[fd];
     int hit = k && k->route.valid && now < k->route.until && k->route.to.sin_addr.s_addr == to->sin_addr.s_addr &&
               k->route.to.sin_port == to->sin_port;
-    int ours = hit && k->route.ours;
+    int ours = hit && k->route.ours, mc_ifindex = k ? k->mc_ifindex : 0;
     if (ours) memcpy(head, k->route.head, 42);
     unlock();
     *err = 0;
     if (hit) return ours;
-    ours = udp_goes_out_iface(fd, ntohl(to->sin_addr.s_addr));
+    ours = udp_goes_out_iface(fd, ntohl(to->sin_addr.s_addr), mc_ifindex);
     if (ours) *err = udp_head(fd, to, head);
     lock();
     k = g.socks[fd];
@@ -940,6 +942,21 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags) {
 
 static struct ksock *sock_of(int fd) { return fd >= 0 && fd < MAX_FD ? g.socks[fd] : NULL; }
 
+/* The socket's record, made (untracked until SO_TXTIME) if it has none: options set before SO_TXTIME are
+ * remembered. NULL when out of memory. Lock held. */
+static struct ksock *record_of(int fd) {
+    struct ksock *k = g.socks[fd];
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (k) {
+            k->gen = ++g.next_gen;
+            k->clockid = -1;
+            g.socks[fd] = k;
+        }
+    }
+    return k;
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
     ensure_init();
     int r = g.setsockopt(fd, level, name, val, len);
@@ -948,7 +965,19 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         if (g.socks[fd]) g.socks[fd]->route.valid = 0;
         unlock();
     }
-    if (r != 0 || inside || level != SOL_SOCKET || fd < 0 || fd >= MAX_FD || g.ifindex == 0) return r;
+    if (r != 0 || inside || fd < 0 || fd >= MAX_FD || g.ifindex == 0) return r;
+    if (level == IPPROTO_IP && name == IP_MULTICAST_IF && val) {
+        /* The kernel reports only the address form back; an interface index (ip_mreqn) is remembered here. */
+        struct ip_mreqn mr;
+        memset(&mr, 0, sizeof mr);
+        if (len >= sizeof mr) memcpy(&mr, val, sizeof mr);
+        lock();
+        struct ksock *k = record_of(fd);
+        if (k) k->mc_ifindex = mr.imr_ifindex;
+        unlock();
+        return r;
+    }
+    if (level != SOL_SOCKET) return r;
     if (name == SO_TXTIME && val && len >= sizeof(struct sock_txtime)) {
         int dom = 0, type = 0;
         socklen_t l1 = sizeof dom, l2 = sizeof type;
@@ -958,15 +987,10 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
             return r;
         const struct sock_txtime *t = val;
         lock();
-        struct ksock *k = g.socks[fd];
+        struct ksock *k = record_of(fd);
         if (!k) {
-            k = calloc(1, sizeof *k);
-            if (!k) {
-                unlock();
-                return r;
-            }
-            k->gen = ++g.next_gen;
-            g.socks[fd] = k;
+            unlock();
+            return r;
         }
         k->clockid = t->clockid;
         k->txflags = t->flags;
@@ -982,15 +1006,7 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         int flags;
         memcpy(&flags, val, sizeof flags);
         lock();
-        struct ksock *k = g.socks[fd];
-        if (!k) {
-            k = calloc(1, sizeof *k);
-            if (k) {
-                k->gen = ++g.next_gen;
-                k->clockid = -1;
-                g.socks[fd] = k; /* not tracked until SO_TXTIME */
-            }
-        }
+        struct ksock *k = record_of(fd);
         if (k) {
             k->tsflags = (uint32_t)flags;
             k->ts_new = name == SO_TIMESTAMPING_NEW;

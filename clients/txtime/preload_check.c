@@ -15,8 +15,11 @@
  *      its own slot are accepted and leave nothing on the error queue.
  *   E  an AF_PACKET socket with SO_TXTIME bound to d0, F  a UDP socket with SO_TXTIME whose datagram is not routed
  *      through KEEPON_IFACE (to 127.0.0.1: the local table's route), G  a socket closed and its descriptor reused
- *      without SO_TXTIME: all go to the kernel (the caller checks that the daemon counted exactly the 5 frames of
- *      A, D and H).
+ *      without SO_TXTIME: all go to the kernel (the caller checks that the daemon counted exactly the 7 frames of
+ *      A, D, H and I).
+ *   I  UDP sockets not bound to a device, IP_MULTICAST_IF set by interface index: to lo (KEEPON_IFACE), a datagram
+ *      to 239.1.2.3 is keepon's, and its TX timestamp (SOL_IP) carries the frame keepon built — group MAC, IPv4
+ *      and UDP headers with valid checksums; to d0, the kernel's.
  *   H  an AF_PACKET SOCK_DGRAM socket: sendto with a destination MAC and EtherType hands keepon the frame with the
  *      Ethernet header the kernel would build (lo's MAC as source), returns the data length, and its TX timestamp
  *      carries that frame.
@@ -146,9 +149,10 @@ static int read_errq(int fd, struct errq *e, size_t buflen, size_t ctrllen) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
             memcpy(&e->ts, CMSG_DATA(c), sizeof e->ts);
             e->have_ts = 1;
-        } else if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_TX_TIMESTAMP) {
+        } else if ((c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_TX_TIMESTAMP) ||
+                   (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR)) {
             memcpy(&e->ee, CMSG_DATA(c), sizeof e->ee);
-            e->have_ee = 1;
+            e->have_ee = c->cmsg_level == SOL_IP ? 2 : 1;
         }
     }
     return 0;
@@ -282,6 +286,42 @@ int main(int argc, char **argv) {
               memcmp(e.data + 14, u.data, LEN) == 0,
           "H: the TX timestamp carries the frame with its built header: n=%zd", e.n);
     close(h);
+    /* I: UDP with IP_MULTICAST_IF by index. */
+    int ilo = socket(AF_INET, SOCK_DGRAM, 0), id0 = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ip_mreqn on_lo = {.imr_ifindex = (int)if_nametoindex("lo")}, on_d0 = {.imr_ifindex = (int)if_nametoindex("d0")};
+    CHECK(setsockopt(ilo, IPPROTO_IP, IP_MULTICAST_IF, &on_lo, sizeof on_lo) == 0 &&
+              setsockopt(ilo, SOL_SOCKET, SO_PRIORITY, &prio, sizeof prio) == 0 &&
+              setsockopt(ilo, SOL_SOCKET, SO_TXTIME, &st, sizeof st) == 0 &&
+              setsockopt(ilo, SOL_SOCKET, SO_TIMESTAMPING, &tsflags, sizeof tsflags) == 0 &&
+              setsockopt(id0, IPPROTO_IP, IP_MULTICAST_IF, &on_d0, sizeof on_d0) == 0 &&
+              setsockopt(id0, SOL_SOCKET, SO_TXTIME, &st, sizeof st) == 0,
+          "I: UDP sockets: %s", strerror(errno));
+    struct sockaddr_in group = {.sin_family = AF_INET, .sin_port = htons(5000), .sin_addr.s_addr = htonl(0xEF010203)};
+    int64_t inext = base + ((tai_now() - base) / CYCLE + 20) * CYCLE;
+    txmsg(&u, 1100, inext);
+    u.m.msg_name = &group;
+    u.m.msg_namelen = sizeof group;
+    CHECK(sendmsg(ilo, &u.m, 0) == LEN, "I: lo's datagram taken: %s", strerror(errno));
+    CHECK(sendmsg(id0, &u.m, 0) == LEN, "I: d0's datagram to the kernel: %s", strerror(errno));
+    sleep_until_tai(inext + 50000000);
+    CHECK(read_errq(ilo, &e, sizeof e.data, 512) == 0 && e.have_ts && e.have_ee == 2 &&
+              e.ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && e.n == 42 + LEN,
+          "I: a TX timestamp under SOL_IP with the frame: n=%zd level %d", e.n, e.have_ee);
+    const uint8_t *ip = e.data + 14, *udp = ip + 20;
+    const uint8_t gmac[6] = {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    uint32_t us = ((uint32_t)ip[12] << 8 | ip[13]) + ((uint32_t)ip[14] << 8 | ip[15]) +
+                  ((uint32_t)ip[16] << 8 | ip[17]) + ((uint32_t)ip[18] << 8 | ip[19]) + 17 + 8 + LEN;
+    for (int i = 0; i < 8 + LEN; i += 2) us += (uint32_t)udp[i] << 8 | udp[i + 1];
+    while (us >> 16) us = (us & 0xFFFF) + (us >> 16);
+    CHECK(memcmp(e.data, gmac, 6) == 0 && e.data[12] == 0x08 && e.data[13] == 0 && ip[0] == 0x45 && ip[9] == 17 &&
+              ip[8] == 1 /* multicast TTL */ && memcmp(ip + 16, &group.sin_addr, 4) == 0 && sum == 0xFFFF &&
+              memcmp(udp + 2, &group.sin_port, 2) == 0 && us == 0xFFFF && memcmp(udp + 8, u.data, LEN) == 0,
+          "I: the frame keepon built (ip checksum %#x, udp %#x)", sum, us);
+    close(ilo);
+    close(id0);
     /* G: close a keepon socket; a new socket on the same descriptor without SO_TXTIME is the kernel's. */
     close(d);
     int z = socket(AF_PACKET, SOCK_RAW, 0);

@@ -405,8 +405,9 @@ fn preload_edge_cases() {
     let daemon_out = daemon.success(Duration::from_secs(10));
     println!("{}\n{daemon_out}", prog.output());
     let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
-    // 3 frames of A, 2 of D and 1 of H; everything else went to the kernel or was refused before reaching keepon.
-    assert_eq!(number_before(&daemon_out, "frames"), Some(6), "frames the daemon received");
+    // 3 frames of A, 2 of D, 1 of H and 1 of I; everything else went to the kernel or was refused before reaching
+    // keepon.
+    assert_eq!(number_before(&daemon_out, "frames"), Some(7), "frames the daemon received");
     let stamps: Vec<(i64, i64)> = out
         .lines()
         .filter_map(|l| l.strip_prefix("tstamp "))
