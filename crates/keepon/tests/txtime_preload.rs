@@ -29,6 +29,8 @@
 //!   exactly the frames meant for keepon.
 //! - `preload_udp_through_a_bridge`: the same program with `--udp` (a UDP socket bound to kp0): keepon builds the
 //!   frames (Ethernet, IPv4, UDP) and the kernel's own UDP sockets behind the bridge receive them intact.
+//! - `preload_when_the_daemon_dies_mid_run`: the daemon is killed while frames wait for their slots; each frame
+//!   still ends in one TX timestamp or one `MISSED`.
 //!
 //! Needs root (skips otherwise) and a C compiler (`make txtime-preload` builds the library and the program).
 //! Bounded in time (≈ 5 s each); namespaces deleted and processes killed by guards.
@@ -566,4 +568,67 @@ fn preload_udp_through_a_bridge() {
     let heard = record::read(&lcsv).unwrap();
     assert!(heard.iter().all(|r| r.flow == "flow-0"), "only flow 0 crosses: {heard:?}");
     assert_eq!(heard.len(), sent.len() + usent.len(), "{listen_out}");
+}
+
+/// The daemon dies (SIGKILL) while the program's frames wait for their slots. (A daemon stopped by SIGTERM sends
+/// the frames it accepted first: `netns_daemon.rs` tests that.) Every frame still ends in exactly one error-queue
+/// message: a TX timestamp for those reported sent before the daemon died, `ECANCELED`/`SO_EE_CODE_TXTIME_MISSED`
+/// for the rest, as ETF reports frames it could not send; the program itself runs to its end.
+#[test]
+fn preload_when_the_daemon_dies_mid_run() {
+    if !is_root() {
+        println!("skipping: needs root (AF_PACKET socket in a network namespace)");
+        return;
+    }
+    let Some((lib, sender)) = build() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let (ns, _guard) = support::lone_namespace("kps");
+    let mut daemon =
+        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "20s"]));
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    // 10 frames 10 cycles (32 ms) apart from 50 cycles (160 ms) ahead: the last one 448 ms ahead.
+    let base = info.cycle_start + 50 * CYCLE;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]).arg(&sender);
+    cmd.args(["lo", &base.to_string(), &(10 * CYCLE).to_string(), "10", "3", "0"]);
+    preload_env(&mut cmd, &lib, &sock, "lo");
+    let mut prog = Proc::spawn("etf-sender", d, &mut cmd);
+    // Kill the daemon once the program has sent its frames and the first few slots have passed.
+    let stop_at = base + 3 * 10 * CYCLE + CYCLE / 2;
+    let wait = stop_at - support::tai_now_ns();
+    std::thread::sleep(Duration::from_nanos(u64::try_from(wait).unwrap_or(0)));
+    // SAFETY: kill(2) on the daemon this test started (`chrt` execs keepon in the same process).
+    assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGKILL) }, 0);
+    let killed = daemon.wait(Duration::from_secs(10)).unwrap();
+    assert!(!killed.success(), "the daemon was killed");
+    let out = prog.success(Duration::from_secs(10));
+    println!("{}", prog.output());
+    let log = parse_log(&out);
+    assert_eq!(log.sends.len(), 10, "{out}");
+    let (mut stamped, mut missed) = (0, 0);
+    for (&key, &(_, txtime, ok)) in &log.sends {
+        assert!(ok, "frame {key} accepted at send");
+        let errs: Vec<_> = log.errors.iter().filter(|e| e.2 == txtime).collect();
+        let stamp = log.stamps.get(&key);
+        assert_eq!(errs.len() + usize::from(stamp.is_some()), 1, "frame {key}: exactly one ending: {errs:?} {stamp:?}");
+        match errs.first() {
+            Some(e) => {
+                assert_eq!((e.0.as_str(), e.1.as_str()), ("ECANCELED", "MISSED"), "frame {key}");
+                // Only frames whose slot had not come yet when the daemon died.
+                assert!(txtime > stop_at - 10 * CYCLE, "frame {key} at {txtime} missed, long before the kill");
+                missed += 1;
+            }
+            None => {
+                assert!(txtime < stop_at + 10 * CYCLE, "frame {key} at {txtime} sent after the daemon died");
+                stamped += 1;
+            }
+        }
+    }
+    println!("{stamped} sent, {missed} missed");
+    assert!(missed >= 5, "frames after the kill are reported missed: {stamped} sent, {missed} missed");
+    assert!(prog.output().contains("the daemon went away"), "the preload says why: {}", prog.output());
 }

@@ -266,14 +266,20 @@ pub fn every_submit_answered_once(clients: Vec<ClientThreads>) -> u32 {
     shutdown
 }
 
+fn clock_ns(c: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec; CLOCK_TAI and CLOCK_REALTIME exist on Linux ≥ 3.10.
+    unsafe { libc::clock_gettime(c, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// This host's CLOCK_TAI, ns.
+pub fn tai_now_ns() -> i64 {
+    clock_ns(libc::CLOCK_TAI)
+}
+
 /// The kernel's TAI offset, CLOCK_TAI − CLOCK_REALTIME, in ns rounded to whole seconds (0 when never set).
 pub fn tai_offset_ns() -> i64 {
-    let read = |c| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: valid timespec; both clocks exist on Linux ≥ 3.10.
-        unsafe { libc::clock_gettime(c, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    };
-    let d = read(libc::CLOCK_TAI) - read(libc::CLOCK_REALTIME);
+    let d = clock_ns(libc::CLOCK_TAI) - clock_ns(libc::CLOCK_REALTIME);
     (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
 }
