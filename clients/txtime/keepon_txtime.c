@@ -679,11 +679,11 @@ static int udp_head(int fd, const struct sockaddr_in *to, uint8_t head[42]) {
     return 0;
 }
 
-/* The frame: `head` (from udp_head), then `payload`, with lengths, the identification `id` and the checksums
- * filled in. Returns its length, or -EMSGSIZE over the interface's MTU (keepon does not fragment). */
-static ssize_t udp_frame(const uint8_t head[42], uint16_t id, const uint8_t *payload, size_t plen, uint8_t *frame,
-                         size_t cap) {
-    if (28 + plen > (size_t)g.mtu || 14 + 28 + plen > cap) return -EMSGSIZE;
+/* The frame around the `plen` bytes of payload at frame + 42: `head` (from udp_head) with the lengths, the
+ * identification `id` and the checksums filled in. Returns its length, or -EMSGSIZE over the interface's MTU
+ * (keepon does not fragment). */
+static ssize_t udp_frame(const uint8_t head[42], uint16_t id, size_t plen, uint8_t *frame) {
+    if (28 + plen > (size_t)g.mtu) return -EMSGSIZE;
     memcpy(frame, head, 42);
     uint8_t *ip = frame + 14, *udp = ip + 20;
     size_t total = 28 + plen;
@@ -691,7 +691,6 @@ static ssize_t udp_frame(const uint8_t head[42], uint16_t id, const uint8_t *pay
     put16(ip + 4, id);
     put16(ip + 10, fold(sum16(ip, 20, 0)));
     put16(udp + 4, (uint16_t)(8 + plen));
-    memcpy(udp + 8, payload, plen);
     uint32_t ps = sum16(ip + 12, 8, 0) + IPPROTO_UDP + (uint32_t)(8 + plen);
     uint16_t c = fold(sum16(udp, 8 + plen, ps));
     put16(udp + 6, c ? c : 0xFFFF);
@@ -750,7 +749,9 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         addr = m->msg_name;
         alen = m->msg_namelen;
     }
+    lock();
     int udp = g.socks[fd] && g.socks[fd]->udp, dgram = g.socks[fd] && g.socks[fd]->dgram;
+    unlock();
     /* SOCK_DGRAM: the kernel builds the Ethernet header from the address (sll_addr, sll_protocol); without one it
      * refuses the send, so such a send is left to it. */
     const struct sockaddr_ll *ll = addr;
@@ -770,35 +771,35 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         return 0;
     }
 
-    /* The frame as one buffer (for UDP first the payload, then the frame around it). */
+    /* The frame as one buffer: the data, after the headers keepon puts before it (UDP: Ethernet, IPv4, UDP;
+     * SOCK_DGRAM: Ethernet). */
     uint8_t frame[KEEPON_MAX_MESSAGE];
+    const size_t off = udp ? 42 : dgram ? 14 : 0;
     size_t len = 0;
     if (use_msg) {
         for (size_t i = 0; i < (size_t)m->msg_iovlen; i++) {
             size_t n = m->msg_iov[i].iov_len;
-            if (len + n > sizeof frame) {
+            if (off + len + n > sizeof frame) {
                 errno = EMSGSIZE;
                 *ret = -1;
                 return 1;
             }
-            memcpy(frame + len, m->msg_iov[i].iov_base, n);
+            memcpy(frame + off + len, m->msg_iov[i].iov_base, n);
             len += n;
         }
     } else {
-        if (buflen > sizeof frame) {
+        if (off + buflen > sizeof frame) {
             errno = EMSGSIZE;
             *ret = -1;
             return 1;
         }
-        memcpy(frame, buf, buflen);
+        memcpy(frame + off, buf, buflen);
         len = buflen;
     }
     if (udp) {
-        uint8_t datagram[KEEPON_MAX_MESSAGE];
-        memcpy(datagram, frame, len);
         lock();
         struct ksock *k = g.socks[fd];
-        ssize_t n = head_err ? head_err : !k ? -EBADF : udp_frame(head, k->ip_id++, datagram, len, frame, sizeof frame);
+        ssize_t n = head_err ? head_err : !k ? -EBADF : udp_frame(head, k->ip_id++, len, frame);
         unlock();
         if (n < 0) {
             char a[INET_ADDRSTRLEN];
@@ -813,12 +814,11 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         }
         len = (size_t)n;
     } else if (dgram) {
-        if (len > (size_t)g.mtu || len + 14 > sizeof frame) {
+        if (len > (size_t)g.mtu) {
             errno = EMSGSIZE;
             *ret = -1;
             return 1;
         }
-        memmove(frame + 14, frame, len);
         memcpy(frame, ll->sll_addr, 6);
         memcpy(frame + 6, g.mac, 6);
         memcpy(frame + 12, &ll->sll_protocol, 2);
