@@ -31,7 +31,8 @@
  *     SOL_IP/IP_RECVERR messages (with an empty offender address), the whole frame as payload. IP_PKTINFO is not
  *     looked at.
  *
- *     Everything else — other sockets, other interfaces, UDP over IPv6, select/epoll/ppoll,
+ *     Everything else — other sockets, other interfaces, UDP over IPv6 (a line on stderr says so when such a
+ *     socket sets SO_TXTIME), select/epoll/ppoll,
  *     recvmmsg — passes through to libc untouched. Descriptors >= 4096 are never intercepted, nor copies made with
  *     dup/dup2/fcntl(F_DUPFD) (they reach the kernel). No fork() handling: a child must not use the parent's
  *     keepon sockets.
@@ -982,8 +983,20 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         int dom = 0, type = 0;
         socklen_t l1 = sizeof dom, l2 = sizeof type;
         if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l1) != 0 ||
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) != 0 ||
-            !((dom == AF_PACKET && (type == SOCK_RAW || type == SOCK_DGRAM)) || (dom == AF_INET && type == SOCK_DGRAM)))
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) != 0)
+            return r;
+        if (dom == AF_INET6 && type == SOCK_DGRAM) {
+            /* Not taken over: say so even without KEEPON_TXTIME_LOG, since the kernel then sends its datagrams
+             * on the keepon interface at once, whatever their txtime. */
+            char msg[160];
+            int n = snprintf(msg, sizeof msg,
+                             "keepon_txtime: fd %d: UDP over IPv6 is not taken over by keepon: its datagrams go to "
+                             "the kernel\n",
+                             fd);
+            if (n > 0) (void)!g.write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+            return r;
+        }
+        if (!((dom == AF_PACKET && (type == SOCK_RAW || type == SOCK_DGRAM)) || (dom == AF_INET && type == SOCK_DGRAM)))
             return r;
         const struct sock_txtime *t = val;
         lock();

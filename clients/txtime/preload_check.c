@@ -20,6 +20,8 @@
  *   I  UDP sockets not bound to a device, IP_MULTICAST_IF set by interface index: to lo (KEEPON_IFACE), a datagram
  *      to 239.1.2.3 is keepon's, and its TX timestamp (SOL_IP) carries the frame keepon built — group MAC, IPv4
  *      and UDP headers with valid checksums; to d0, the kernel's.
+ *   J  a UDP socket over IPv6 that sets SO_TXTIME: not taken over, and the library says so on stderr (the caller
+ *      checks the line).
  *   H  an AF_PACKET SOCK_DGRAM socket: sendto with a destination MAC and EtherType hands keepon the frame with the
  *      Ethernet header the kernel would build (lo's MAC as source), returns the data length, and its TX timestamp
  *      carries that frame.
@@ -322,6 +324,14 @@ int main(int argc, char **argv) {
           "I: the frame keepon built (ip checksum %#x, udp %#x)", sum, us);
     close(ilo);
     close(id0);
+    /* J: IPv6 UDP (where the kernel has IPv6). */
+    int v6 = socket(AF_INET6, SOCK_DGRAM, 0);
+    if (v6 >= 0) {
+        CHECK(setsockopt(v6, SOL_SOCKET, SO_TXTIME, &st, sizeof st) == 0, "J: SO_TXTIME: %s", strerror(errno));
+        close(v6);
+    } else {
+        fprintf(stderr, "J: no IPv6 here\n");
+    }
     /* G: close a keepon socket; a new socket on the same descriptor without SO_TXTIME is the kernel's. */
     close(d);
     int z = socket(AF_PACKET, SOCK_RAW, 0);

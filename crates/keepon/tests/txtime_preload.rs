@@ -410,6 +410,11 @@ fn preload_edge_cases() {
     // 3 frames of A, 2 of D, 1 of H and 1 of I; everything else went to the kernel or was refused before reaching
     // keepon.
     assert_eq!(number_before(&daemon_out, "frames"), Some(7), "frames the daemon received");
+    let err = prog.output();
+    assert!(
+        err.contains("UDP over IPv6 is not taken over by keepon") || err.contains("J: no IPv6 here"),
+        "an IPv6 UDP socket with SO_TXTIME is named: {err}"
+    );
     let stamps: Vec<(i64, i64)> = out
         .lines()
         .filter_map(|l| l.strip_prefix("tstamp "))
