@@ -308,16 +308,16 @@ fn preload_on_a_simulated_daemon() {
     assert!(underruns > 0 || sent.len() == COUNT, "{}", prog.output());
 }
 
-/// `keepon listen` on kp1 (for `listen` of time, records in `lcsv`) and, once it receives, the daemon on kp0
-/// (AF_PACKET, host-paced, for `daemon` of time) of a bridged topology, its socket up.
-fn listener_and_daemon(d: &Path, topo: &support::Bridged, lcsv: &Path, listen: &str, daemon: &str) -> (Proc, Proc) {
+/// `keepon listen` on kp1 (records in `lcsv`) and, once it receives, the daemon on kp0 (AF_PACKET, host-paced)
+/// of a bridged topology, its socket up. Both run until [`stop_daemon_and_listener`].
+fn listener_and_daemon(d: &Path, topo: &support::Bridged, lcsv: &Path) -> (Proc, Proc) {
     let listener = Proc::spawn(
         "listen",
         d,
         Command::new("ip")
             .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--records"])
             .arg(lcsv)
-            .args(["--duration", listen]),
+            .args(["--duration", "60s"]),
     );
     assert!(listening(&listener), "listener socket: {}", listener.output());
     let daemon = Proc::spawn(
@@ -328,11 +328,23 @@ fn listener_and_daemon(d: &Path, topo: &support::Bridged, lcsv: &Path, listen: &
             &d.join("D.toml"),
             &["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"],
         )
-        .args(["--duration", daemon]),
+        .args(["--duration", "60s"]),
     );
     let sock = d.join("keepon.sock");
     assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
     (listener, daemon)
+}
+
+/// Stop the daemon (SIGTERM: it sends what it accepted, then reports) and then the listener (SIGINT: it reads
+/// what has arrived, then writes its records), once the programs are done, however long they took on a loaded
+/// host. Their standard outputs.
+fn stop_daemon_and_listener(daemon: &mut Proc, listener: &mut Proc) -> (String, String) {
+    // SAFETY: kill(2) on processes this test started (`ip netns exec` and `chrt` exec keepon in the same process).
+    assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
+    let daemon_out = daemon.success(Duration::from_secs(10));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(listener.pid() as libc::pid_t, libc::SIGINT) }, 0);
+    (daemon_out, listener.success(Duration::from_secs(10)))
 }
 
 #[test]
@@ -348,7 +360,7 @@ fn preload_through_a_bridge() {
     std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
     let lcsv = d.join("L.csv");
     let topo = bridged("kx");
-    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv, "4s", "3s");
+    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv);
     let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
     let base = info.cycle_start + 50 * CYCLE;
     let mut cmd = Command::new("ip");
@@ -357,8 +369,7 @@ fn preload_through_a_bridge() {
     preload_env(&mut cmd, &lib, &sock, "kp0");
     let mut prog = Proc::spawn("etf-sender", d, &mut cmd);
     let out = prog.success(Duration::from_secs(10));
-    let daemon_out = daemon.success(Duration::from_secs(10));
-    let listen_out = listener.success(Duration::from_secs(10));
+    let (daemon_out, listen_out) = stop_daemon_and_listener(&mut daemon, &mut listener);
     let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
     println!("{out}{daemon_out}\n{listen_out}");
     let log = parse_log(&out);
@@ -434,13 +445,13 @@ fn preload_edge_cases() {
 }
 
 /// A receiving UDP socket on port `port` in network namespace `ns` (joined to `group` on `local`), read on its own
-/// thread until `quiet` passes without a datagram: the kernel's IP stack checks each datagram's IPv4 and UDP
-/// checksums and addresses before handing it over. Returns the payloads once ready is signalled.
+/// thread until `stop` is set and nothing more is queued: the kernel's IP stack checks each datagram's IPv4 and
+/// UDP checksums and addresses before handing it over. Signals when it is ready; returns the payloads.
 fn kernel_receiver(
     ns: &str,
     port: u16,
     group: Option<(std::net::Ipv4Addr, std::net::Ipv4Addr)>,
-    quiet: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> (std::sync::mpsc::Receiver<()>, std::thread::JoinHandle<Vec<Vec<u8>>>) {
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let path = format!("/run/netns/{ns}");
@@ -453,14 +464,17 @@ fn kernel_receiver(
         if let Some((g, local)) = group {
             s.join_multicast_v4(&g, &local).unwrap();
         }
-        s.set_read_timeout(Some(quiet)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
         ready_tx.send(()).unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 2048];
-        while let Ok(n) = s.recv(&mut buf) {
-            got.push(buf[..n].to_vec());
+        loop {
+            match s.recv(&mut buf) {
+                Ok(n) => got.push(buf[..n].to_vec()),
+                Err(_) if stop.load(std::sync::atomic::Ordering::Relaxed) => return got,
+                Err(_) => {}
+            }
         }
-        got
     });
     (ready, t)
 }
@@ -504,11 +518,12 @@ fn preload_udp_through_a_bridge() {
 
     let group = std::net::Ipv4Addr::new(239, 1, 2, 3);
     let local = std::net::Ipv4Addr::new(10, 77, 0, 2);
-    let (mready, mcast) = kernel_receiver(&topo.listener, 5000, Some((group, local)), Duration::from_secs(2));
-    let (uready, ucast) = kernel_receiver(&topo.listener, 5001, None, Duration::from_secs(2));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (mready, mcast) = kernel_receiver(&topo.listener, 5000, Some((group, local)), stop.clone());
+    let (uready, ucast) = kernel_receiver(&topo.listener, 5001, None, stop.clone());
     mready.recv_timeout(Duration::from_secs(5)).expect("multicast receiver");
     uready.recv_timeout(Duration::from_secs(5)).expect("unicast receiver");
-    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv, "5s", "4s");
+    let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv);
     // Each run's base: a ring-slot-0 start 50 cycles (160 ms) ahead when it starts.
     let run = |name: &str, to: &str, args: &dyn Fn(&mut Command, i64)| {
         let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
@@ -530,8 +545,9 @@ fn preload_udp_through_a_bridge() {
     let (nout, nall) = run("udp-unresolved", "10.77.0.9:5001", &|c, base| {
         c.args(["kp0", &base.to_string(), &CYCLE.to_string(), "1", "3", "0"]);
     });
-    let daemon_out = daemon.success(Duration::from_secs(10));
-    let listen_out = listener.success(Duration::from_secs(10));
+    let (daemon_out, listen_out) = stop_daemon_and_listener(&mut daemon, &mut listener);
+    // Every frame has left (the daemon has exited): the receivers end once their queues are read.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let multicast_got = mcast.join().unwrap();
     let unicast_got = ucast.join().unwrap();
     println!("{mall}{daemon_out}\n{listen_out}\n{nall}");
