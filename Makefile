@@ -39,9 +39,11 @@ $(C_OUT)/keepon-example: clients/c/example.c $(C_OUT)/libkeepon.a
 # builds them with this target.
 txtime-preload: $(C_OUT)/libkeepon_txtime.so $(C_OUT)/etf-sender $(C_OUT)/preload-check
 
-$(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/c/keepon.c clients/c/keepon.h
+$(C_OUT)/libkeepon_txtime.so: clients/txtime/keepon_txtime.c clients/txtime/udp4.c clients/txtime/udp4.h \
+		clients/c/keepon.c clients/c/keepon.h
 	@mkdir -p $(C_OUT)
-	$(CC) $(CWARN) -fPIC -shared -fvisibility=hidden -o $@ clients/txtime/keepon_txtime.c clients/c/keepon.c -ldl -lpthread
+	$(CC) $(CWARN) -fPIC -shared -fvisibility=hidden -o $@ clients/txtime/keepon_txtime.c clients/txtime/udp4.c \
+		clients/c/keepon.c -ldl -lpthread
 
 $(C_OUT)/etf-sender: clients/txtime/etf_sender.c
 	@mkdir -p $(C_OUT)

@@ -81,7 +81,6 @@
 #include <linux/if_packet.h>
 #include <linux/net_tstamp.h>
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -99,6 +98,7 @@
 #include <unistd.h>
 
 #include "../c/keepon.h"
+#include "udp4.h"
 
 #ifndef SO_TXTIME
 #define SO_TXTIME 61
@@ -147,7 +147,7 @@ struct ksock {
         int valid, ours;
         int64_t until;    /* CLOCK_MONOTONIC ns */
         struct sockaddr_in to;
-        uint8_t head[42]; /* Ethernet, IPv4, UDP: all but lengths, identification and checksums */
+        uint8_t head[UDP4_HEAD]; /* Ethernet, IPv4, UDP: all but lengths, identification and checksums */
     } route;
     size_t queued;
     struct errmsg *head, *tail;
@@ -179,9 +179,7 @@ static struct {
     pthread_mutex_t lk;
     pthread_once_t once;
     int ifindex; /* 0: intercept nothing */
-    char ifname[IF_NAMESIZE];
-    uint8_t mac[6]; /* KEEPON_IFACE's address: the source of UDP frames */
-    int mtu;
+    struct udp4_link link; /* KEEPON_IFACE, for the frames of UDP datagrams */
     int log;
     const char *socket_path;
     char prio_class[64][64];
@@ -250,13 +248,14 @@ static void init(void) {
     g.ifindex = ifname && *ifname ? (int)if_nametoindex(ifname) : 0;
     if (ifname && *ifname && g.ifindex == 0) logf_("keepon_txtime: no interface %s: nothing intercepted\n", ifname);
     if (g.ifindex) {
-        snprintf(g.ifname, sizeof g.ifname, "%s", ifname);
+        snprintf(g.link.ifname, sizeof g.link.ifname, "%s", ifname);
+        g.link.ifindex = g.ifindex;
         struct ifreq r;
         memset(&r, 0, sizeof r);
         snprintf(r.ifr_name, sizeof r.ifr_name, "%s", ifname);
         int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (s >= 0 && ioctl(s, SIOCGIFHWADDR, &r) == 0) memcpy(g.mac, r.ifr_hwaddr.sa_data, 6);
-        g.mtu = s >= 0 && ioctl(s, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 1500;
+        if (s >= 0 && ioctl(s, SIOCGIFHWADDR, &r) == 0) memcpy(g.link.mac, r.ifr_hwaddr.sa_data, 6);
+        g.link.mtu = s >= 0 && ioctl(s, SIOCGIFMTU, &r) == 0 ? r.ifr_mtu : 1500;
         if (s >= 0) g.close(s);
     }
     const char *map = getenv("KEEPON_PRIO_CLASS");
@@ -502,217 +501,21 @@ static int target_ifindex(int fd, const void *addr, socklen_t alen) {
     return b.sll_ifindex;
 }
 
-/* ---- UDP over IPv4: the frame the kernel would have built --------------------------------------------------- */
-
-/* KEEPON_IFACE's IPv4 address on the subnet of `dst` (host order), else its first one; 0 if it has none. *mask
- * gets that address's netmask. */
-static uint32_t iface_addr(uint32_t dst, uint32_t *mask) {
-    struct ifaddrs *all;
-    if (getifaddrs(&all) != 0) return 0;
-    uint32_t first = 0, first_mask = 0, best = 0;
-    for (struct ifaddrs *a = all; a; a = a->ifa_next) {
-        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || strcmp(a->ifa_name, g.ifname) != 0) continue;
-        uint32_t ip = ntohl(((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr);
-        uint32_t m = a->ifa_netmask ? ntohl(((struct sockaddr_in *)a->ifa_netmask)->sin_addr.s_addr) : 0xFFFFFFFF;
-        if (!first) {
-            first = ip;
-            first_mask = m;
-        }
-        if (!best && (ip & m) == (dst & m)) {
-            best = ip;
-            *mask = m;
-        }
-    }
-    freeifaddrs(all);
-    if (!best) *mask = first_mask;
-    return best ? best : first;
-}
-
-/* The kernel's IPv4 route to `dst` (host order) in the main table (/proc/net/route: the longest prefix, then the
- * lowest metric): 1 if it goes through KEEPON_IFACE, with *gw its gateway (0 for an on-link route); 0 if it goes
- * through another interface or there is none. */
-static int iface_route(uint32_t dst, uint32_t *gw) {
-    FILE *f = fopen("/proc/net/route", "re");
-    if (!f) return 0;
-    char line[256], dev[IF_NAMESIZE + 1];
-    unsigned dest, gate, flags, metric, mask;
-    int best = -1, ours = 0;
-    unsigned best_metric = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%16s %x %x %x %*d %*d %u %x", dev, &dest, &gate, &flags, &metric, &mask) != 6) continue;
-        if (!(flags & 0x1)) continue; /* RTF_UP */
-        /* The file holds addresses in network byte order, printed as native integers. */
-        uint32_t d = ntohl(dest), m = ntohl(mask);
-        int len = __builtin_popcount(m);
-        if ((dst & m) != d || len < best || (len == best && metric >= best_metric)) continue;
-        best = len;
-        best_metric = metric;
-        ours = strcmp(dev, g.ifname) == 0;
-        *gw = (flags & 0x2) /* RTF_GATEWAY */ ? ntohl(gate) : 0;
-    }
-    fclose(f);
-    return best >= 0 && ours;
-}
-
-/* The neighbour table's complete entry for `ip` (host order) on KEEPON_IFACE (/proc/net/arp). */
-static int neighbour(uint32_t ip, uint8_t mac[6]) {
-    FILE *f = fopen("/proc/net/arp", "re");
-    if (!f) return 0;
-    char line[256], addr[64], hw[64], dev[IF_NAMESIZE + 1];
-    unsigned type, flags;
-    int ok = 0;
-    while (!ok && fgets(line, sizeof line, f)) {
-        struct in_addr a;
-        unsigned m[6];
-        if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %16s", addr, &type, &flags, hw, dev) != 5) continue;
-        if (strcmp(dev, g.ifname) != 0 || !(flags & 0x2) /* ATF_COM */ || inet_pton(AF_INET, addr, &a) != 1 ||
-            ntohl(a.s_addr) != ip)
-            continue;
-        if (sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6) continue;
-        for (int i = 0; i < 6; i++) mac[i] = (uint8_t)m[i];
-        ok = 1;
-    }
-    fclose(f);
-    return ok;
-}
-
-static uint32_t sum16(const uint8_t *b, size_t n, uint32_t s) {
-    for (size_t i = 0; i + 1 < n; i += 2) s += (uint32_t)b[i] << 8 | b[i + 1];
-    if (n & 1) s += (uint32_t)b[n - 1] << 8;
-    return s;
-}
-
-static uint16_t fold(uint32_t s) {
-    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
-    return (uint16_t)~s;
-}
-
-static void put16(uint8_t *b, uint16_t v) {
-    b[0] = (uint8_t)(v >> 8);
-    b[1] = (uint8_t)v;
-}
-
-/* Does a datagram of this socket to `dst` leave through KEEPON_IFACE? Like the kernel's choice: the device the
- * socket is bound to (SO_BINDTODEVICE) decides; otherwise, for multicast, the interface set with IP_MULTICAST_IF;
- * otherwise the routing table (a route through the interface). */
-static int udp_goes_out_iface(int fd, uint32_t dst, int mc_ifindex) {
-    char dev[IF_NAMESIZE + 1] = {0};
-    socklen_t dl = sizeof dev - 1;
-    if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) == 0 && dl > 0 && dev[0])
-        return strcmp(dev, g.ifname) == 0;
-    if ((dst >> 28) == 0xE && mc_ifindex) return mc_ifindex == g.ifindex;
-    if ((dst >> 28) == 0xE) {
-        /* The address form of IP_MULTICAST_IF, as the kernel reports it. */
-        struct in_addr mc;
-        socklen_t ml = sizeof mc;
-        if (getsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mc, &ml) == 0 && ml == sizeof mc && mc.s_addr) {
-            uint32_t mask, a = ntohl(mc.s_addr);
-            return iface_addr(a, &mask) == a;
-        }
-    }
-    uint32_t gw;
-    return iface_route(dst, &gw);
-}
-
-/* The Ethernet/IPv4/UDP headers the kernel would put before a datagram from socket `fd` to `to` through
- * KEEPON_IFACE, all but the lengths, the identification and the checksums. 0, or -errno (EHOSTUNREACH: no
- * neighbour entry for the next hop — keepon does not resolve addresses; EACCES: broadcast without SO_BROADCAST). */
-static int udp_head(int fd, const struct sockaddr_in *to, uint8_t head[42]) {
-    uint32_t dst = ntohl(to->sin_addr.s_addr);
-    struct sockaddr_in me;
-    socklen_t ml = sizeof me;
-    memset(&me, 0, sizeof me);
-    getsockname(fd, (struct sockaddr *)&me, &ml);
-    if (me.sin_port == 0) { /* not bound yet: the kernel binds an unbound socket at its first send */
-        struct sockaddr_in any = {.sin_family = AF_INET};
-        if (bind(fd, (struct sockaddr *)&any, sizeof any) != 0) return -errno;
-        ml = sizeof me;
-        getsockname(fd, (struct sockaddr *)&me, &ml);
-    }
-    uint32_t mask = 0, src = ntohl(me.sin_addr.s_addr);
-    uint32_t ifa = iface_addr(dst, &mask);
-    if (!src) src = ifa;
-    uint8_t dmac[6];
-    int multicast = (dst >> 28) == 0xE;
-    if (multicast) {
-        const uint8_t m[6] = {0x01, 0x00, 0x5e, (uint8_t)(dst >> 16 & 0x7F), (uint8_t)(dst >> 8), (uint8_t)dst};
-        memcpy(dmac, m, 6);
-    } else if (dst == 0xFFFFFFFF ||
-               (mask && mask != 0xFFFFFFFF && (dst & ~mask) == ~mask && (dst & mask) == (ifa & mask))) {
-        int on = 0; /* broadcast needs SO_BROADCAST, as in the kernel */
-        socklen_t ol = sizeof on;
-        if (getsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, &ol) != 0 || !on) return -EACCES;
-        memset(dmac, 0xFF, 6);
-    } else {
-        /* The next hop: the route's gateway; the destination itself on the interface's subnet, or when the socket
-         * is bound to the interface and no route says otherwise (as the kernel sends it on-link then). */
-        uint32_t gw = 0;
-        if (!iface_route(dst, &gw)) gw = 0;
-        if (!neighbour(gw ? gw : dst, dmac)) return -EHOSTUNREACH;
-    }
-    int ttl = multicast ? 1 : 64, tos = 0;
-    socklen_t il = sizeof ttl;
-    if (multicast) {
-        unsigned char mttl = 1;
-        socklen_t cl = sizeof mttl;
-        if (getsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &mttl, &cl) == 0) ttl = mttl;
-    } else {
-        getsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, &il);
-    }
-    il = sizeof tos;
-    getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &il);
-
-    uint8_t *e = head, *ip = head + 14, *udp = ip + 20;
-    memset(head, 0, 42);
-    memcpy(e, dmac, 6);
-    memcpy(e + 6, g.mac, 6);
-    put16(e + 12, 0x0800);
-    ip[0] = 0x45;
-    ip[1] = (uint8_t)tos;
-    put16(ip + 6, 0x4000); /* DF: keepon sends whole datagrams, as the kernel does below the path MTU */
-    ip[8] = (uint8_t)ttl;
-    ip[9] = IPPROTO_UDP;
-    uint32_t be_src = htonl(src), be_dst = htonl(dst);
-    memcpy(ip + 12, &be_src, 4);
-    memcpy(ip + 16, &be_dst, 4);
-    memcpy(udp, &me.sin_port, 2);
-    memcpy(udp + 2, &to->sin_port, 2);
-    return 0;
-}
-
-/* The frame around the `plen` bytes of payload at frame + 42: `head` (from udp_head) with the lengths, the
- * identification `id` and the checksums filled in. Returns its length, or -EMSGSIZE over the interface's MTU
- * (keepon does not fragment). */
-static ssize_t udp_frame(const uint8_t head[42], uint16_t id, size_t plen, uint8_t *frame) {
-    if (28 + plen > (size_t)g.mtu) return -EMSGSIZE;
-    memcpy(frame, head, 42);
-    uint8_t *ip = frame + 14, *udp = ip + 20;
-    size_t total = 28 + plen;
-    put16(ip + 2, (uint16_t)total);
-    put16(ip + 4, id);
-    put16(ip + 10, fold(sum16(ip, 20, 0)));
-    put16(udp + 4, (uint16_t)(8 + plen));
-    uint32_t ps = sum16(ip + 12, 8, 0) + IPPROTO_UDP + (uint32_t)(8 + plen);
-    uint16_t c = fold(sum16(udp, 8 + plen, ps));
-    put16(udp + 6, c ? c : 0xFFFF);
-    return (ssize_t)(14 + total);
-}
-
 /* Whether a datagram from UDP socket `fd` to `to` leaves through KEEPON_IFACE, and if so its headers (*err: 0 or
  * the -errno of udp_head). Reused from the socket's last destination for UDP_ROUTE_TTL_NS. Lock not held. */
-static int udp_route(int fd, const struct sockaddr_in *to, uint8_t head[42], int *err) {
+static int udp_route(int fd, const struct sockaddr_in *to, uint8_t head[UDP4_HEAD], int *err) {
     int64_t now = now_ns(CLOCK_MONOTONIC);
     lock();
     struct ksock *k = g.socks[fd];
     int hit = k && k->route.valid && now < k->route.until && k->route.to.sin_addr.s_addr == to->sin_addr.s_addr &&
               k->route.to.sin_port == to->sin_port;
     int ours = hit && k->route.ours, mc_ifindex = k ? k->mc_ifindex : 0;
-    if (ours) memcpy(head, k->route.head, 42);
+    if (ours) memcpy(head, k->route.head, UDP4_HEAD);
     unlock();
     *err = 0;
     if (hit) return ours;
-    ours = udp_goes_out_iface(fd, ntohl(to->sin_addr.s_addr), mc_ifindex);
-    if (ours) *err = udp_head(fd, to, head);
+    ours = udp4_goes_out(&g.link, fd, ntohl(to->sin_addr.s_addr), mc_ifindex);
+    if (ours) *err = udp4_head(&g.link, fd, to, head);
     lock();
     k = g.socks[fd];
     if (k && !*err) {
@@ -720,7 +523,7 @@ static int udp_route(int fd, const struct sockaddr_in *to, uint8_t head[42], int
         k->route.ours = ours;
         k->route.until = now + UDP_ROUTE_TTL_NS;
         k->route.to = *to;
-        if (ours) memcpy(k->route.head, head, 42);
+        if (ours) memcpy(k->route.head, head, UDP4_HEAD);
     }
     unlock();
     return ours;
@@ -759,7 +562,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     if (dgram && !(addr && alen >= sizeof *ll && ll->sll_family == AF_PACKET && ll->sll_halen == 6)) return 0;
     struct sockaddr_in to;
     memset(&to, 0, sizeof to);
-    uint8_t head[42];
+    uint8_t head[UDP4_HEAD];
     int head_err = 0;
     if (udp) {
         socklen_t tl = sizeof to;
@@ -775,7 +578,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     /* The frame as one buffer: the data, after the headers keepon puts before it (UDP: Ethernet, IPv4, UDP;
      * SOCK_DGRAM: Ethernet). */
     uint8_t frame[KEEPON_MAX_MESSAGE];
-    const size_t off = udp ? 42 : dgram ? 14 : 0;
+    const size_t off = udp ? UDP4_HEAD : dgram ? 14 : 0;
     size_t len = 0;
     if (use_msg) {
         for (size_t i = 0; i < (size_t)m->msg_iovlen; i++) {
@@ -800,7 +603,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     if (udp) {
         lock();
         struct ksock *k = g.socks[fd];
-        ssize_t n = head_err ? head_err : !k ? -EBADF : udp_frame(head, k->ip_id++, len, frame);
+        ssize_t n = head_err ? head_err : !k ? -EBADF : udp4_frame(&g.link, head, k->ip_id++, len, frame);
         unlock();
         if (n < 0) {
             char a[INET_ADDRSTRLEN];
@@ -815,13 +618,13 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         }
         len = (size_t)n;
     } else if (dgram) {
-        if (len > (size_t)g.mtu) {
+        if (len > (size_t)g.link.mtu) {
             errno = EMSGSIZE;
             *ret = -1;
             return 1;
         }
         memcpy(frame, ll->sll_addr, 6);
-        memcpy(frame + 6, g.mac, 6);
+        memcpy(frame + 6, g.link.mac, 6);
         memcpy(frame + 12, &ll->sll_protocol, 2);
         len += 14;
     }
@@ -852,7 +655,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
         int recverr = 0;
         socklen_t rl = sizeof recverr;
         if (udp && !(getsockopt(fd, IPPROTO_IP, IP_RECVERR, &recverr, &rl) == 0 && recverr)) {
-            *ret = (ssize_t)(len - 42);
+            *ret = (ssize_t)(len - UDP4_HEAD);
             return 1;
         }
         errno = ENOBUFS;
@@ -893,7 +696,7 @@ static int keepon_send(int fd, const struct msghdr *m, const void *buf, size_t b
     if (p->frame) memcpy(p->frame, frame, len);
     else p->len = 0;
     unlock();
-    *ret = (ssize_t)(udp ? len - 42 : dgram ? len - 14 : len); /* what the program handed over */
+    *ret = (ssize_t)(udp ? len - UDP4_HEAD : dgram ? len - 14 : len); /* what the program handed over */
     return 1;
 }
 
