@@ -274,6 +274,29 @@ fn preload_env(cmd: &mut Command, lib: &Path, socket: &Path, iface: &str) {
         .env("KEEPON_TXTIME_LOG", "1");
 }
 
+/// The daemon on the simulated NIC (for `duration`, or until stopped) and a network namespace of its own for the
+/// program (`lo` is its keepon interface): the work directory, the namespace and its guard, the daemon, and a
+/// ring-slot-0 start 50 cycles (160 ms) ahead — the program's base time, as an ETF application is configured with
+/// the network's schedule (its taprio base-time).
+fn sim_daemon_and_namespace(
+    prefix: &str,
+    duration: &str,
+) -> (tempfile::TempDir, String, support::Namespaces, Proc, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let (ns, guard) = support::lone_namespace(prefix);
+    let daemon = Proc::spawn(
+        "daemon",
+        d,
+        &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", duration]),
+    );
+    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    (dir, ns, guard, daemon, info.cycle_start + 50 * CYCLE)
+}
+
 #[test]
 fn preload_on_a_simulated_daemon() {
     if !is_root() {
@@ -281,19 +304,8 @@ fn preload_on_a_simulated_daemon() {
         return;
     }
     let Some((lib, sender)) = build() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let sock = d.join("keepon.sock");
-    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
-    let (ns, _guard) = support::lone_namespace("kpt");
-
-    let mut daemon =
-        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
-    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
-    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
-    // The program's base time is the network's schedule (as an ETF application is configured with its
-    // taprio base-time): a ring-slot-0 start 50 cycles (160 ms) ahead.
-    let base = info.cycle_start + 50 * CYCLE;
+    let (dir, ns, _guard, mut daemon, base) = sim_daemon_and_namespace("kpt", "4s");
+    let (d, sock) = (dir.path(), dir.path().join("keepon.sock"));
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns]).arg(&sender);
     sender_args(&mut cmd, "lo", base);
@@ -393,23 +405,14 @@ fn preload_edge_cases() {
         return;
     }
     let Some((lib, _)) = build() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let sock = d.join("keepon.sock");
-    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
-    let (ns, _guard) = support::lone_namespace("kpe");
+    let (dir, ns, _guard, mut daemon, base) = sim_daemon_and_namespace("kpe", "4s");
+    let (d, sock) = (dir.path(), dir.path().join("keepon.sock"));
     // A second interface for traffic keepon must leave alone (this kernel has no `dummy`).
     ip(&["-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
     for dev in ["d0", "d1"] {
         ip(&["-n", &ns, "link", "set", "dev", dev, "addrgenmode", "none"]);
         ip(&["-n", &ns, "link", "set", "dev", dev, "up"]);
     }
-
-    let mut daemon =
-        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]));
-    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
-    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
-    let base = info.cycle_start + 50 * CYCLE;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns]).arg(c_program("preload-check")).arg(base.to_string());
     preload_env(&mut cmd, &lib, &sock, "lo");
@@ -602,17 +605,9 @@ fn preload_when_the_daemon_dies_mid_run() {
         return;
     }
     let Some((lib, sender)) = build() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let sock = d.join("keepon.sock");
-    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
-    let (ns, _guard) = support::lone_namespace("kps");
-    let mut daemon =
-        Proc::spawn("daemon", d, &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "20s"]));
-    assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
-    let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
+    let (dir, ns, _guard, mut daemon, base) = sim_daemon_and_namespace("kps", "20s");
+    let (d, sock) = (dir.path(), dir.path().join("keepon.sock"));
     // 10 frames 10 cycles (32 ms) apart from 50 cycles (160 ms) ahead: the last one 448 ms ahead.
-    let base = info.cycle_start + 50 * CYCLE;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns]).arg(&sender);
     cmd.args(["lo", &base.to_string(), &(10 * CYCLE).to_string(), "10", "3", "0"]);
