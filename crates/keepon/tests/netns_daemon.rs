@@ -16,6 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keepon::api::{Client, Delivery, Request, Response};
+use keepon_core::outcome::Reason;
 use keepon_core::testframe::TestHeader;
 
 use support::{bridged, chmod, is_root, Proc, KP0_HOST_PACED};
@@ -123,7 +124,7 @@ fn sigterm_while_clients_submit_leaves_no_submit_without_an_outcome() {
 
 /// Release times on a host-paced link: a client subscribes, submits scheduled and best-effort frames and
 /// half-closes. Every sent frame's outcome is followed by exactly one `Released` whose time is valid, not before
-/// the frame's slot time and at most 50 ms after it (a host stall), mostly the kernel's TX timestamp; the
+/// the frame's slot time and within the daemon's wait (`RELEASE_WAIT`), mostly the kernel's TX timestamp; the
 /// connection closes after the last one.
 #[test]
 fn a_subscribed_client_learns_when_each_frame_left_the_host() {
@@ -144,20 +145,22 @@ fn a_subscribed_client_learns_when_each_frame_left_the_host() {
     c.close_write().unwrap();
     let mut sent = std::collections::HashMap::new();
     let mut lags = Vec::new();
-    let mut stamped = 0;
+    let (mut stamped, mut missed) = (0, 0);
     while let Some(r) = c.recv().unwrap() {
         match r {
             Response::Outcome { tag, delivery: Delivery::Sent { time, .. } } => {
                 assert!(sent.insert(tag, time).is_none(), "{tag}: one outcome");
             }
+            // A host stall past the ring's lead (an underrun) on a loaded host: rejected, and no `Released`.
+            Response::Outcome { delivery: Delivery::Rejected(Reason::Late | Reason::Underrun), .. } => missed += 1,
             Response::Outcome { tag, delivery } => panic!("{tag}: {delivery:?}"),
             Response::Released { tag, released, stamped: s } => {
                 let slot = sent.remove(&tag).unwrap_or_else(|| panic!("{tag}: Released before its outcome, or twice"));
                 let at = released.unwrap_or_else(|| panic!("{tag}: no release time on a host-paced link"));
                 // Not before its slot (up to 1 µs: the kernel's stamp is converted to EPHC time through the host
-                // grid, as in examples.rs), and at most 50 ms after it (a host stall).
+                // grid, as in examples.rs), and within the daemon's wait for it (milliseconds after a host stall).
                 assert!(
-                    at >= slot - 1_000 && at - slot < 50_000_000,
+                    at >= slot - 1_000 && at - slot < keepon::api::RELEASE_WAIT.as_nanos() as i64,
                     "{tag}: released {} ns after its slot",
                     at - slot
                 );
@@ -168,7 +171,8 @@ fn a_subscribed_client_learns_when_each_frame_left_the_host() {
         }
     }
     assert!(sent.is_empty(), "sent frames without a Released: {sent:?}");
-    assert_eq!(lags.len(), 40);
+    assert_eq!(lags.len() + missed, 40, "every frame sent (and released) or missed");
+    assert!(lags.len() >= 20, "{} of 40 frames sent", lags.len());
     assert!(stamped * 2 > lags.len(), "only {stamped} of {} release times are kernel stamps", lags.len());
     lags.sort_unstable();
     println!(
