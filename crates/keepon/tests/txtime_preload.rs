@@ -359,19 +359,24 @@ fn stop_daemon_and_listener(daemon: &mut Proc, listener: &mut Proc) -> (String, 
     (daemon_out, listener.success(Duration::from_secs(10)))
 }
 
-#[test]
-fn preload_through_a_bridge() {
+/// What a bridge test starts from: the library and the program (`None`, skipped, without root or a C compiler), a
+/// work directory with the daemon's configuration, and the bridged topology named `prefix`.
+fn bridge_setup(prefix: &str) -> Option<(PathBuf, PathBuf, tempfile::TempDir, support::Bridged)> {
     if !is_root() {
         println!("skipping: needs root (network namespaces)");
-        return;
+        return None;
     }
-    let Some((lib, sender)) = build() else { return };
+    let (lib, sender) = build()?;
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let sock = d.join("keepon.sock");
-    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    std::fs::write(dir.path().join("D.toml"), config(&dir.path().join("keepon.sock"))).unwrap();
+    Some((lib, sender, dir, bridged(prefix)))
+}
+
+#[test]
+fn preload_through_a_bridge() {
+    let Some((lib, sender, dir, topo)) = bridge_setup("kx") else { return };
+    let (d, sock) = (dir.path(), dir.path().join("keepon.sock"));
     let lcsv = d.join("L.csv");
-    let topo = bridged("kx");
     let (mut listener, mut daemon) = listener_and_daemon(d, &topo, &lcsv);
     let info = Client::connect(&sock).and_then(|mut c| c.info()).expect("daemon info");
     let base = info.cycle_start + 50 * CYCLE;
@@ -498,17 +503,9 @@ fn test_payload(p: &[u8]) -> Option<(u16, u64, i64)> {
 /// no neighbour entry for its next hop is refused at send with `EHOSTUNREACH` and never reaches the daemon.
 #[test]
 fn preload_udp_through_a_bridge() {
-    if !is_root() {
-        println!("skipping: needs root (network namespaces)");
-        return;
-    }
-    let Some((lib, sender)) = build() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let sock = d.join("keepon.sock");
-    std::fs::write(d.join("D.toml"), config(&sock)).unwrap();
+    let Some((lib, sender, dir, topo)) = bridge_setup("ku") else { return };
+    let (d, sock) = (dir.path(), dir.path().join("keepon.sock"));
     let lcsv = d.join("L.csv");
-    let topo = bridged("ku");
     ip(&["-n", &topo.talker, "addr", "add", "10.77.0.1/24", "dev", "kp0"]);
     ip(&["-n", &topo.listener, "addr", "add", "10.77.0.2/24", "dev", "kp1"]);
     let kp1_mac = Command::new("ip")
