@@ -13,7 +13,7 @@ from pathlib import Path
 from . import __version__
 from .deadline import Deadline, TimeLimitExceeded, backstop
 from .emit import gate_list, runtime_config
-from .model import InputError, load_flowset, to_problem
+from .model import MAX_BASE_TIME, InputError, load_flowset, to_problem
 from .params import choose, tradeoff_table
 from .verify import verify_plan_file, verify_plan_text
 
@@ -27,7 +27,7 @@ DESCRIPTION = """\
 Plan keepon's slot ring: slot size, batch, which ring slots each traffic class owns, and the slot of every
 flow instance; verify plans; reproduce the paper's schedulability experiment.
 
-  slot k starts at epoch + k·δ,  δ = (slot_bytes + 20)·8 / rate;  ring slot = k mod N
+  slot k starts at base_time + k·δ (TAI),  δ = (slot_bytes + 20)·8 / rate;  ring slot = k mod N
   |<-------------------- ring cycle: N slots ------------------->|
   | s0 | s1 | s2 | ... | c | ... | c+batch | ... |  c+N-1 |       c = consumer (slot on the wire now)
                         \\_ posted _/\\____ insertion window ____/
@@ -83,6 +83,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         with backstop(deadline):
             deadline.enter("reading the flow set")
             fs, choice = _load_and_choose(args.flows)
+            base_time = fs.base_time if args.base_time is None else args.base_time
             problem = to_problem(fs, choice.slot_bytes, choice.slots)
             _say(
                 f"ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch}, lead {choice.lead} ns; "
@@ -104,8 +105,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
             assert outcome.schedule is not None
             found = f"the plan found by {outcome.schedule.method} after {deadline.elapsed():.3f} s"
             deadline.enter("export of " + found)
-            text = runtime_config(fs, choice, problem, outcome.schedule, f"from {args.flows}", deadline)
-            gcl_text = gate_list(fs, choice, outcome.schedule, deadline)
+            text = runtime_config(
+                fs, choice, problem, outcome.schedule, f"from {args.flows}", deadline, base_time=base_time
+            )
+            gcl_text = gate_list(fs, choice, outcome.schedule, deadline, base_time=base_time)
             deadline.enter("verification of " + found)
             violations = verify_plan_text(fs, text, deadline=deadline)
     except TimeLimitExceeded as exc:
@@ -164,6 +167,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _base_time(text: str) -> int:
+    """``--base-time NS``: integer TAI ns, ``0 ≤ NS < 2^62`` (as ``base_time`` in the flow file)."""
+    value = int(text) if text.isascii() and text.isdigit() else None
+    if value is None or value >= MAX_BASE_TIME:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer number of TAI ns in 0 ≤ NS < 2^62")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="keepon-plan", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"keepon-plan {__version__}")
@@ -173,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("flows", metavar="FLOWS.toml")
     p.add_argument("--out", required=True, metavar="PLAN.toml")
     p.add_argument("--gcl", metavar="FILE", help="gate list output (default: PLAN.gcl)")
+    p.add_argument(
+        "--base-time",
+        type=_base_time,
+        metavar="NS",
+        help="TAI ns at which ring cycle 0 starts: [schedule] base_time of the plan and base-time of the gate "
+        "list (overrides base_time of the flow file; default 0)",
+    )
     p.add_argument(
         "--time-limit",
         type=_seconds,

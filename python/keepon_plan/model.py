@@ -29,6 +29,8 @@ from .units import (
 MIN_SLOT_BYTES = 64
 MAX_SLOT_BYTES = 9018
 MAX_RING_SLOTS = 4096
+MAX_BASE_TIME = 2**62
+"""``base_time`` (TAI ns) must be below this, as in the runtime config's ``[schedule]``."""
 
 
 class InputError(Exception):
@@ -134,6 +136,8 @@ class FlowSet:
     classes: tuple[str, ...]
     flows: tuple[Flow, ...]
     params: ParamInputs = field(default_factory=ParamInputs)
+    base_time: int = 0
+    """TAI ns at which ring cycle 0 starts (802.1Qbv AdminBaseTime); written to ``[schedule]`` and the gate list."""
     path: str | None = None
     source: SourceMap | None = field(default=None, compare=False, repr=False)
 
@@ -154,7 +158,7 @@ class FlowSet:
         return math.gcd(*(f.period for f in self.flows))
 
 
-_TOP_KEYS = {"link", "ring", "params", "class", "flow", "version"}
+_TOP_KEYS = {"link", "ring", "params", "class", "flow", "version", "base_time"}
 _RING_KEYS = {"slot_bytes", "slots", "batch", "policy"}
 _PARAM_KEYS = {
     "sync_budget",
@@ -166,6 +170,15 @@ _PARAM_KEYS = {
     "lead",
 }
 _FLOW_KEYS = {"name", "class", "period", "jitter", "frame_bytes", "phase", "count"}
+
+
+def check_base_time(value: object) -> int:
+    """A base time: an integer number of TAI ns with ``0 ≤ value < 2^62`` (raises :class:`ValueError_`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError_(f"expected an integer number of TAI ns, got {value!r}")
+    if not 0 <= value < MAX_BASE_TIME:
+        raise ValueError_(f"must be in 0 ≤ base_time < 2^62 ns, got {value}")
+    return value
 
 
 def _or(value, default):
@@ -228,6 +241,7 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
     unknown(doc, _TOP_KEYS, (), "the flow set")
     if doc.get("version", 1) != 1:
         raise err("version: only version 1 exists", ("version",))
+    base_time = _or(get(doc, "base_time", (), check_base_time), 0)
     link = table("link")
     unknown(link, {"rate"}, ("link",), "[link]")
     rate = get(link, "rate", ("link",), parse_rate, required=True)
@@ -305,12 +319,12 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
         if phase is not None and phase >= period:
             raise err(
                 f"flow {name!r}: phase {phase} ns must be below the period {period} ns "
-                "(it is the release of the first instance after the schedule epoch)",
+                "(it is the release of the first instance after the start of a ring cycle)",
                 (*w, "phase"),
             )
         count = get(f, "count", w, integer(1, 2**62))
         flows.append(Flow(name, cls, period, jitter, frame, phase, count))
-    return FlowSet(rate, slot_bytes, slots, batch, policy, tuple(classes), tuple(flows), params, path, src)
+    return FlowSet(rate, slot_bytes, slots, batch, policy, tuple(classes), tuple(flows), params, base_time, path, src)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Independent verifier: a runtime config (the plan) checked against its flow set, without any solver.
 
 It reads the plan exactly as the runtime would (docs/config.md), maps every instance's txtime to its slot with
-the runtime's rule ``slot = ⌊t/δ⌋`` (``t`` relative to the schedule epoch), takes the slot start ``slot·δ`` as
+the runtime's rule ``slot = ⌊t/δ⌋`` (``t`` relative to a ring-cycle start), takes the slot start ``slot·δ`` as
 the transmission time, and checks over ``T = lcm(H, N)`` slots (the ring and the flows both repeat there):
 
 - (1) ownership: every instance's ring slot ``slot mod N`` belongs to its flow's class;
@@ -15,7 +15,8 @@ the transmission time, and checks over ``T = lcm(H, N)`` slots (the ring and the
 - (3) no two instances (of any flows) in the same slot occurrence ``slot mod T``;
 - phase: a flow with a fixed phase ``φ`` sends instance ``l`` within ``[φ + l·p, φ + l·p + j]``;
 - the ring and classes: masks disjoint and inside the ring, the plan's flows are the flow set's, the schedule
-  repeats every ``T`` slots, and the lead covers the batch (``lead ≥ batch·δ``).
+  repeats every ``T`` slots, and the lead covers the batch (``lead ≥ batch·δ``);
+- ``[schedule]``: ``base_time`` an integer in ``0 ≤ base_time < 2^62`` and ``cycle_time``, if given, exactly ``N·δ``.
 
 Only :mod:`keepon_plan.units` and the flow-set parser are shared with the planner.
 """
@@ -125,6 +126,17 @@ def _verify(fs: FlowSet, doc: dict, deadline: Deadline | None) -> list[Violation
     if ring.get("policy", "strict") not in ("strict", "relaxed"):
         bad("ring", f"policy {ring.get('policy')!r} is neither strict nor relaxed")
     delta = slot_period(slot_bytes, rate)
+    schedule = doc.get("schedule")
+    if schedule is not None:
+        if not isinstance(schedule, dict):
+            raise _Invalid("format", "[schedule] must be a table")
+        base = _int(_req(schedule, "base_time", "[schedule]"), "[schedule] base_time")
+        if not 0 <= base < 2**62:
+            bad("format", f"[schedule] base_time {base} is outside 0 ≤ base_time < 2^62")
+        if "cycle_time" in schedule:
+            cycle = _conv(parse_duration, schedule["cycle_time"], "[schedule] cycle_time")
+            if cycle != n * delta:
+                bad("ring", f"[schedule] cycle_time {cycle} ns is not slots × δ = {n * delta} ns")
 
     # Classes and their ring slots.
     owned: dict[str, set[int]] = {}
@@ -263,7 +275,7 @@ def _verify(fs: FlowSet, doc: dict, deadline: Deadline | None) -> list[Violation
 
 
 def _instance_times(pf: dict, count: int, what: str) -> list[int]:
-    """Txtimes (ns after the epoch) of instances ``0..count-1`` by the runtime's rule."""
+    """Txtimes (ns after a ring-cycle start) of instances ``0..count-1`` by the runtime's rule."""
     period = _conv(parse_duration, pf["period"], f"{what} period")
     if "instance_offsets" in pf:
         offsets = [_conv(parse_duration, v, f"{what} instance_offsets") for v in pf["instance_offsets"]]
