@@ -64,7 +64,10 @@ pub struct SlotView<'a> {
     pub slot: u64,
     /// Filler or real frame.
     pub kind: SlotKind,
-    /// `slot_bytes − 4` bytes: the frame and its zero padding (all zero for a filler). FCS excluded.
+    /// The slot's L2 bytes without the FCS: the frame and its zero padding, or all zero for a filler. Its length
+    /// is the slot's wire length minus 4 — `slot_bytes − 4` unless the station trimmed the slot to keep the
+    /// wire on its schedule (fillers: anything from 60 bytes to the link's largest frame; real frames: their
+    /// padding). Set once the slot is posted.
     pub bytes: &'a [u8],
 }
 
@@ -105,6 +108,10 @@ impl fmt::Display for RingError {
 pub struct Ring {
     n: u64,
     data_bytes: usize,
+    /// L2 bytes (with FCS) of each ring entry as it will be or was posted.
+    lens: Vec<u32>,
+    /// Zeros to view fillers longer than a slot buffer.
+    zeros: Vec<u8>,
     consumed: u64,
     posted: u64,
     kinds: Vec<SlotKind>,
@@ -116,10 +123,18 @@ pub struct Ring {
 impl Ring {
     /// A ring of `n` fillers with slots of `slot_bytes` (including the 4-byte FCS).
     pub fn new(n: u32, slot_bytes: u32) -> Ring {
+        Self::with_max_filler(n, slot_bytes, slot_bytes)
+    }
+
+    /// A ring of `n` fillers with slots of `slot_bytes` whose fillers may be posted with any length up to
+    /// `max_filler` bytes (including FCS).
+    pub fn with_max_filler(n: u32, slot_bytes: u32, max_filler: u32) -> Ring {
         let data_bytes = slot_bytes as usize - 4;
         Ring {
             n: u64::from(n),
             data_bytes,
+            lens: vec![slot_bytes; n as usize],
+            zeros: vec![0; max_filler.max(slot_bytes) as usize - 4],
             consumed: 0,
             posted: 0,
             kinds: vec![SlotKind::Filler; n as usize],
@@ -221,6 +236,7 @@ impl Ring {
         self.bufs[start..start + data.len()].copy_from_slice(data);
         let Placed { id, class, txtime, ring_slot } = frame;
         self.kinds[i] = SlotKind::Real { id, class, txtime, len: data.len() as u32, ring_slot };
+        self.lens[i] = self.data_bytes as u32 + 4; // padded to the slot until the station sets its length
         self.real += 1;
     }
 
@@ -236,6 +252,15 @@ impl Ring {
             self.real -= 1;
         }
         kind
+    }
+
+    /// The frame data (without padding) of slot `k`, if it holds a real frame.
+    pub fn frame_data(&self, k: u64) -> Option<&[u8]> {
+        let i = self.idx(k);
+        match self.kinds[i] {
+            SlotKind::Real { len, .. } => Some(&self.bufs[i * self.data_bytes..i * self.data_bytes + len as usize]),
+            SlotKind::Filler => None,
+        }
     }
 
     /// What unposted or in-flight slot `k` holds.
@@ -255,19 +280,63 @@ impl Ring {
         from..self.posted
     }
 
-    /// The contents of slot `k` (posted or in the window) for handing to the NIC.
+    /// The contents of slot `k` (posted or in the window) for handing to the NIC: as long as its wire length
+    /// ([`Ring::set_len`]) minus the FCS.
     #[inline]
     pub fn view(&self, k: u64) -> SlotView<'_> {
         let i = self.idx(k);
-        let start = i * self.data_bytes;
-        SlotView { slot: k, kind: self.kinds[i], bytes: &self.bufs[start..start + self.data_bytes] }
+        let data = self.lens[i] as usize - 4;
+        let bytes = match self.kinds[i] {
+            SlotKind::Real { .. } => {
+                let start = i * self.data_bytes;
+                &self.bufs[start..start + data.min(self.data_bytes)]
+            }
+            SlotKind::Filler => &self.zeros[..data.min(self.zeros.len())],
+        };
+        SlotView { slot: k, kind: self.kinds[i], bytes }
+    }
+
+    /// Set the wire length (L2 bytes with FCS) slot `k` will be posted with. A real frame's length stays
+    /// between its data plus FCS (at least 64) and the slot size; a filler's between 64 and the largest filler.
+    /// The station chooses it as it posts the slot; the caller keeps to those bounds (asserted in debug builds).
+    #[inline]
+    pub fn set_len(&mut self, k: u64, len: u32) {
+        let i = self.idx(k);
+        debug_assert!(self.window().contains(&k), "slot {k} is posted already");
+        debug_assert!(len as usize - 4 <= self.len_max(k) && len >= crate::time::MIN_FRAME_BYTES);
+        self.lens[i] = len;
+    }
+
+    /// The wire length slot `k` has (or will be posted with, if unchanged).
+    #[inline]
+    pub fn len_of(&self, k: u64) -> u32 {
+        self.lens[self.idx(k)]
+    }
+
+    /// Most data bytes (without FCS) slot `k` can be posted with.
+    fn len_max(&self, k: u64) -> usize {
+        match self.kinds[self.idx(k)] {
+            SlotKind::Real { .. } => self.data_bytes,
+            SlotKind::Filler => self.zeros.len(),
+        }
+    }
+
+    /// The range of wire lengths (L2 bytes with FCS) slot `k` can be posted with, as it holds now.
+    pub fn len_range(&self, k: u64) -> (u32, u32) {
+        let max = self.len_max(k) as u32 + 4;
+        match self.kinds[self.idx(k)] {
+            SlotKind::Real { len, .. } => ((len + 4).max(crate::time::MIN_FRAME_BYTES), max),
+            SlotKind::Filler => (crate::time::MIN_FRAME_BYTES, max),
+        }
     }
 
     /// True if every byte of every filler slot is zero (no stale payload can leak).
     pub fn fillers_are_zero(&self) -> bool {
-        self.kinds.iter().enumerate().all(|(i, k)| {
-            *k != SlotKind::Filler || self.bufs[i * self.data_bytes..(i + 1) * self.data_bytes].iter().all(|b| *b == 0)
-        })
+        self.zeros.iter().all(|b| *b == 0)
+            && self.kinds.iter().enumerate().all(|(i, k)| {
+                *k != SlotKind::Filler
+                    || self.bufs[i * self.data_bytes..(i + 1) * self.data_bytes].iter().all(|b| *b == 0)
+            })
     }
 }
 

@@ -23,6 +23,10 @@ pub const MIN_FRAME_BYTES: u32 = 64;
 /// Largest slot keepon accepts (a 9000-byte jumbo payload plus header and FCS).
 pub const MAX_SLOT_BYTES: u32 = 9018;
 
+/// Largest standard Ethernet frame (1500-byte payload, header, FCS): the longest filler on a link without jumbo
+/// frames.
+pub const MAX_STD_FRAME_BYTES: u32 = 1518;
+
 /// An instant on the TAI timescale, in nanoseconds since 1970-01-01 00:00:00 TAI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Tai(pub i64);
@@ -149,6 +153,11 @@ impl LinkRate {
     pub const fn bps(self) -> u64 {
         self.bps
     }
+    /// Time of one byte on the wire (8 bits), as an exact period: 8 ns at 1 Gb/s, 0.8 ns at 10 Gb/s.
+    pub fn byte_time(self) -> SlotPeriod {
+        SlotPeriod::new(8_000, self.bps / 1_000_000)
+    }
+
     /// Wire time of `bytes` L2 bytes plus preamble, SFD and IFG, as an exact period.
     pub fn wire_time(self, l2_bytes: u32) -> SlotPeriod {
         let bits = u64::from(l2_bytes + WIRE_OVERHEAD_BYTES) * 8;

@@ -53,6 +53,8 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
         max_pending: 100_000,
         max_advance: Nanos::from_ms(10),
         post_latency: Nanos(0),
+        base_time: Tai(1_000_000),
+        max_filler: 1518,
     };
     let t0 = Tai(1_000_000);
     let mut st: Station<Vec<u8>> = Station::new(cfg, t0).unwrap();

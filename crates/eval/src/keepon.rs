@@ -140,6 +140,8 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
         max_pending: 256,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(0),
+        base_time: Tai(1_700_000_000_000_000_000),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let mut sim = SimConfig::new(geometry, Tai(1_700_000_000_000_000_000));
     sim.seed = setup.seed;

@@ -74,6 +74,8 @@ pub fn fillers_only(
         max_pending: 16,
         max_advance: Nanos::from_ms(1000),
         post_latency: Nanos(0),
+        base_time: Tai(1_700_000_000_000_000_000),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let mut d = Driver::new(SimNic::new(sim), station, LoopConfig { poll_period: period, max_duration: span })
         .map_err(|e| e.to_string())?;

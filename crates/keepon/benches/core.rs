@@ -31,6 +31,8 @@ fn config(ring: u32, owned: bool) -> StationConfig {
         max_pending: 1 << 20,
         max_advance: Nanos::from_ms(1000),
         post_latency: Nanos(0),
+        base_time: Tai(0),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     }
 }
 
@@ -89,7 +91,7 @@ fn insertion(n: usize) -> (Vec<u64>, u64) {
             if !st.ring().is_free(k) {
                 continue;
             }
-            let t = st.ephc().time_of(k);
+            let t = st.slot_time(k);
             let f = Frame { id: FrameId(id), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
             id += 1;
             let a = Instant::now();

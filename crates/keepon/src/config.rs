@@ -301,6 +301,18 @@ pub struct RunSection {
     pub src: Option<String>,
 }
 
+/// `[schedule]`: the schedule on network time (IEEE 802.1Qbv `AdminBaseTime`, `AdminCycleTime`).
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSection {
+    /// TAI ns at which a cycle starts (default 0: stations with the same plan share their windows).
+    #[serde(default)]
+    pub base_time: Option<i64>,
+    /// The cycle, if given: must be `ring.slots` whole slots.
+    #[serde(default)]
+    pub cycle_time: Option<Dur>,
+}
+
 /// `[sim]`
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
@@ -350,6 +362,15 @@ pub struct SimSection {
     /// Descriptors the NIC fetches ahead of the wire.
     #[serde(default)]
     pub fetch_ahead: Option<u32>,
+    /// The NIC oscillator's frequency error, ppm (positive: fast).
+    #[serde(default)]
+    pub ppm: Option<f64>,
+    /// Random-walk wander of the oscillator, ppm per √s.
+    #[serde(default)]
+    pub wander: Option<f64>,
+    /// Longest frame the simulated NIC sends (L2 bytes with FCS; default 1518).
+    #[serde(default)]
+    pub max_frame: Option<u32>,
 }
 
 /// The file as written.
@@ -372,6 +393,9 @@ pub struct RawConfig {
     /// `[run]`
     #[serde(default)]
     pub run: RunSection,
+    /// `[schedule]`
+    #[serde(default)]
+    pub schedule: ScheduleSection,
     /// `[sim]`
     #[serde(default)]
     pub sim: SimSection,
@@ -411,6 +435,8 @@ pub struct Config {
     pub flows: Vec<Flow>,
     /// Epoch delay after slot 0 (rounded up to a ring cycle at run time).
     pub start: Nanos,
+    /// Network time (TAI) at which a cycle starts (`schedule.base_time`).
+    pub base_time: Tai,
     /// Backend name.
     pub backend: String,
     /// Poll period.
@@ -430,6 +456,40 @@ pub struct Config {
     pub emulation: Option<EmulatedError>,
     /// The raw file, for sections other commands read.
     pub raw: RawConfig,
+}
+
+/// Largest base time accepted (2⁶² ns, the year 2116): every cycle start the station computes stays far from
+/// the `i64` range.
+pub const MAX_BASE_TIME: i64 = 1 << 62;
+
+/// `[schedule]`: the base time, checked; a given cycle time must be the ring's cycle, `ring.slots` whole slots.
+fn schedule_base(s: &ScheduleSection, geometry: SlotGeometry, slots: u32) -> Result<Tai, ConfigError> {
+    let base = s.base_time.unwrap_or(0);
+    if !(0..MAX_BASE_TIME).contains(&base) {
+        return err(format!("schedule.base_time = {base} must be within 0..{MAX_BASE_TIME} (TAI ns)"));
+    }
+    if let Some(c) = s.cycle_time {
+        let p = geometry.period();
+        let c = c.0 .0;
+        // c = m·δ for a whole m ⇔ c·den divisible by num.
+        let scaled = i128::from(c) * i128::from(p.den());
+        if c <= 0 || scaled % i128::from(p.num()) != 0 {
+            return err(format!(
+                "schedule.cycle_time = {c} ns is not a whole number of slots (δ = {p} at {} and {} B slots)",
+                geometry.rate(),
+                geometry.slot_bytes()
+            ));
+        }
+        let m = scaled / i128::from(p.num());
+        if m != i128::from(slots) {
+            return err(format!(
+                "schedule.cycle_time = {c} ns is {m} slots, but the ring's cycle is ring.slots = {slots} slots \
+                 ({} ns): give the ring's cycle or leave the key out",
+                p.floor_mul(u64::from(slots))
+            ));
+        }
+    }
+    Ok(Tai(base))
 }
 
 fn parse_mac(key: &str, text: &str) -> Result<[u8; 6], ConfigError> {
@@ -636,6 +696,26 @@ impl Config {
         if sim.fetch_ahead > 64 {
             return err("sim.fetch_ahead must be at most 64");
         }
+        let ppm = s.ppm.unwrap_or(0.0);
+        if !ppm.is_finite() || ppm.abs() > 1000.0 {
+            return err(format!("sim.ppm = {ppm} must be within ±1000"));
+        }
+        let wander = s.wander.unwrap_or(0.0);
+        if !wander.is_finite() || !(0.0..=100.0).contains(&wander) {
+            return err(format!("sim.wander = {wander} must be within 0..=100 (ppm/√s)"));
+        }
+        sim.oscillator = keepon_nic::sim::Oscillator { ppm, wander };
+        if let Some(m) = s.max_frame {
+            if !(geometry.slot_bytes()..=keepon_core::time::MAX_SLOT_BYTES).contains(&m) {
+                return err(format!(
+                    "sim.max_frame = {m} must be within ring.slot_bytes ({})..={}",
+                    geometry.slot_bytes(),
+                    keepon_core::time::MAX_SLOT_BYTES
+                ));
+            }
+            sim.max_frame = m;
+        }
+        let base_time = schedule_base(&raw.schedule, geometry, n)?;
         for (k, v) in [
             ("sim.poll_overhead", sim.host.poll_overhead),
             ("sim.poll_per_slot", sim.host.per_slot),
@@ -706,6 +786,7 @@ impl Config {
             policy,
             flows,
             start,
+            base_time,
             backend,
             poll_period,
             max_advance,

@@ -81,6 +81,8 @@ pub fn station(data: &[u8]) {
         max_pending: 8,
         max_advance: Nanos::from_ms(1),
         post_latency: Nanos(500),
+        base_time: Tai(1_000_000_000),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let mut now = Tai(1_000_000_000);
     let Ok(mut s) = Station::<Vec<u8>>::new(cfg, now) else { return };

@@ -9,7 +9,7 @@ use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig, DRAIN_GRACE};
 use keepon_nic::sim::{SimNic, WireStats};
-use keepon_nic::source::{split_id, FlowSource};
+use keepon_nic::source::{split_id, FlowSource, Pattern};
 use keepon_nic::{Nic, Timing};
 
 use crate::config::Config;
@@ -67,18 +67,52 @@ pub fn station_config(cfg: &Config) -> StationConfig {
         max_pending: cfg.max_pending,
         max_advance: cfg.max_advance,
         post_latency: Nanos(0),
+        base_time: cfg.base_time,
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     }
 }
 
-/// The schedule epoch of a station whose link is up: the first ring-cycle boundary of the schedule grid the
-/// station actually uses at least `cfg.start` after the link came up — or, if bringing the link up took longer
-/// than that, at least `cfg.start` after `now`. Reading the grid (not the `t0` guessed before the link
-/// started) is what puts every txtime into the ring slot its class owns on every backend. `now` is host time.
+/// The schedule epoch of a station whose link is up: the first start of a hyperperiod of the schedule on network
+/// time — `base_time + m·H`, `H` the least common multiple of the cycle and every flow's period (or repeat) —
+/// at least `cfg.start` after `now`. Every flow's offsets are read from it, so two stations running the same plan
+/// put the same frames at the same network times, and every txtime falls in the ring slot its class owns on every
+/// backend. `now` is host time.
 pub fn epoch(cfg: &Config, station: &Station<Vec<u8>>, now: Tai) -> Result<Tai, String> {
-    let up = station.schedule().time_of(0);
     let now = station.ephc_at(now); // host time → the station's clock (they differ once synchronisation moves it)
-    let from = up.0.max(now.0).checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
-    station.cycle_start_at_or_after(Tai(from)).ok_or_else(|| "run.start is beyond the clock's range".into())
+    let from = now.0.checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
+    let h = hyperperiod(cfg, station.cycle_time().num());
+    let base = i128::from(station.base_time().0);
+    let m = (i128::from(from) - base).div_euclid(h) + 1;
+    let epoch = i64::try_from(base + m * h).map_err(|_| "run.start is beyond the clock's range")?;
+    // Exactly a cycle start (`h` is whole cycles); the check guards the arithmetic.
+    station.cycle_start_at_or_after(Tai(epoch)).ok_or_else(|| "run.start is beyond the clock's range".into())
+}
+
+/// The least common multiple of `cycles` (a whole number of ns made of whole cycles) and every flow's period or
+/// repeat, in ns; `cycles` alone if that exceeds 10 s (a run would wait that long for its epoch; flows then share
+/// only the cycle's phase).
+fn hyperperiod(cfg: &Config, cycles: u64) -> i128 {
+    fn gcd(a: i128, b: i128) -> i128 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut h = i128::from(cycles.max(1));
+    for f in &cfg.flows {
+        let p = match &f.spec.pattern {
+            Pattern::Periodic { period, .. } | Pattern::BestEffort { period, .. } => period.0,
+            Pattern::Listed { repeat, .. } => repeat.0,
+        };
+        let p = i128::from(p.max(1));
+        let l = h / gcd(h, p) * p;
+        if l > 10_000_000_000 {
+            return i128::from(cycles.max(1));
+        }
+        h = l;
+    }
+    h
 }
 
 /// Filler bytes as they appear in a pcap: reserved group address, local experimental EtherType, zeros.

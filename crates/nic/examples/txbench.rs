@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassSpec, Ownership};
 use keepon_core::station::StationConfig;
-use keepon_core::time::{LinkRate, Nanos, SlotGeometry};
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::linux::afpacket::AfPacketNic;
 use keepon_nic::linux::afxdp::AfXdpNic;
@@ -94,6 +94,8 @@ fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(Rate, u64), String>
         max_pending: 16,
         max_advance: Nanos::from_ms(1),
         post_latency: Nanos(0),
+        base_time: Tai(0),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let loop_cfg = LoopConfig { poll_period: Nanos(0), max_duration: Nanos::from_ms(60_000) };
     let mut d = Driver::new(nic, station, loop_cfg).map_err(|e| e.to_string())?;
@@ -122,8 +124,8 @@ fn keepon(backend: Backend, slot: u32, secs: f64) -> Result<(Rate, u64), String>
 }
 
 /// Slots per second through the bare TX path of the same socket.
-fn bare_path<P: TxPath>(mut path: P, secs: f64) -> Result<Rate, String> {
-    let frames = [TxFrame::Filler; BATCH];
+fn bare_path<P: TxPath>(mut path: P, slot: u32, secs: f64) -> Result<Rate, String> {
+    let frames = [TxFrame::Filler(slot as usize - 4); BATCH];
     let mut done = 0u64;
     let mut run = |until: Duration| -> Result<(u64, f64, f64), String> {
         let start_done = path.completed().map_err(|e| e.to_string())?;
@@ -146,8 +148,8 @@ fn bare_path<P: TxPath>(mut path: P, secs: f64) -> Result<Rate, String> {
 fn bare(backend: Backend, slot: u32, secs: f64) -> Result<Rate, String> {
     let cfg = config(backend, slot)?;
     match backend {
-        Backend::AfXdp => bare_path(AfXdpNic::open(&cfg).map_err(|e| e.to_string())?.into_path(), secs),
-        _ => bare_path(AfPacketNic::open(&cfg).map_err(|e| e.to_string())?.into_path(), secs),
+        Backend::AfXdp => bare_path(AfXdpNic::open(&cfg).map_err(|e| e.to_string())?.into_path(), slot, secs),
+        _ => bare_path(AfPacketNic::open(&cfg).map_err(|e| e.to_string())?.into_path(), slot, secs),
     }
 }
 

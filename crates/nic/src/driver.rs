@@ -129,6 +129,8 @@ impl<N: Nic> Driver<N> {
     pub fn new(nic: N, station: StationConfig, cfg: LoopConfig) -> Result<Self, DriverError> {
         let mut station = station;
         station.post_latency = nic.post_latency();
+        // Fillers as long as the backend can send (at least the slot size): the discipline's room to lengthen.
+        station.max_filler = station.max_filler.min(nic.max_frame_bytes()).max(station.geometry.slot_bytes());
         let t0 = nic.now() + nic.post_latency();
         let station = Station::new(station, t0).map_err(DriverError::Station)?;
         Ok(Driver {
@@ -210,6 +212,8 @@ impl<N: Nic> Driver<N> {
         for mut w in wire.drain(..) {
             let start = self.wire_time(&w);
             w.start.get_or_insert(start);
+            w.ephc = Some(start);
+            w.grid = self.station.carried(w.nic_slot).map(|j| self.station.schedule().time_of(j));
             w.released_ephc = w.released.map(|t| self.station.ephc_at(t));
             sink(Event::Wire(w));
         }
@@ -228,7 +232,7 @@ impl<N: Nic> Driver<N> {
                 self.sent.pop_front();
                 t
             }
-            _ => self.station.ephc().time_of(w.nic_slot),
+            _ => self.station.slot_time(w.nic_slot),
         }
     }
 
@@ -390,6 +394,8 @@ mod tests {
                         released: None,
                         stamped: false,
                         released_ephc: None,
+                        ephc: None,
+                        grid: None,
                     });
                 }
                 self.consumed = c;
@@ -439,6 +445,8 @@ mod tests {
             max_pending: 1_000,
             max_advance: Nanos::from_ms(100),
             post_latency: Nanos(0),
+            base_time: Tai(0),
+            max_filler: keepon_core::time::MAX_SLOT_BYTES,
         };
         let loop_cfg = LoopConfig { poll_period: Nanos(20_000), max_duration };
         Driver::new(CountingNic::new(stop_at), station, loop_cfg).unwrap()

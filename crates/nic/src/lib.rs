@@ -89,6 +89,12 @@ pub struct WireEvent {
     /// `released` on the EPHC (filled in by the driver): later than the slot's EPHC time by the host's release
     /// lag — microseconds usually, milliseconds after a host stall.
     pub released_ephc: Option<Tai>,
+    /// The slot's start on the EPHC, as the station posted it (filled in by the driver while the station still
+    /// tracks the slot). On the simulator `start` is the true (network) time and `ephc − start` the EPHC's error.
+    pub ephc: Option<Tai>,
+    /// The schedule time of the schedule slot the slot carried (filled in by the driver; `None` for a spacer or
+    /// a slot the station no longer tracks): `ephc − grid` is how far the wire was off its schedule.
+    pub grid: Option<Tai>,
 }
 
 /// Backend failures.
@@ -143,6 +149,12 @@ pub trait Nic {
     fn now(&self) -> Tai;
     /// The delay from a post to the slot starting on an idle link, as far as the backend knows it.
     fn post_latency(&self) -> Nanos;
+    /// The longest frame (L2 bytes with FCS) the backend can send: fillers are posted with any length from 64
+    /// bytes up to this to keep the wire on its schedule (the driver never asks for more than the slot size
+    /// below it).
+    fn max_frame_bytes(&self) -> u32 {
+        keepon_core::time::MAX_STD_FRAME_BYTES
+    }
     /// Slots consumed (fetched) but not yet finished on the wire, if the backend knows; the loop waits for
     /// them before it ends so that their wire events are reported.
     fn unfinished(&self) -> u64 {
@@ -188,6 +200,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn post_latency(&self) -> Nanos {
         (**self).post_latency()
+    }
+    fn max_frame_bytes(&self) -> u32 {
+        (**self).max_frame_bytes()
     }
     fn unfinished(&self) -> u64 {
         (**self).unfinished()

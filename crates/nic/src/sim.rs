@@ -2,9 +2,10 @@
 //!
 //! **The NIC.** It fetches descriptors `fetch_ahead` slots ahead of the wire (the driver sees a slot as
 //! consumed once fetched, as with a real consumer index). Posted slots leave back to back at line rate: a slot starts at
-//! `max(end of the previous slot, time its post lands)` and lasts exactly `δ`. While the producer stays ahead,
-//! slot `k` therefore starts at exactly `T0 + k·δ`. Times are kept in ticks of `1/den` ns (where
-//! `δ = num/den` ns), so nothing is ever rounded on the wire. If a post lands after the previous slot ended,
+//! `max(end of the previous slot, time its post lands)` and lasts exactly its length on the wire (its bytes, FCS,
+//! preamble and gap: `δ` for a slot of the nominal size). While the producer stays ahead, slot `k` therefore
+//! starts at exactly `T0 + (bytes before it)·8/rate`. Times are kept in ticks of `1/den` ns (where a byte takes
+//! `num/den` ns), so nothing is ever rounded on the wire. If a post lands after the previous slot ended,
 //! the wire was idle: a real gap, reported through [`NicObservation::gaps`] as soon as the post makes it
 //! certain (standing in for hardware TX timestamps, which a real backend would read after the fact).
 //!
@@ -17,9 +18,9 @@
 //! `spike`. Every draw comes from one ChaCha8 stream seeded by `seed`: a run is a pure function of its
 //! configuration.
 //!
-//! **The oscillator** ([`Oscillator`]) sets the slot length: the NIC's clock runs fast by `ppm` (plus a seeded
+//! **The oscillator** ([`Oscillator`]) sets the byte time: the NIC's clock runs fast by `ppm` (plus a seeded
 //! random walk of `wander` ppm/√s, one step per millisecond of wire time), so a slot lasts `δ/(1 + ppm·10⁻⁶)`
-//! of true time. Slot lengths are whole ticks with the remainder carried, so the grid never drifts from the
+//! of true (network) time. Slot lengths are whole ticks with the remainder carried, so the grid never drifts from the
 //! model. The default (0 ppm, no wander) is the exact grid above and draws nothing from the host's stream.
 //!
 //! **The receiver** timestamps each real frame's start plus `rx_delay`, floored to a multiple of `rx_quantum`
@@ -105,6 +106,8 @@ pub struct SimConfig {
     pub fetch_ahead: u32,
     /// The NIC's oscillator (default: exact).
     pub oscillator: Oscillator,
+    /// Longest frame the NIC sends (L2 with FCS; default 1518, or the slot size if larger).
+    pub max_frame: u32,
 }
 
 impl SimConfig {
@@ -122,6 +125,7 @@ impl SimConfig {
             keep_fillers: false,
             fetch_ahead: 1,
             oscillator: Oscillator::default(),
+            max_frame: geometry.slot_bytes().max(keepon_core::time::MAX_STD_FRAME_BYTES),
         }
     }
 }
@@ -168,7 +172,7 @@ impl WireStats {
 pub struct SimNic {
     cfg: SimConfig,
     rng: ChaCha8Rng,
-    /// Ticks per ns (`den`) and ticks per slot (`num`).
+    /// Ticks per ns (`den`) and ticks per byte on the wire (`num`).
     den: u128,
     num: u128,
     now: Tai,
@@ -200,7 +204,7 @@ pub struct SimNic {
 impl SimNic {
     /// A simulated NIC whose first post lands exactly at `t0` if the host keeps to its model.
     pub fn new(cfg: SimConfig) -> SimNic {
-        let p = cfg.geometry.period();
+        let p = cfg.geometry.rate().byte_time();
         let mut nic = SimNic {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             den: u128::from(p.den()),
@@ -234,8 +238,10 @@ impl SimNic {
         self.osc_ppt as f64 / 1e6
     }
 
-    /// The length of the next slot starting at `start` (ticks): `δ/(1 + ppt·10⁻¹²)`, remainder carried.
-    fn slot_ticks(&mut self, start: u128) -> u128 {
+    /// The length of the next slot, `wire_bytes` long (L2, FCS, preamble and gap), starting at `start` (ticks):
+    /// `wire_bytes·byte/(1 + ppt·10⁻¹²)`, remainder carried.
+    fn slot_ticks(&mut self, start: u128, wire_bytes: u128) -> u128 {
+        let nominal = wire_bytes * self.num;
         if self.cfg.oscillator.wander > 0.0 {
             let ms = 1_000_000 * self.den;
             let next = *self.osc_next.get_or_insert(start + ms);
@@ -247,10 +253,10 @@ impl SimNic {
             }
         }
         if self.osc_ppt == 0 && self.osc_rem == 0 {
-            return self.num;
+            return nominal;
         }
         let per = (1_000_000_000_000i128 + self.osc_ppt).max(1) as u128;
-        let total = self.num * 1_000_000_000_000 + self.osc_rem;
+        let total = nominal * 1_000_000_000_000 + self.osc_rem;
         self.osc_rem = total % per;
         total / per
     }
@@ -359,6 +365,8 @@ impl Nic for SimNic {
                     released: None,
                     stamped: false,
                     released_ephc: None,
+                    ephc: None,
+                    grid: None,
                 });
             }
         }
@@ -393,7 +401,8 @@ impl Nic for SimNic {
                 }
                 Some(end) => end,
             };
-            let dur = self.slot_ticks(start);
+            let wire_bytes = s.bytes.len() as u128 + 4 + u128::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
+            let dur = self.slot_ticks(start, wire_bytes);
             self.busy_until = Some(start + dur);
             // The NIC fetches slot j once it is posted and slot j − F has started (F = fetch_ahead).
             let f = u64::from(self.cfg.fetch_ahead);
@@ -439,6 +448,10 @@ impl Nic for SimNic {
 
     fn post_latency(&self) -> Nanos {
         self.cfg.host.poll_overhead + self.cfg.post_latency
+    }
+
+    fn max_frame_bytes(&self) -> u32 {
+        self.cfg.max_frame
     }
 
     fn unfinished(&self) -> u64 {

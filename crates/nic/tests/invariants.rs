@@ -119,6 +119,8 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
         max_pending: 64,
         max_advance: Nanos::from_ms(50),
         post_latency: Nanos(0),
+        base_time: t0,
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let poll_period = Nanos(period.floor_mul(u64::from(c.poll_period_slots)) as i64);
     let loop_cfg = LoopConfig { poll_period, max_duration: Nanos::from_ms(500) };

@@ -132,6 +132,8 @@ fn station() -> StationConfig {
         max_pending: 1024,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(0),
+        base_time: Tai(0),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     }
 }
 

@@ -25,6 +25,8 @@ fn wire(osc: Oscillator, seed: u64, n: usize) -> (Vec<Tai>, f64) {
         max_pending: 8,
         max_advance: Nanos::from_ms(1),
         post_latency: Nanos::ZERO,
+        base_time: Tai(1_000_000_000),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let cfg = LoopConfig { poll_period: Nanos::from_us(20), max_duration: Nanos::from_ms(1_000) };
     let mut d = Driver::new(SimNic::new(sim), station, cfg).unwrap();

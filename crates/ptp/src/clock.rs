@@ -161,7 +161,7 @@ impl<'a, B: AsRef<[u8]>> StationClock<'a, B> {
 
 impl<B: AsRef<[u8]>> ServoClock for StationClock<'_, B> {
     fn now(&self) -> Tai {
-        self.station.ephc().time_of(self.station.ring().consumed())
+        self.station.slot_time(self.station.ring().consumed())
     }
 
     fn step(&mut self, by: Nanos) -> Result<Tai, ClockError> {
@@ -264,8 +264,10 @@ mod tests {
         assert_eq!(ppm_to_ppt(-0.000_000_4), Ok(0));
     }
 
+    /// A servo steering a station moves its EPHC, not its schedule: the schedule stays on network time and the
+    /// wire follows it (slots posted after the adjustment start within a byte of their schedule times).
     #[test]
-    fn station_clock_moves_the_schedule_grid_with_the_ephc() {
+    fn station_clock_moves_the_ephc_and_leaves_the_schedule() {
         use keepon_core::insert::Policy;
         use keepon_core::isolation::{ClassSpec, Ownership};
         use keepon_core::station::{Observation, StationConfig};
@@ -278,20 +280,32 @@ mod tests {
             max_pending: 8,
             max_advance: Nanos::from_ms(1),
             post_latency: Nanos::ZERO,
+            base_time: Tai(1_000_000),
+            max_filler: keepon_core::time::MAX_SLOT_BYTES,
         };
         let mut st: Station<Vec<u8>> = Station::new(cfg, Tai(1_000_000)).unwrap();
         let _ = st.poll(Observation { consumed: 0, now: Tai(1_000_000), gaps: &[] }).unwrap();
-        let k = st.ring().posted() + 100;
-        let before = st.schedule().time_of(k);
+        let schedule = st.schedule().clone();
+        let p = st.wire_position(st.ring().posted()) + 100 * 320;
+        let before = st.ephc().time_of(p);
         let mut c = StationClock::new(&mut st);
         c.step(Nanos(-777)).unwrap();
         c.set_freq_ppt(3_000_000).unwrap();
         assert_eq!(c.freq_ppt(), 3_000_000);
         assert!(c.set_freq_ppt(MAX_PPT + 1).is_err());
-        assert_eq!(st.ephc().time_of(k), st.schedule().time_of(k));
-        // −777 ns, then +3 ppm over the 100 slots of 2.56 µs from the adjustment on: 0.768 ns → floor.
-        assert_eq!(st.schedule().time_of(k).0 - before.0, -777);
+        // −777 ns, then +3 ppm over 100 slots of 2.56 µs from the adjustment on: 0.768 ns → floor.
+        assert_eq!(st.ephc().time_of(p).0 - before.0, -777);
+        assert_eq!(st.schedule(), &schedule);
         assert_eq!(st.ring().consumed(), 0);
+        // Post on: every slot from the next on starts within a byte (8 ns) of its schedule time.
+        let mut consumed = 0;
+        for _ in 0..50 {
+            consumed += 2;
+            let now = st.host_time_of(consumed);
+            let _ = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
+        }
+        let a = st.alignment();
+        assert!(a.slots > 50 && a.max_abs() <= 8, "{}", a.summary());
     }
 
     proptest! {

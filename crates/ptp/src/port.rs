@@ -153,7 +153,8 @@ const TIMER_ORDER: [Timer; 6] =
 impl PtpPort {
     /// A port on `station` (which must be up), at host time `now`.
     pub fn new(cfg: PortConfig, station: &mut Station<Vec<u8>>, now: Tai, seed: u64) -> PtpPort {
-        let clock = Rc::new(RefCell::new(EphcClock::new(station.ephc().clone(), station.ring().consumed())));
+        let at = station.wire_position(station.ring().consumed());
+        let clock = Rc::new(RefCell::new(EphcClock::new(station.ephc().clone(), at)));
         let (engine, outs) = PtpEngine::new(cfg.engine, clock.clone(), seed);
         let mut p = PtpPort {
             cfg,
@@ -223,7 +224,8 @@ impl PtpPort {
     /// Refresh the engine's clock from the station at host time `now`.
     fn mirror(&mut self, station: &Station<Vec<u8>>, now: Tai) {
         *self.clock.borrow_mut() =
-            EphcClock::new(station.ephc().clone(), station.ring().consumed()).reading(station.clock_at(now));
+            EphcClock::new(station.ephc().clone(), station.wire_position(station.ring().consumed()))
+                .reading(station.clock_at(now));
     }
 
     /// Keep the servo's clock adjustments for the caller ([`PtpPort::take_adjustments`]) instead of applying them
@@ -281,7 +283,7 @@ impl PtpPort {
     /// the engine it left then (no Follow_Up). A Sync that cannot carry its time goes two-step.
     fn one_step_sync(&mut self, sync: &mut [u8], token: TxToken, station: &mut Station<Vec<u8>>, now: Tai) {
         let Some(k) = self.slot(station) else { return };
-        let slot_time = station.ephc().time_of(k);
+        let slot_time = station.slot_time(k);
         let tx = slot_time + self.cfg.tx_constant;
         if make_one_step(sync, tx).is_err() {
             if let Some(id) = self.submit(sync, k, station, now) {
@@ -303,7 +305,7 @@ impl PtpPort {
         let own = &station.config().ownership;
         let n = station.ring().len();
         let phase = station.phase();
-        let soon = station.ephc().time_of(station.ring().consumed()) + self.cfg.lead;
+        let soon = station.slot_time(station.ring().consumed()) + self.cfg.lead;
         let Some(mut k) = station.slot_of(soon) else {
             self.errors.push(PortError::NoSlot);
             return None;

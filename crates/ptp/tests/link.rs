@@ -124,6 +124,8 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         max_pending: 64,
         max_advance: Nanos::from_ms(10),
         post_latency: Nanos::ZERO,
+        base_time: Tai(1_700_000_000_000_000_000),
+        max_filler: keepon_core::time::MAX_SLOT_BYTES,
     };
     let mut d =
         Driver::new(SimNic::new(sim), st, LoopConfig { poll_period: POLL, max_duration: Nanos::from_ms(1) }).unwrap();
@@ -277,7 +279,7 @@ impl DualRx {
         let count = arrived - self.lost;
         let fetch = u64::from(d.nic.config().fetch_ahead);
         let st = &mut d.station;
-        let t_tx = st.ephc().time_of(st.ring().consumed().saturating_sub(1 + fetch));
+        let t_tx = st.slot_time(st.ring().consumed().saturating_sub(1 + fetch));
         match self.clock.read(t_tx, count) {
             // The interval's readings straddle the renumbering: start again.
             Merge::RxLagging(_) => (self.sum, self.n) = (0, 0),
@@ -363,7 +365,7 @@ fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
             (None, Rx::Exact) => arrival,
             (None, _) => {
                 let stamp = arrival + Nanos(n.rng.gen_range(0..=2_000));
-                n.d.station.ephc().time_of(n.d.station.ring().consumed()) - (now - stamp)
+                n.d.station.slot_time(n.d.station.ring().consumed()) - (now - stamp)
             }
         };
         n.port.on_rx(&frame, rx, &mut n.d.station, now);
@@ -454,9 +456,11 @@ fn assert_locked(nodes: &[Node; 2], what: &str) {
     // The master's own frames leave exactly at their EPHC times (its clock is the reference).
     let m = &nodes[0].errors;
     assert!(m.iter().all(|e| e.abs() <= 1), "{what}: {:?}", &m[..5.min(m.len())]);
-    // The schedule's grid moved with the slave's EPHC.
-    let k = nodes[1].d.station.ring().posted() + 1000;
-    assert_eq!(nodes[1].d.station.schedule().time_of(k), nodes[1].d.station.ephc().time_of(k), "{what}");
+    // The slave's wire follows the schedule on network time: every slot posted while locked started within a byte
+    // of its schedule time on the EPHC.
+    let a = nodes[1].d.station.alignment();
+    let byte = geometry().rate().byte_time().ceil_mul(1) as u64;
+    assert!(a.slots > 1000 && a.max_abs() <= byte, "{what}: alignment {}", a.summary());
 }
 
 /// Messages of `n` on the wire with messageType `t`.

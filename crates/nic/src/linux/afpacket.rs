@@ -74,8 +74,8 @@ enum Mode {
     },
     Ring {
         ring: sys::TxRing,
-        /// Frame `i` already holds the filler bytes.
-        holds_filler: Vec<bool>,
+        /// Bytes of the reserved-address filler frame `i` already holds (0: none).
+        holds_filler: Vec<usize>,
         head: u64,
         tail: u64,
         needs_kick: bool,
@@ -151,14 +151,14 @@ impl AfPacketNic {
                 ))
             }
             (FillerMode::BadFcs, false) => {
-                let probe = Framing::new(FillerMode::BadFcs, src, slot_bytes);
+                let probe = Framing::new(FillerMode::BadFcs, src, slot_bytes, slot_bytes);
                 if !probe_nofcs(&fd, &link, probe.filler())? {
                     return Err(NicError::Unsupported(nofcs_unsupported(&link)));
                 }
                 (FillerMode::BadFcs, "as configured; driver supports SO_NOFCS".to_string())
             }
             (FillerMode::Auto, false) => {
-                let probe = Framing::new(FillerMode::BadFcs, src, slot_bytes);
+                let probe = Framing::new(FillerMode::BadFcs, src, slot_bytes, slot_bytes);
                 if probe_nofcs(&fd, &link, probe.filler())? {
                     (FillerMode::BadFcs, format!("{} supports SO_NOFCS", link.driver.as_deref().unwrap_or("driver")))
                 } else {
@@ -169,11 +169,12 @@ impl AfPacketNic {
             (FillerMode::Auto, true) => (FillerMode::reserved(), "PACKET_TX_RING ignores SO_NOFCS".to_string()),
             (m @ FillerMode::ReservedAddress { .. }, _) => (m, "as configured".to_string()),
         };
-        let framing = Framing::new(mode_filler, src, slot_bytes);
+        let max_frame = super::max_frame(cfg, &link, u32::MAX);
+        let framing = Framing::new(mode_filler, src, slot_bytes, max_frame);
         let mode =
             if ring { ring_mode(&fd, &framing)? } else { Mode::Sendmmsg { accepted: 0, completed: 0, truesize: 0 } };
         let path = AfPacketTx { fd, framing, mode, refused: 0, stamps: None };
-        let engine = super::engine_config(cfg, &link, &path.label(), mode_filler, &filler_why)?;
+        let engine = super::engine_config(cfg, &link, &path.label(), mode_filler, &filler_why, max_frame)?;
         Ok(LinuxNic::with_path(path, engine))
     }
 }
@@ -190,7 +191,7 @@ fn ring_mode(fd: &OwnedFd, framing: &Framing) -> Result<Mode, NicError> {
     sys::setsockopt(fd.as_fd(), sys::SOL_PACKET, sys::PACKET_TX_RING, &req)
         .map_err(|e| os_error("PACKET_TX_RING", e))?;
     let ring = sys::TxRing::map(fd.as_fd(), &req).map_err(|e| os_error("mmap PACKET_TX_RING", e))?;
-    Ok(Mode::Ring { holds_filler: vec![false; ring.frames() as usize], ring, head: 0, tail: 0, needs_kick: false })
+    Ok(Mode::Ring { holds_filler: vec![0; ring.frames() as usize], ring, head: 0, tail: 0, needs_kick: false })
 }
 
 impl AfPacketTx {
@@ -229,12 +230,15 @@ impl AfPacketTx {
                 _ => [0; 4],
             })
             .collect();
-        let filler = self.framing.filler();
+        let framing = &self.framing;
         let msgs: Vec<sys::IoMsg<'_>> = frames
             .iter()
             .zip(&fcs)
             .map(|(f, c)| match f {
-                TxFrame::Filler => [filler, &[][..]],
+                TxFrame::Filler(len) => {
+                    let (data, fcs) = framing.filler_of(*len);
+                    [data, fcs]
+                }
                 TxFrame::Real(d) if self.framing.software_fcs => [*d, &c[..]],
                 TxFrame::Real(d) => [*d, &[][..]],
             })
@@ -311,13 +315,18 @@ impl TxPath for AfPacketTx {
                 break;
             }
             match f {
-                TxFrame::Filler => {
-                    ring.fill(i, &[self.framing.filler()], !holds_filler[i as usize]);
-                    holds_filler[i as usize] = true;
+                TxFrame::Filler(len) => {
+                    // A ring frame that already holds at least this much of the (reserved-address) filler is
+                    // sent as is with the new length; a bad-FCS filler ends in its own FCS, so it is rewritten.
+                    let (data, fcs) = self.framing.filler_of(*len);
+                    let held = &mut holds_filler[i as usize];
+                    let write = !fcs.is_empty() || data.len() > *held;
+                    ring.fill(i, &[data, fcs], write);
+                    *held = if fcs.is_empty() { (*held).max(data.len()) } else { 0 };
                 }
                 TxFrame::Real(d) => {
                     ring.fill(i, &[d], true);
-                    holds_filler[i as usize] = false;
+                    holds_filler[i as usize] = 0;
                 }
             }
             ring.send_request(i);

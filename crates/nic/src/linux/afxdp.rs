@@ -68,8 +68,8 @@ impl AfXdpNic {
             FillerMode::Auto => (FillerMode::reserved(), "AF_XDP has no FCS control"),
             m @ FillerMode::ReservedAddress { .. } => (m, "as configured"),
         };
-        let framing = Framing::new(filler, cfg.src_mac.unwrap_or(link.mac), cfg.geometry.slot_bytes());
-        let data = framing.data_len();
+        // Chunks hold a slot's data; the filler chunk the longest filler (at most a chunk).
+        let data = cfg.geometry.slot_bytes() as usize - 4;
         let chunk = if data <= 2048 {
             2048
         } else if data <= 4096 {
@@ -81,6 +81,8 @@ impl AfXdpNic {
             )));
         };
 
+        let max_frame = super::max_frame(cfg, &link, chunk as u32 + 4);
+        let framing = Framing::new(filler, cfg.src_mac.unwrap_or(link.mac), cfg.geometry.slot_bytes(), max_frame);
         let fd = sys::socket(sys::AF_XDP, libc::SOCK_RAW, 0).map_err(|e| match e.raw_os_error() {
             Some(libc::EAFNOSUPPORT) => {
                 NicError::Unsupported("AF_XDP is not supported by this kernel (CONFIG_XDP_SOCKETS)".into())
@@ -131,7 +133,7 @@ impl AfXdpNic {
             )),
             _ => os_error(&format!("AF_XDP bind to {} queue {}", link.iface, cfg.queue), e),
         })?;
-        umem.write(TX_ENTRIES as usize * chunk, framing.filler());
+        umem.write(TX_ENTRIES as usize * chunk, framing.filler_of(framing.max_data()).0);
         let prod = tx.producer();
         let cq_cons = cq.consumer();
         let path = AfXdpTx {
@@ -148,7 +150,7 @@ impl AfXdpNic {
             completed: 0,
             refused: 0,
         };
-        let engine = super::engine_config(cfg, &link, &path.label(), filler, why)?;
+        let engine = super::engine_config(cfg, &link, &path.label(), filler, why, max_frame)?;
         Ok(LinuxNic::with_path(path, engine))
     }
 }
@@ -192,11 +194,13 @@ impl TxPath for AfXdpTx {
         let room = u64::from(TX_ENTRIES) - (self.accepted - self.completed);
         let n = frames.len().min(room as usize);
         let filler_addr = (TX_ENTRIES as usize * self.chunk) as u64;
-        let filler_len = self.framing.data_len() as u32;
         for (i, f) in frames[..n].iter().enumerate() {
             let slot = self.accepted + i as u64;
             match f {
-                TxFrame::Filler => self.tx.put_tx_desc(self.prod, filler_addr, filler_len),
+                TxFrame::Filler(len) => {
+                    let len = self.framing.filler_of(*len).0.len() as u32;
+                    self.tx.put_tx_desc(self.prod, filler_addr, len)
+                }
                 TxFrame::Real(d) => {
                     let at = (slot % u64::from(TX_ENTRIES)) as usize * self.chunk;
                     self.umem.write(at, d);

@@ -11,8 +11,9 @@
 //!
 //! **Line rate** (a NIC with a wire clock): every posted slot is offered to the kernel at once; the NIC paces
 //! them and completions say how many finished. **Host paced** (veth, tap: no wire clock, instant
-//! completion): slot `k` is released to the kernel at `anchor + (k − anchor_slot)·δ` read from `CLOCK_TAI`,
-//! so the count tracks real time to within the loop's sleep accuracy (microseconds). A slot is never
+//! completion): a slot is released to the kernel at `anchor + (bytes before it since the anchor)·8/rate` read
+//! from `CLOCK_TAI` (slots are as long as the station made them: fillers it trimmed leave sooner, lengthened ones
+//! later), so the count tracks real time to within the loop's sleep accuracy (microseconds). A slot is never
 //! released before its time; a host that stalls with slots pending releases the overdue ones at once and
 //! stays on schedule (late, never early). A slot the station posts only after its release time, with
 //! nothing left pending, is a gap on the "wire": the schedule is re-anchored at the post and the gap
@@ -35,9 +36,10 @@ use super::{link, sys};
 /// One slot's content as a TX path sees it.
 #[derive(Clone, Copy, Debug)]
 pub enum TxFrame<'a> {
-    /// The link's filler (the path knows its bytes).
-    Filler,
-    /// A real frame: `slot_bytes − 4` bytes, zero padded, without FCS.
+    /// The link's filler with this many data bytes (its length on the wire minus the FCS; the path knows its
+    /// bytes).
+    Filler(usize),
+    /// A real frame: its data and zero padding to the slot's length, without FCS.
     Real(&'a [u8]),
 }
 
@@ -77,37 +79,34 @@ pub enum Pacing {
     Auto,
     /// Hand slots to the kernel as soon as they are posted; the NIC's line rate paces them.
     LineRate,
-    /// Release slot `k` at `T0 + k·δ` by the host's `CLOCK_TAI` (approximate, µs).
+    /// Release each slot at its wire time by the host's `CLOCK_TAI` (approximate, µs).
     HostPaced,
 }
 
-/// The host-paced release schedule: slot `k` is released at `anchor + (k − anchor_slot)·δ`.
+/// The host-paced release schedule: the slot starting at byte `p` of the wire (preamble and gap included) is
+/// released at `anchor + (p − anchor_pos)·8/rate`.
 #[derive(Clone, Copy, Debug)]
 struct Schedule {
-    period: SlotPeriod,
-    anchor_slot: u64,
+    byte: SlotPeriod,
+    anchor_pos: u64,
     anchor: Tai,
 }
 
 impl Schedule {
-    fn release_time(&self, k: u64) -> Tai {
-        let d = self.period.floor_mul(k.saturating_sub(self.anchor_slot));
+    fn release_time(&self, p: u64) -> Tai {
+        let d = self.byte.floor_mul(p.saturating_sub(self.anchor_pos));
         self.anchor + Nanos(i64::try_from(d).unwrap_or(i64::MAX))
-    }
-
-    /// Slots `< due_end(now)` are due.
-    fn due_end(&self, now: Tai) -> u64 {
-        if now < self.anchor {
-            return self.anchor_slot;
-        }
-        self.anchor_slot + self.period.slots_in(now - self.anchor) + 1
     }
 }
 
 #[derive(Debug)]
 struct Pending {
     slot: u64,
+    /// Start byte on the wire.
+    pos: u64,
     real: bool,
+    /// A filler's data bytes (without FCS).
+    len: usize,
     bytes: Vec<u8>,
 }
 
@@ -134,8 +133,10 @@ pub(crate) struct EngineConfig {
     pub describe: String,
     pub iface: String,
     pub host_paced: bool,
-    pub period: SlotPeriod,
-    pub data_len: usize,
+    /// Time of one byte on the wire.
+    pub byte: SlotPeriod,
+    /// Most data bytes (without FCS) a slot may have: the longest filler the path sends.
+    pub max_data: usize,
     pub post_latency: Nanos,
     /// Test only: the link's clock runs off the host's (see [`crate::emulation`]).
     pub emulation: Option<crate::emulation::Emulation>,
@@ -158,6 +159,8 @@ pub struct LinuxNic<P: TxPath> {
     pending: VecDeque<Pending>,
     pool: Vec<Vec<u8>>,
     posted: u64,
+    /// Start byte of the next slot to be posted (wire bytes since the backend opened).
+    next_pos: u64,
     accepted: u64,
     consumed: u64,
     reals: VecDeque<(u64, FrameId, Vec<u8>)>,
@@ -197,6 +200,7 @@ impl<P: TxPath> LinuxNic<P> {
             pending: VecDeque::new(),
             pool: Vec::new(),
             posted: 0,
+            next_pos: 0,
             accepted: 0,
             consumed: 0,
             reals: VecDeque::new(),
@@ -245,14 +249,14 @@ impl<P: TxPath> LinuxNic<P> {
     /// Offer every pending slot that is due to the kernel, in order, until it refuses one.
     fn flush_due(&mut self, now: Tai) -> Result<(), NicError> {
         self.path.flush()?;
-        let Some(front) = self.pending.front().map(|p| p.slot) else {
+        if self.pending.is_empty() {
             self.last_progress = now;
             return Ok(());
-        };
+        }
         let due = match &self.schedule {
-            Some(s) if self.cfg.host_paced => s.due_end(now).saturating_sub(front).min(self.pending.len() as u64),
-            _ => self.pending.len() as u64,
-        } as usize;
+            Some(s) if self.cfg.host_paced => self.pending.iter().take_while(|p| s.release_time(p.pos) <= now).count(),
+            _ => self.pending.len(),
+        };
         let mut done = 0;
         while done < due {
             let chunk = (due - done).min(CHUNK);
@@ -260,7 +264,7 @@ impl<P: TxPath> LinuxNic<P> {
                 .pending
                 .iter()
                 .take(chunk)
-                .map(|p| if p.real { TxFrame::Real(&p.bytes) } else { TxFrame::Filler })
+                .map(|p| if p.real { TxFrame::Real(&p.bytes) } else { TxFrame::Filler(p.len) })
                 .collect();
             let before = self.clock();
             let n = self.path.send(&frames)?.min(chunk);
@@ -331,20 +335,21 @@ impl<P: TxPath> LinuxNic<P> {
         Ok(())
     }
 
-    /// Host pacing at a post of slot `k`: anchor the schedule, or notice that the link went idle.
-    fn pace_post(&mut self, k: u64, now: Tai) {
+    /// Host pacing at a post of slot `k`, starting at byte `p`: anchor the schedule, or notice that the link went
+    /// idle.
+    fn pace_post(&mut self, k: u64, p: u64, now: Tai) {
         let idle = self.pending.is_empty() && self.accepted == self.posted;
         match self.schedule {
             None => {
-                self.schedule = Some(Schedule { period: self.cfg.period, anchor_slot: k, anchor: now });
+                self.schedule = Some(Schedule { byte: self.cfg.byte, anchor_pos: p, anchor: now });
                 self.gaps.push(Gap { at: k, restart: now });
             }
             Some(s) if idle => {
                 // Everything posted has been released: the "link" is idle until this slot goes out.
-                let sched = s.release_time(k);
+                let sched = s.release_time(p);
                 if now > sched {
                     // Late: restart now, so that no slot is ever released before its EPHC time.
-                    self.schedule = Some(Schedule { period: self.cfg.period, anchor_slot: k, anchor: now });
+                    self.schedule = Some(Schedule { byte: self.cfg.byte, anchor_pos: p, anchor: now });
                     self.gaps.push(Gap { at: k, restart: now });
                     self.stats.gaps += 1;
                 } else if self.station_saw_idle {
@@ -416,7 +421,19 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                     _ => (None, false),
                 };
                 let (start, rx, frame, bytes) = (None, None, Some(id), Some(bytes));
-                self.wire.push(WireEvent { nic_slot, start, rx, frame, bytes, released, stamped, released_ephc: None });
+                let released_ephc = None;
+                self.wire.push(WireEvent {
+                    nic_slot,
+                    start,
+                    rx,
+                    frame,
+                    bytes,
+                    released,
+                    stamped,
+                    released_ephc,
+                    ephc: None,
+                    grid: None,
+                });
             }
         }
         self.check_drops(now)?;
@@ -435,15 +452,15 @@ impl<P: TxPath> Nic for LinuxNic<P> {
             )));
         }
         if self.cfg.host_paced {
-            self.pace_post(first.slot, now);
+            self.pace_post(first.slot, self.next_pos, now);
         }
         for (i, v) in views.iter().enumerate() {
-            if v.slot != first.slot + i as u64 || v.bytes.len() != self.cfg.data_len {
+            if v.slot != first.slot + i as u64 || !(60..=self.cfg.max_data).contains(&v.bytes.len()) {
                 return Err(NicError::Unsupported(format!(
-                    "slot {} is malformed (out of order or {} B instead of {} B)",
+                    "slot {} is malformed (out of order, or {} B outside 60..={} B)",
                     v.slot,
                     v.bytes.len(),
-                    self.cfg.data_len
+                    self.cfg.max_data
                 )));
             }
             if let SlotKind::Real { id, len, .. } = v.kind {
@@ -461,7 +478,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                     .iter()
                     .map(|v| match v.kind {
                         SlotKind::Real { .. } => TxFrame::Real(v.bytes),
-                        SlotKind::Filler => TxFrame::Filler,
+                        SlotKind::Filler => TxFrame::Filler(v.bytes.len()),
                     })
                     .collect();
                 let n = self.path.send(&frames)?.min(chunk.len());
@@ -472,10 +489,17 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                 }
             }
         }
-        for v in &views[from..] {
+        let mut pos = self.next_pos;
+        let mut starts = Vec::with_capacity(views.len());
+        for v in &views {
+            starts.push(pos);
+            pos += (v.bytes.len() + 4) as u64 + u64::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
+        }
+        self.next_pos = pos;
+        for (v, &pos) in views[from..].iter().zip(&starts[from..]) {
             let real = matches!(v.kind, SlotKind::Real { .. });
             let bytes = if real { self.copy_of(v.bytes) } else { Vec::new() };
-            self.pending.push_back(Pending { slot: v.slot, real, bytes });
+            self.pending.push_back(Pending { slot: v.slot, pos, real, len: v.bytes.len(), bytes });
         }
         if !self.pending.is_empty() {
             self.flush_due(now)?;
@@ -507,7 +531,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
             let mut until = deadline;
             if let Some(front) = self.pending.front() {
                 let release = match &self.schedule {
-                    Some(s) if self.cfg.host_paced => s.release_time(front.slot),
+                    Some(s) if self.cfg.host_paced => s.release_time(front.pos),
                     _ => now,
                 };
                 // Due but refused: the kernel is busy, retry shortly.
@@ -533,6 +557,10 @@ impl<P: TxPath> Nic for LinuxNic<P> {
     fn post_latency(&self) -> Nanos {
         self.cfg.post_latency
     }
+
+    fn max_frame_bytes(&self) -> u32 {
+        self.cfg.max_data as u32 + 4
+    }
 }
 
 #[cfg(test)]
@@ -557,7 +585,7 @@ mod tests {
             let n = frames.len().min(self.room - (self.log.len() - self.done as usize));
             for f in &frames[..n] {
                 self.log.push(match f {
-                    TxFrame::Filler => None,
+                    TxFrame::Filler(_) => None,
                     TxFrame::Real(d) => Some(d.to_vec()),
                 });
             }
@@ -575,8 +603,8 @@ mod tests {
             iface: "lo".into(),
             host_paced,
             emulation: None,
-            period: g.period(),
-            data_len: 60,
+            byte: g.rate().byte_time(),
+            max_data: 60,
             post_latency: Nanos(0),
         };
         LinuxNic::with_path(FakePath { room, log: Vec::new(), done: 0 }, cfg)
@@ -598,15 +626,14 @@ mod tests {
     }
 
     #[test]
-    fn schedule_releases_slot_k_at_anchor_plus_k_periods() {
-        let period = SlotGeometry::new(LinkRate::from_mbps(100).unwrap(), 300).unwrap().period(); // 25.6 µs
-        let s = Schedule { period, anchor_slot: 10, anchor: Tai(1_000_000) };
-        assert_eq!(s.release_time(10), Tai(1_000_000));
-        assert_eq!(s.release_time(15), Tai(1_128_000));
-        assert_eq!(s.due_end(Tai(999_999)), 10, "nothing is due before the anchor");
-        assert_eq!(s.due_end(Tai(1_000_000)), 11);
-        assert_eq!(s.due_end(Tai(1_127_999)), 15);
-        assert_eq!(s.due_end(Tai(1_128_000)), 16);
+    fn schedule_releases_a_slot_at_its_byte_time() {
+        let byte = LinkRate::from_mbps(100).unwrap().byte_time(); // 80 ns
+        let s = Schedule { byte, anchor_pos: 3_200, anchor: Tai(1_000_000) };
+        assert_eq!(s.release_time(3_200), Tai(1_000_000));
+        // Five 300-byte slots (320 bytes on the wire each) later: 5 × 25.6 µs.
+        assert_eq!(s.release_time(3_200 + 5 * 320), Tai(1_128_000));
+        // A 64-byte filler (84 wire bytes) takes 6.72 µs.
+        assert_eq!(s.release_time(3_200 + 84), Tai(1_006_720));
     }
 
     #[test]

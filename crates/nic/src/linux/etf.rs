@@ -3,7 +3,8 @@
 //! NIC's LaunchTime with `offload`) sends it then. No fillers: the kernel paces, keepon only keeps the slot grid.
 //!
 //! ```text
-//!   slot k's time   = anchor + (k − anchor_slot)·δ        (anchor: first post + lead, or a restart after idle)
+//!   slot k's time   = anchor + (bytes from the anchor slot to k)·8/rate   (anchor: first post + lead, or a
+//!                     restart after idle; slots are as long as the station made them, δ nominally)
 //!   real frame      → sendmsg(SCM_TXTIME = slot time)  → ETF  → wire
 //!   verdict         = TX software timestamp (sent)  |  error queue SO_EE_ORIGIN_TXTIME (rejected)
 //!   consumed        = slots whose time has passed and whose real frames all have a verdict
@@ -81,12 +82,17 @@ struct InFlight {
 pub struct EtfNic {
     fd: OwnedFd,
     describe: String,
+    /// Nominal slot period δ, and the time of one byte.
     period: SlotPeriod,
+    byte: SlotPeriod,
+    /// Start bytes of slots `consumed..=posted` (the last: where the next slot to post starts).
+    starts: VecDeque<u64>,
+    max_data: usize,
     data_len: usize,
     lead: Nanos,
-    anchor: Option<(u64, Tai)>,
-    /// Anchors of slots still unconsumed (a restart re-anchors; earlier slots keep theirs).
-    anchors: VecDeque<(u64, Tai)>,
+    anchor: Option<(u64, u64, Tai)>,
+    /// Anchors (slot, start byte, time) of slots still unconsumed (a restart re-anchors; earlier slots keep theirs).
+    anchors: VecDeque<(u64, u64, Tai)>,
     posted: u64,
     consumed: u64,
     next_key: u32,
@@ -176,6 +182,9 @@ impl EtfNic {
             fd,
             describe,
             period: cfg.geometry.period(),
+            byte: cfg.geometry.rate().byte_time(),
+            starts: VecDeque::from([0]),
+            max_data: cfg.geometry.slot_bytes().max(keepon_core::time::MAX_STD_FRAME_BYTES) as usize - 4,
             data_len: cfg.geometry.slot_bytes() as usize - 4,
             lead,
             anchor: None,
@@ -192,9 +201,23 @@ impl EtfNic {
         })
     }
 
+    /// Start byte of slot `k` (exact for `consumed..=posted`, nominal beyond).
+    fn pos_of(&self, k: u64) -> u64 {
+        let wire = self.data_len as u64 + 4 + u64::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
+        let i = k.saturating_sub(self.consumed) as usize;
+        match self.starts.get(i) {
+            Some(p) => *p,
+            None => self.starts[self.starts.len() - 1] + (i + 1 - self.starts.len()) as u64 * wire,
+        }
+    }
+
     fn slot_time(&self, k: u64) -> Tai {
-        let (s, t) = self.anchors.iter().rev().find(|(s, _)| *s <= k).copied().or(self.anchor).unwrap_or((k, Tai(0)));
-        t + Nanos(i64::try_from(self.period.floor_mul(k.saturating_sub(s))).unwrap_or(i64::MAX))
+        let (_, p, t) = self.anchors.iter().rev().find(|(s, _, _)| *s <= k).copied().or(self.anchor).unwrap_or((
+            k,
+            self.pos_of(k),
+            Tai(0),
+        ));
+        t + Nanos(i64::try_from(self.byte.floor_mul(self.pos_of(k).saturating_sub(p))).unwrap_or(i64::MAX))
     }
 
     /// Restart the grid at slot `k`, no earlier than `at`: on the first slot boundary of the old grid at or after
@@ -209,20 +232,21 @@ impl EtfNic {
             }
             None => at,
         };
-        self.anchor = Some((k, at));
-        self.anchors.push_back((k, at));
+        let p = self.pos_of(k);
+        self.anchor = Some((k, p, at));
+        self.anchors.push_back((k, p, at));
         self.gaps.push(Gap { at: k, restart: at });
     }
 
     /// Hand one real frame to ETF; a refusal is its verdict.
-    fn send_frame(&mut self, slot: u64, id: FrameId, data: &[u8]) -> Result<(), NicError> {
+    fn send_frame(&mut self, slot: u64, id: FrameId, data: &[u8], padded: usize) -> Result<(), NicError> {
         let txtime = self.slot_time(slot);
         let key = self.next_key;
         // OPT_ID counts every frame that reached the socket's skb allocation, refused ones included.
         self.next_key = self.next_key.wrapping_add(1);
         let mut f = InFlight { slot, id, txtime, key, bytes: data.to_vec(), verdict: None };
         let mut frame = data.to_vec();
-        frame.resize(self.data_len, 0);
+        frame.resize(padded, 0);
         match send_txtime(&self.fd, &frame, txtime) {
             Ok(()) => {}
             Err(e) => match e.raw_os_error() {
@@ -362,7 +386,7 @@ impl Nic for EtfNic {
         self.read_errqueue()?;
         let now = tai_now();
         // Slots advance with time; a real frame holds the count until its verdict (or its grace) is in.
-        while self.consumed < self.posted && self.slot_time(self.consumed) + self.period_ns() <= now {
+        while self.consumed < self.posted && self.slot_time(self.consumed + 1) <= now {
             let k = self.consumed;
             if let Some(f) = self.inflight.front_mut().filter(|f| f.slot == k) {
                 if f.verdict.is_none() {
@@ -384,11 +408,14 @@ impl Nic for EtfNic {
                             released: None,
                             stamped: false,
                             released_ephc: None,
+                            ephc: None,
+                            grid: None,
                         }),
                     }
                 }
             }
             self.consumed += 1;
+            self.starts.pop_front();
         }
         while self.anchors.len() > 1 && self.anchors[1].0 <= self.consumed {
             self.anchors.pop_front();
@@ -416,16 +443,19 @@ impl Nic for EtfNic {
             self.gaps.push(Gap { at: first.slot, restart: self.slot_time(first.slot) });
         }
         for (i, v) in views.iter().enumerate() {
-            if v.slot != first.slot + i as u64 || v.bytes.len() != self.data_len {
+            if v.slot != first.slot + i as u64 || !(60..=self.max_data).contains(&v.bytes.len()) {
                 return Err(NicError::Unsupported(format!(
-                    "slot {} is malformed (out of order or {} B instead of {} B)",
+                    "slot {} is malformed (out of order, or {} B outside 60..={} B)",
                     v.slot,
                     v.bytes.len(),
-                    self.data_len
+                    self.max_data
                 )));
             }
+            let end =
+                self.pos_of(v.slot) + (v.bytes.len() + 4) as u64 + u64::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
+            self.starts.push_back(end);
             if let SlotKind::Real { id, len, .. } = v.kind {
-                self.send_frame(v.slot, id, &v.bytes[..(len as usize).min(v.bytes.len())])?;
+                self.send_frame(v.slot, id, &v.bytes[..(len as usize).min(v.bytes.len())], v.bytes.len())?;
             }
             self.posted += 1;
         }
@@ -450,6 +480,10 @@ impl Nic for EtfNic {
 
     fn post_latency(&self) -> Nanos {
         self.lead
+    }
+
+    fn max_frame_bytes(&self) -> u32 {
+        self.max_data as u32 + 4
     }
 }
 

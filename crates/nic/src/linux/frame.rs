@@ -3,12 +3,15 @@
 //! ```text
 //!   reserved-address filler   01-80-C2-00-00-04 | src | 0x88B5 | zeros …            | FCS by the NIC
 //!   bad-FCS filler            01-80-C2-00-00-04 | src | 0x88B5 | zeros …            | !CRC-32 (SO_NOFCS)
-//!   real frame, bad-FCS mode  frame bytes | zero padding to slot_bytes − 4          | CRC-32  (SO_NOFCS)
-//!   real frame, otherwise     frame bytes | zero padding to slot_bytes − 4          | FCS by the NIC
+//!   real frame, bad-FCS mode  frame bytes | zero padding to the slot's length − 4   | CRC-32  (SO_NOFCS)
+//!   real frame, otherwise     frame bytes | zero padding to the slot's length − 4   | FCS by the NIC
 //! ```
 //!
-//! Every slot is exactly `slot_bytes` on the wire. A bad-FCS filler also carries the reserved group address:
-//! a first hop that forwards before checking the FCS (cut-through) still never forwards it.
+//! Each slot is as long on the wire as the station made it: `slot_bytes` nominally, fillers anywhere from 64
+//! bytes to the link's largest frame (the station trims them to keep the wire on its schedule). A bad-FCS
+//! filler of any length carries the inverted CRC of its own bytes (precomputed for every length) and the
+//! reserved group address: a first hop that forwards before checking the FCS (cut-through) still never
+//! forwards it.
 
 use std::fmt;
 
@@ -69,47 +72,81 @@ pub fn fcs(data: &[u8]) -> [u8; 4] {
 pub struct Framing {
     /// Software writes the FCS (`SO_NOFCS`): real frames get a correct one, fillers an inverted one.
     pub software_fcs: bool,
-    filler: Vec<u8>,
+    /// The longest filler's data (header and zeros, no FCS); shorter fillers are its prefixes.
+    data: Vec<u8>,
+    /// Software-FCS mode: the inverted CRC of the filler of each data length (index: data bytes).
+    bad_fcs: Vec<[u8; 4]>,
+    /// The filler of the nominal slot size as handed to the kernel (with its bad FCS in software-FCS mode).
+    nominal: Vec<u8>,
     data_len: usize,
 }
 
 impl Framing {
-    /// Framing for slots of `slot_bytes` (including FCS). `mode` must be resolved (not `Auto`).
-    pub fn new(mode: FillerMode, src: [u8; 6], slot_bytes: u32) -> Framing {
+    /// Framing for slots of `slot_bytes` and fillers up to `max_frame` bytes (both including FCS). `mode` must be
+    /// resolved (not `Auto`).
+    pub fn new(mode: FillerMode, src: [u8; 6], slot_bytes: u32, max_frame: u32) -> Framing {
         let data_len = slot_bytes as usize - 4;
+        let max_data = max_frame.max(slot_bytes) as usize - 4;
         let (dst, ethertype, software_fcs) = match mode {
             FillerMode::ReservedAddress { dst, ethertype } => (dst, ethertype, false),
             FillerMode::BadFcs | FillerMode::Auto => (RESERVED_DST, FILLER_ETHERTYPE, true),
         };
-        let mut filler = vec![0u8; data_len];
-        filler[0..6].copy_from_slice(&dst);
-        filler[6..12].copy_from_slice(&src);
-        filler[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        let mut data = vec![0u8; max_data];
+        data[0..6].copy_from_slice(&dst);
+        data[6..12].copy_from_slice(&src);
+        data[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        let mut bad_fcs = Vec::new();
         if software_fcs {
-            let bad = crc32fast::hash(&filler) ^ 0xFFFF_FFFF;
-            filler.extend_from_slice(&bad.to_le_bytes());
+            // The CRC of every prefix, extended one zero byte at a time.
+            let mut h = crc32fast::Hasher::new();
+            h.update(&data[..14]);
+            bad_fcs = vec![[0; 4]; max_data + 1];
+            for (len, fcs) in bad_fcs.iter_mut().enumerate().skip(14) {
+                if len > 14 {
+                    h.update(&[0]);
+                }
+                *fcs = (h.clone().finalize() ^ 0xFFFF_FFFF).to_le_bytes();
+            }
         }
-        Framing { software_fcs, filler, data_len }
+        let mut nominal = data[..data_len].to_vec();
+        if software_fcs {
+            nominal.extend_from_slice(&bad_fcs[data_len]);
+        }
+        Framing { software_fcs, data, bad_fcs, nominal, data_len }
     }
 
-    /// The complete filler as handed to the kernel (with its bad FCS in software-FCS mode).
+    /// The complete filler of the nominal slot size as handed to the kernel (with its bad FCS in software-FCS
+    /// mode).
     pub fn filler(&self) -> &[u8] {
-        &self.filler
+        &self.nominal
     }
 
-    /// Bytes of frame data per slot (slot size minus FCS).
+    /// A filler of `len` data bytes (its length on the wire minus the FCS): the data, and the bad FCS to append
+    /// (empty unless software writes the FCS). `len` is clamped to what the framing holds.
+    pub fn filler_of(&self, len: usize) -> (&[u8], &[u8]) {
+        let len = len.clamp(14, self.data.len());
+        let fcs = if self.software_fcs { &self.bad_fcs[len][..] } else { &[][..] };
+        (&self.data[..len], fcs)
+    }
+
+    /// Bytes of frame data per nominal slot (slot size minus FCS).
     pub fn data_len(&self) -> usize {
         self.data_len
     }
 
-    /// Bytes handed to the kernel per slot.
+    /// Most bytes of frame data a slot may have (the longest filler, minus FCS).
+    pub fn max_data(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Most bytes handed to the kernel per slot.
     pub fn wire_len(&self) -> usize {
-        self.data_len + if self.software_fcs { 4 } else { 0 }
+        self.data.len() + if self.software_fcs { 4 } else { 0 }
     }
 
     /// True if `frame` (without FCS) is one of this link's fillers.
     pub fn is_filler(&self, frame: &[u8]) -> bool {
-        frame.len() >= 14 && frame[..14] == self.filler[..14]
+        frame.len() >= 14 && frame[..14] == self.data[..14]
     }
 }
 
@@ -126,17 +163,37 @@ mod tests {
     #[test]
     fn fillers_have_the_slot_length_and_the_right_fcs() {
         let src = [2, 0, 0, 0, 0, 1];
-        let r = Framing::new(FillerMode::reserved(), src, 300);
+        let r = Framing::new(FillerMode::reserved(), src, 300, 300);
         assert_eq!(r.filler().len(), 296);
         assert_eq!(&r.filler()[..6], &RESERVED_DST);
         assert_eq!(&r.filler()[12..14], &[0x88, 0xB5]);
         assert!(r.filler()[14..].iter().all(|b| *b == 0));
-        let b = Framing::new(FillerMode::BadFcs, src, 300);
+        let b = Framing::new(FillerMode::BadFcs, src, 300, 1518);
         assert_eq!(b.filler().len(), 300);
         let good = fcs(&b.filler()[..296]);
         let sent = &b.filler()[296..];
         assert!(good.iter().zip(sent).all(|(g, s)| g ^ s == 0xFF), "filler FCS is the inverted CRC");
         assert!(b.is_filler(b.filler()));
         assert_eq!(FillerMode::reserved().to_string(), "reserved-address 01-80-c2-00-00-04 / 0x88b5");
+    }
+
+    /// Fillers of every length from the minimum frame to the largest carry zeros after the header and, in
+    /// bad-FCS mode, the inverted CRC of exactly their own bytes.
+    #[test]
+    fn fillers_of_any_length_are_zero_with_their_own_bad_fcs() {
+        let src = [2, 0, 0, 0, 0, 1];
+        let b = Framing::new(FillerMode::BadFcs, src, 300, 1518);
+        let r = Framing::new(FillerMode::reserved(), src, 300, 1518);
+        assert_eq!((b.max_data(), b.wire_len(), r.wire_len()), (1514, 1518, 1514));
+        for len in 60..=1514 {
+            let (d, f) = b.filler_of(len);
+            assert_eq!(d.len(), len);
+            assert!(d[14..].iter().all(|x| *x == 0));
+            let good = fcs(d);
+            assert!(good.iter().zip(f).all(|(g, s)| g ^ s == 0xFF), "length {len}");
+            let (d, f) = r.filler_of(len);
+            assert_eq!((d.len(), f.len()), (len, 0));
+            assert!(r.is_filler(d));
+        }
     }
 }

@@ -139,6 +139,12 @@ pub(crate) fn checked_link(cfg: &LinuxNicConfig) -> Result<LinkInfo, NicError> {
     Ok(link)
 }
 
+/// The longest frame (L2 with FCS) the interface sends: its MTU plus header and FCS, at least the slot size, at
+/// most `limit` (what the TX path can hold).
+pub(crate) fn max_frame(cfg: &LinuxNicConfig, link: &LinkInfo, limit: u32) -> u32 {
+    (link.mtu + 18).min(limit).min(keepon_core::time::MAX_SLOT_BYTES).max(cfg.geometry.slot_bytes())
+}
+
 /// Resolve pacing and build the engine's settings and description.
 pub(crate) fn engine_config(
     cfg: &LinuxNicConfig,
@@ -146,6 +152,7 @@ pub(crate) fn engine_config(
     label: &str,
     filler: FillerMode,
     filler_why: &str,
+    max_frame: u32,
 ) -> Result<engine::EngineConfig, NicError> {
     let rate = cfg.geometry.rate();
     let configured = rate.bps() / 1_000_000;
@@ -189,7 +196,7 @@ pub(crate) fn engine_config(
         Backend::AfPacket | Backend::AfPacketRing => "queue picked by the kernel".to_string(),
     };
     let describe = format!(
-        "{label} on {} {queue}, {} B slots, filler {filler} ({filler_why}), {pacing} ({pacing_why})",
+        "{label} on {} {queue}, {} B slots, filler {filler} ({filler_why}) of 64…{max_frame} B, {pacing} ({pacing_why})",
         link.iface,
         cfg.geometry.slot_bytes()
     );
@@ -197,8 +204,8 @@ pub(crate) fn engine_config(
         describe,
         iface: link.iface.clone(),
         host_paced,
-        period: cfg.geometry.period(),
-        data_len: cfg.geometry.slot_bytes() as usize - 4,
+        byte: cfg.geometry.rate().byte_time(),
+        max_data: max_frame as usize - 4,
         post_latency: if host_paced { Nanos::from_us(10) } else { Nanos::from_us(30) },
         emulation,
     })

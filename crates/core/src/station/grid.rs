@@ -1,0 +1,414 @@
+//! The grid: the schedule on network time, the EPHC, and the disciplined wire.
+//!
+//! ```text
+//!   network time ─┬──────────┬──────────┬──────────┬──────────┬─  S(j) = base + j·δ   (schedule, fixed)
+//!                 j          j+1        j+2        j+3
+//!   wire (bytes) ─┬─────────┬┬──────────┬─────────┬──────────┬─  P_k, E(P_k) = EPHC time of byte P_k
+//!                 k  filler   k+1 frame  k+2 filler (trimmed)
+//!
+//!   invariant (locked): S(j) ≤ E(P_k) < S(j) + one byte time, where j = k + shift
+//! ```
+//!
+//! Wire slot `k` starts at byte `P_k` (bytes since link-up, preamble and gap included); its length `L_k` is
+//! chosen when it is posted, so `P_{k+1} = P_k + L_k + 20`. The EPHC `E` gives each byte its network time; a
+//! PTP servo steers it (rate: the oscillator's error as PTP sees it; steps). The discipline picks `L_k` so that
+//! `P_{k+1}` is the first byte whose EPHC time is at or after `S(j + 1)`: the residual is below a byte and is
+//! corrected again at the next slot, so it never accumulates. Lengths are bounded — fillers 64 B … the
+//! backend's largest frame, real frames their data … the slot size — so an error larger than the bounds absorb
+//! in one slot (after link-up, a step, a restart) takes a few slots; if the next slot would still be more than
+//! half a slot off, the mapping is re-evaluated ([`Station::realign`]): the wire slot carries the schedule slot
+//! it reaches soonest given how far lengths can move it (a skip forward, or a spacer that carries none).
+
+use core::ops::Range;
+
+use super::{sat_i64, Station};
+use crate::ephc::{ClockAdjust, Ephc, EphcError};
+use crate::outcome::Reason;
+use crate::time::{Nanos, SlotPeriod, Tai, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
+
+use super::ClockAdjusted;
+
+/// The schedule of a configuration: schedule slot `j` at `S(j)`, anchored a whole number of ring cycles before
+/// `base_time` — far enough back (about 2⁶² ns before the TAI epoch) that every time the clock can reach maps to
+/// a slot — so that every cycle start `base_time + n·N·δ`, `n` of either sign, is a schedule slot `j ≡ 0 (mod
+/// N)`. (`R` below is the shortest whole number of nanoseconds made of whole cycles.)
+pub(super) fn schedule_grid(cfg: &super::StationConfig) -> Ephc {
+    let delta = cfg.geometry.period();
+    let r = i128::from(cycle_of(delta, cfg.ownership.ring()).num());
+    let back = (i128::from(cfg.base_time.0) + (1i128 << 62)).div_euclid(r) + 1;
+    let anchor = i128::from(cfg.base_time.0) - back * r;
+    Ephc::new(delta, 0, Tai(anchor as i64))
+}
+
+/// `N·δ` as an exact period.
+fn cycle_of(delta: SlotPeriod, ring: u32) -> SlotPeriod {
+    SlotPeriod::new(delta.num() * u64::from(ring), delta.den())
+}
+
+impl<B: AsRef<[u8]>> Station<B> {
+    /// The schedule (schedule slot `j` starts at `schedule().time_of(j)`): applications align their txtimes to
+    /// it. Fixed by the configuration's base time; nothing moves it.
+    pub fn schedule(&self) -> &Ephc {
+        &self.schedule
+    }
+
+    /// The configured base time (TAI ns): a cycle starts there.
+    pub fn base_time(&self) -> Tai {
+        self.cfg.base_time
+    }
+
+    /// The cycle time `N·δ`, exact.
+    pub fn cycle_time(&self) -> SlotPeriod {
+        cycle_of(self.cfg.geometry.period(), self.cfg.ownership.ring())
+    }
+
+    /// The start of the first schedule cycle (a schedule slot of ring slot 0) at or after `t`, or `None` if that
+    /// is beyond the clock's range. Applications and flow epochs align to it.
+    pub fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai> {
+        let n = self.ring.len();
+        let j = self.schedule.slot_at_or_after(t)?;
+        let j = j.checked_next_multiple_of(n)?;
+        let start = self.schedule.time_of(j);
+        (start >= t).then_some(start)
+    }
+
+    /// The wire slot a frame scheduled at `t` targets: the unposted slot that carries the schedule slot whose
+    /// interval contains `t`. (Already posted slots may have carried it under an earlier mapping.)
+    pub fn slot_of(&self, t: Tai) -> Option<u64> {
+        let j = self.schedule.slot_of(t)?;
+        u64::try_from(i128::from(j) - i128::from(self.shift)).ok()
+    }
+
+    /// Like [`Station::slot_of`], but `late` for a schedule slot a posted slot already carried (or passed).
+    pub(super) fn target_of(&self, t: Tai) -> Result<u64, Reason> {
+        let j = self.schedule.slot_of(t).ok_or(Reason::Late)?;
+        if j < self.j_end {
+            return Err(Reason::Late);
+        }
+        let k = u64::try_from(i128::from(j) - i128::from(self.shift)).map_err(|_| Reason::Late)?;
+        if k < self.spacer_until && k >= self.ring.posted() {
+            // The wire is still acquiring the schedule there: the slot will not start at its time.
+            return Err(self.realign_cause);
+        }
+        Ok(k)
+    }
+
+    /// The first unposted slot that carries a schedule slot and starts on its time (those before it are
+    /// spacers).
+    pub(super) fn first_placeable(&self) -> u64 {
+        let k = i128::from(self.j_end) - i128::from(self.shift);
+        u64::try_from(k).unwrap_or(0).max(self.ring.posted()).max(self.spacer_until)
+    }
+
+    /// The schedule slot posted slot `k` carried, if it carried one and is still tracked (about four rings back).
+    pub fn carried(&self, k: u64) -> Option<u64> {
+        let i = usize::try_from(k.checked_sub(self.pos_base)?).ok()?;
+        self.carried.get(i).copied().flatten()
+    }
+
+    /// Start byte of wire slot `k`: exact from the oldest slot still tracked (about four rings back) up to the
+    /// next slot to post; beyond, extrapolated at the nominal slot size.
+    pub(super) fn position(&self, k: u64) -> u64 {
+        let size = u64::from(self.cfg.geometry.slot_bytes() + WIRE_OVERHEAD_BYTES);
+        let last = self.pos_base + self.pos.len() as u64 - 1;
+        match k.checked_sub(self.pos_base) {
+            Some(i) if k <= last => self.pos[i as usize],
+            Some(_) => self.pos[self.pos.len() - 1].saturating_add((k - last).saturating_mul(size)),
+            None => self.pos[0].saturating_sub((self.pos_base - k).saturating_mul(size)),
+        }
+    }
+
+    /// Wire start time of slot `k` on the EPHC: by the clock that governed it when it was posted; for a slot not
+    /// yet posted, the time the discipline will give it (the first byte at or after its schedule time).
+    pub fn slot_time(&self, k: u64) -> Tai {
+        if k > self.ring.posted() {
+            let j = u64::try_from(i128::from(k) + i128::from(self.shift)).unwrap_or(0);
+            let s = self.schedule.time_of(j);
+            return self.ephc.slot_at_or_after(s).map_or(s, |p| self.ephc.time_of(p));
+        }
+        let p = self.position(k);
+        self.clock_of(p).time_of(p)
+    }
+
+    /// The schedule slot wire slot `k` carries if it is not posted yet (`k + shift`).
+    pub fn schedule_slot_of(&self, k: u64) -> u64 {
+        u64::try_from(i128::from(k) + i128::from(self.shift)).unwrap_or(0)
+    }
+
+    /// The clock piece that governs byte position `p`.
+    fn clock_of(&self, p: u64) -> &Ephc {
+        if p >= self.clock_from {
+            return &self.ephc;
+        }
+        let piece = self.history.iter().rev().find(|(from, _)| *from <= p);
+        piece.map_or(&self.ephc, |(_, c)| c)
+    }
+
+    /// The EPHC's time at host time `host`: the host's view of the wire says which byte is going out, the EPHC
+    /// what time that byte has. Equal to `host` until synchronisation moves the EPHC. Saturates at the ends of
+    /// the i64 range (untrusted times never wrap).
+    pub fn ephc_at(&self, host: Tai) -> Tai {
+        let p = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
+        let c = self.clock_of(p);
+        Tai(sat_i64(i128::from(c.time_of(p).0) + c.scaled(p, into)))
+    }
+
+    /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
+    /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
+    /// while an adjustment has not yet reached the wire (at most `batch` slots).
+    pub fn clock_at(&self, host: Tai) -> Tai {
+        let p = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
+        Tai(sat_i64(i128::from(self.ephc.time_of(p).0) + self.ephc.scaled(p, into)))
+    }
+
+    /// When slot `k` starts (started) by the host clock: the wire as the host sees it, which synchronisation
+    /// never moves.
+    pub fn host_time_of(&self, k: u64) -> Tai {
+        self.host.time_of(self.position(k))
+    }
+
+    /// The host time at EPHC time `t` (the inverse of [`Station::ephc_at`], to within a nanosecond).
+    pub fn host_at(&self, t: Tai) -> Tai {
+        let p = self.ephc.slot_of(t).unwrap_or(0);
+        let c = self.clock_of(p);
+        let into = i128::from(t.0) - i128::from(c.time_of(p).0);
+        Tai(sat_i64(i128::from(self.host.time_of(p).0) + c.unscaled(p, into)))
+    }
+
+    /// The wire position where the clock's current piece starts (for a servo's clock: the count it adjusts at).
+    pub fn wire_position(&self, k: u64) -> u64 {
+        self.position(k)
+    }
+
+    /// Start a new clock piece at byte `from`, keeping the current one for earlier slots still in flight.
+    fn split_clock(&mut self, from: u64) {
+        if from > self.clock_from && from > self.position(self.ring.consumed()) {
+            self.history.push_back((self.clock_from, self.ephc.clone()));
+            self.clock_from = from;
+        }
+    }
+
+    /// Forget clock pieces, positions and slews wholly before consumed slot `c`.
+    pub(super) fn forget_before(&mut self, c: u64) {
+        let p = self.position(c);
+        self.ephc.advance(p);
+        while self.history.len() > 1 && self.history[1].0 <= p {
+            self.history.pop_front();
+        }
+        if self.clock_from <= p {
+            self.history.clear();
+        }
+        let keep_from = c.saturating_sub(4 * self.ring.len());
+        while self.pos_base < keep_from && self.pos.len() > 1 {
+            self.pos.pop_front();
+            self.carried.pop_front();
+            self.pos_base += 1;
+        }
+    }
+
+    /// Slot `at` started (or will start) at host time `restart`: re-anchor the host's view of the wire there,
+    /// and the clock by the same amount (its offset from the host clock, which synchronisation may have set, is
+    /// kept). Every clock piece governing bytes from there on moves: a gap reported late, after an adjustment
+    /// split the clock at a later slot, moves the current clock too. Returns how far the slot moved (positive:
+    /// later than the clock had it).
+    pub(super) fn reanchor(&mut self, at: u64, restart: Tai) -> i64 {
+        let p = self.position(at);
+        let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(p).0));
+        self.host.set_time(restart, p);
+        if p >= self.clock_from {
+            self.split_clock(p);
+        } else {
+            // Split the history piece holding `p` there, so earlier slots keep their times.
+            if let Some(i) = self.history.iter().rposition(|(from, _)| *from < p) {
+                if self.history.get(i + 1).is_none_or(|(from, _)| *from != p) {
+                    let piece = self.history[i].1.clone();
+                    self.history.insert(i + 1, (p, piece));
+                }
+            }
+            for (from, c) in self.history.iter_mut().filter(|(from, _)| *from >= p) {
+                let t = Tai(sat_i64(i128::from(c.time_of(*from).0) + c.scaled(*from, i128::from(moved))));
+                c.set_time(t, *from);
+            }
+        }
+        // The clock runs on through the gap at its own rate: `moved` of the oscillator's time is `moved` scaled
+        // by the clock's frequency adjustment (a synchronised clock would otherwise lose its correction over
+        // every gap: 100 ns per 2 ms gap at 50 ppm).
+        let from = self.clock_from.max(p);
+        let t = Tai(sat_i64(i128::from(self.ephc.time_of(from).0) + self.ephc.scaled(from, i128::from(moved))));
+        self.ephc.set_time(t, from);
+        moved
+    }
+
+    /// The phase is to be (re)acquired from the next slot on.
+    pub(super) fn start_acquiring(&mut self) {
+        if !self.acquiring {
+            self.acquiring = true;
+            self.acquire_since = self.ring.posted();
+        }
+    }
+
+    /// Half the nominal slot period, ns.
+    fn half_slot(&self) -> i128 {
+        (self.cfg.geometry.period().floor_mul(1) / 2) as i128
+    }
+
+    /// How far the next slot to post is from its schedule time by the current clock (positive: late).
+    fn next_error(&self) -> i128 {
+        let k = self.ring.posted();
+        let t = self.ephc.time_of(self.position(k));
+        i128::from(t.0) - i128::from(self.schedule.time_of(self.schedule_slot_of(k)).0)
+    }
+
+    /// The wire moved against the schedule (link-up, a restart, a step, or lengths that could not keep up):
+    /// re-choose the mapping for the next slot to post ([`Station::realign`]), make the slots that cannot start on
+    /// their schedule time while the lengths catch up spacers, and let the frames in the window follow
+    /// ([`Station::follow_mapping`]) — those that cannot are rejected with `cause`.
+    pub(super) fn remap(&mut self, rewind: bool, cause: Reason) {
+        self.realign_cause = cause;
+        let moved = self.realign(rewind);
+        let b = self.ring.posted();
+        let e = self.next_error();
+        let tol = self.tolerance();
+        let slot = self.cfg.geometry.slot_bytes();
+        let cap_bytes = if e > 0 { slot - MIN_FRAME_BYTES } else { self.cfg.max_filler - slot };
+        let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(cap_bytes)) as i128;
+        let m = if e.abs() <= tol || cap == 0 { 0 } else { ((e.abs() - tol) + cap - 1) / cap };
+        let until = b + (m as u64).min(self.ring.len());
+        let spacers = until > self.spacer_until.max(b);
+        self.spacer_until = until;
+        if e.abs() > tol {
+            self.start_acquiring();
+        }
+        if moved || spacers {
+            self.follow_mapping(cause);
+        }
+    }
+
+    /// One byte time, rounded up to whole ns: the alignment the discipline keeps.
+    pub(super) fn tolerance(&self) -> i128 {
+        self.cfg.geometry.rate().byte_time().ceil_mul(1) as i128
+    }
+
+    /// Choose the schedule slot the next slot to post carries: of the two schedule slots around its EPHC time,
+    /// the one the wire reaches soonest — late by `a` it must shrink slots (at most `slot − 64` bytes each), early
+    /// by `b` it must lengthen them (at most `max_filler − slot`). With `rewind` (after a clock step) the wire may
+    /// carry schedule slots again that slots posted under the wrong clock carried: their times were not what the
+    /// clock said. Otherwise a schedule slot is carried at most once (an earlier one makes the slot a spacer).
+    /// Returns whether the mapping changed.
+    fn realign(&mut self, rewind: bool) -> bool {
+        let b = self.ring.posted();
+        let t = self.ephc.time_of(self.position(b));
+        let byte = self.cfg.geometry.rate().byte_time();
+        let slot = self.cfg.geometry.slot_bytes();
+        let shrink = i128::from(slot - MIN_FRAME_BYTES);
+        let grow = i128::from(self.cfg.max_filler - slot);
+        let j = match self.schedule.slot_of(t) {
+            None => 0,
+            Some(jf) => {
+                // Errors in bytes (what the lengths move), rounded down: a residual below a byte is none.
+                let to_bytes = |ns: i128| (ns * i128::from(byte.den())).div_euclid(i128::from(byte.num()));
+                let late = to_bytes(i128::from(t.0) - i128::from(self.schedule.time_of(jf).0));
+                let early = to_bytes(i128::from(self.schedule.time_of(jf + 1).0) - i128::from(t.0));
+                // late/shrink ≤ early/grow, without dividing (a zero capacity makes that direction endless).
+                if late * grow <= early * shrink {
+                    jf
+                } else {
+                    jf + 1
+                }
+            }
+        };
+        if rewind {
+            self.j_end = self.j_end.min(j);
+        }
+        let shift = sat_i64(i128::from(j) - i128::from(b));
+        let shift0 = *self.shift0.get_or_insert(shift);
+        self.counters.grid_shift_slots = shift.saturating_sub(shift0);
+        if shift == self.shift {
+            return false;
+        }
+        self.shift = shift;
+        self.phase = u64::try_from(i128::from(shift).rem_euclid(i128::from(self.ring.len()))).unwrap_or(0);
+        true
+    }
+
+    /// Phase 4, post: advance the producer to `min(target, consumed + N)`, choosing each slot's length as it is
+    /// posted (see the module doc). Returns the slots to hand to the NIC.
+    pub(super) fn post_to(&mut self, target: u64) -> Range<u64> {
+        let start = self.ring.posted();
+        let end = target.min(self.ring.consumed() + self.ring.len());
+        let half = self.half_slot();
+        let tol = self.tolerance();
+        while self.ring.posted() < end {
+            let k = self.ring.posted();
+            let p = self.position(k);
+            let j = self.schedule_slot_of(k);
+            let t = self.ephc.time_of(p);
+            if j >= self.j_end {
+                let e = i128::from(t.0) - i128::from(self.schedule.time_of(j).0);
+                if self.acquiring && (-tol..=tol).contains(&e) {
+                    self.acquiring = false;
+                    self.align.acquired(k - self.acquire_since.min(k));
+                }
+                if self.acquiring {
+                    self.align.acquiring_slots += 1;
+                } else {
+                    self.align.record(sat_i64(e));
+                }
+                self.j_end = j + 1;
+                self.carried.push_back(Some(j));
+            } else {
+                self.align.spacers += 1;
+                self.carried.push_back(None);
+            }
+            // The length that makes the next slot start on the first byte at or after its schedule time.
+            let next = self.schedule.time_of(j + 1);
+            let q = self.ephc.slot_at_or_after(next).unwrap_or(p);
+            let want = i128::from(q) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
+            let (lo, hi) = self.ring.len_range(k);
+            let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
+            self.ring.set_len(k, len);
+            let _ = self.ring.post_to(k + 1);
+            self.pos.push_back(p + u64::from(len + WIRE_OVERHEAD_BYTES));
+            // The next slot would start more than half a slot off (the lengths could not keep up: 64-byte slots,
+            // real frames back to back): re-choose the mapping, at a slot no frame waits in unless it is a whole
+            // slot off already (the error grows by a fraction of a byte per slot, so a free one comes soon).
+            let e = self.next_error().abs();
+            if e > half && (self.ring.is_free(self.ring.posted()) || e > 2 * half) {
+                self.remap(false, Reason::ClockStep);
+            }
+        }
+        start..self.ring.posted()
+    }
+
+    /// Apply a synchronisation adjustment (a PTP servo's step or frequency change) to the EPHC, from the first
+    /// slot not yet posted on; no count ever changes, and the schedule stays where it is on network time.
+    ///
+    /// Slots already posted to the NIC keep the clock they were posted under (their frames' outcomes report
+    /// that time: the NIC has them, nothing can move them). From the next slot on, the discipline sizes slots by
+    /// the adjusted clock: a rate change or a small step is absorbed by the lengths within a slot or two; a step
+    /// that leaves the next slot more than half a slot off moves the mapping of wire slots to schedule slots,
+    /// and real-time frames in the insertion window move with it to the slot that now carries their schedule
+    /// slot — or are rejected with [`Reason::ClockStep`] if that slot is gone, taken or beyond the window.
+    /// Before the first poll the link is not up yet and the first poll re-anchors the clock.
+    pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<ClockAdjusted, EphcError> {
+        let from = self.ring.posted();
+        let p = self.position(from);
+        // Validate on a copy first, so a refused adjustment changes nothing.
+        let mut ephc = self.ephc.clone();
+        ephc.apply(adj, p)?;
+        self.split_clock(p);
+        self.ephc = ephc;
+        let before = self.counters.rejected[Reason::ClockStep.index()];
+        if let ClockAdjust::Step(by) = adj {
+            if by != Nanos::ZERO && self.started {
+                self.start_acquiring();
+            }
+        }
+        if self.started && self.next_error().abs() > self.tolerance() {
+            self.remap(matches!(adj, ClockAdjust::Step(_)), Reason::ClockStep);
+        }
+        Ok(ClockAdjusted { from_slot: from, rejected: self.counters.rejected[Reason::ClockStep.index()] - before })
+    }
+}

@@ -1,0 +1,162 @@
+//! Placement: real-time frames into the slot that carries their schedule slot (or, relaxed, the next one their
+//! class owns), best effort into free unowned slots, and re-placement when the mapping of wire slots to
+//! schedule slots changes.
+
+use alloc::vec::Vec;
+
+use super::{Displaced, Station};
+use crate::insert::{decide, Decision, Policy};
+use crate::isolation::ClassId;
+use crate::outcome::{Frame, FrameId, Reason};
+use crate::ring::{Placed, SlotKind};
+use crate::time::Tai;
+
+impl<B: AsRef<[u8]>> Station<B> {
+    /// Place a real-time frame now, queue it, or reject it.
+    pub(super) fn insert(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
+        let d = decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, frame.class, target, from);
+        match d {
+            Decision::Place(k) => {
+                let placed =
+                    Placed { id: frame.id, class: frame.class, txtime: frame.txtime, ring_slot: self.ring_slot(k) };
+                self.ring.place(k, placed, frame.data.as_ref());
+                Ok(())
+            }
+            Decision::Wait(k) if k == target => {
+                self.queued[usize::from(frame.class.0)] += 1;
+                self.rt.push(frame);
+                Ok(())
+            }
+            Decision::Wait(k) => {
+                self.queued[usize::from(frame.class.0)] += 1;
+                self.displaced.push_back(Displaced { frame, target, from: k });
+                Ok(())
+            }
+            Decision::Reject(why) => {
+                self.reject(frame.id, frame.class, why);
+                Err(why)
+            }
+        }
+    }
+
+    /// The ownership map's ring slot for unposted slot `k` under the current phase.
+    pub(super) fn ring_slot(&self, k: u64) -> u32 {
+        ((k + self.phase) % self.ring.len()) as u32
+    }
+
+    /// The mapping of wire slots to schedule slots changed: put every real-time frame waiting in the window back
+    /// into the slot its txtime now maps to (or reject it with `why` if that slot is gone, taken or not its
+    /// class's), and let relaxed frames displaced beyond the window search again from their new slot. Frames in
+    /// the window are not yet posted, so moving them is free; without this, a frame would leave at another time
+    /// than its schedule slot's.
+    pub(super) fn follow_mapping(&mut self, why: Reason) {
+        let window = self.ring.window();
+        let mut moved: Vec<(Option<Tai>, FrameId, ClassId, Vec<u8>)> = Vec::new();
+        for k in window {
+            if let SlotKind::Real { id, class, txtime, ring_slot, .. } = self.ring.kind(k) {
+                let same_ring_slot = ring_slot == self.ring_slot(k) && k >= self.first_placeable();
+                let keep = match txtime {
+                    Some(t) => same_ring_slot && self.target_of(t) == Ok(k) && self.cfg.policy == Policy::Strict,
+                    None => same_ring_slot,
+                };
+                if !keep {
+                    moved.push((txtime, id, class, self.ring.frame_data(k).unwrap_or_default().to_vec()));
+                    let _ = self.ring.take(k);
+                }
+            }
+        }
+        moved.sort_by_key(|m| (m.0.is_none(), m.0, m.1));
+        for (txtime, id, class, bytes) in moved {
+            let k = match txtime {
+                Some(t) => match self.target_of(t) {
+                    Ok(target) => {
+                        let (own, phase, policy) = (&self.cfg.ownership, self.phase, self.cfg.policy);
+                        match decide(&self.ring, own, phase, policy, class, target, target) {
+                            Decision::Place(k) => Some(k),
+                            Decision::Wait(_) | Decision::Reject(_) => None,
+                        }
+                    }
+                    Err(_) => None,
+                },
+                None => self.free_unowned(self.ring.window().start),
+            };
+            match k {
+                Some(k) => {
+                    let placed = Placed { id, class, txtime, ring_slot: self.ring_slot(k) };
+                    self.ring.place(k, placed, &bytes);
+                }
+                None => self.reject(id, class, why),
+            }
+        }
+        // Relaxed frames waiting beyond the window searched from a slot of the old mapping: search again.
+        let displaced: Vec<Displaced<B>> = self.displaced.drain(..).collect();
+        for d in displaced {
+            self.dequeued(d.frame.class);
+            match d.frame.txtime.map(|t| self.target_of(t)) {
+                Some(Ok(k)) => {
+                    let _ = self.insert(d.frame, k, k);
+                }
+                _ => self.reject(d.frame.id, d.frame.class, why),
+            }
+        }
+    }
+
+    /// The first free unowned slot of the window at or after `k` that carries a schedule slot.
+    pub(super) fn free_unowned(&self, k: u64) -> Option<u64> {
+        let own = &self.cfg.ownership;
+        let end = self.ring.window().end;
+        let mut k = k.max(self.first_placeable());
+        loop {
+            let next = own.next_in(own.unowned(), k + self.phase)? - self.phase;
+            if next >= end {
+                return None;
+            }
+            if self.ring.is_free(next) {
+                return Some(next);
+            }
+            k = next + 1;
+        }
+    }
+
+    /// Move frames whose slot entered the window into the ring.
+    pub(super) fn place_waiting(&mut self) {
+        let end = self.ring.window().end;
+        for _ in 0..self.displaced.len() {
+            let Some(d) = self.displaced.pop_front() else { break };
+            if d.from >= end {
+                self.displaced.push_back(d);
+                continue;
+            }
+            self.dequeued(d.frame.class);
+            let _ = self.insert(d.frame, d.target, d.from);
+        }
+        while let Some(t) = self.rt.peek_txtime() {
+            let target = self.target_of(t);
+            if target.is_ok_and(|k| k >= end) {
+                break;
+            }
+            let Some(frame) = self.rt.pop() else { break };
+            self.dequeued(frame.class);
+            match target {
+                Ok(k) => {
+                    let _ = self.insert(frame, k, k);
+                }
+                Err(why) => self.reject(frame.id, frame.class, why),
+            }
+        }
+    }
+
+    /// Fill free unowned slots of the window with best-effort frames, in order.
+    pub(super) fn place_best_effort(&mut self) {
+        let mut k = self.ring.window().start;
+        while !self.be.is_empty() {
+            let Some(next) = self.free_unowned(k) else { return };
+            if let Some(f) = self.be.pop() {
+                self.dequeued(f.class);
+                let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot: self.ring_slot(next) };
+                self.ring.place(next, placed, f.data.as_ref());
+            }
+            k = next + 1;
+        }
+    }
+}
