@@ -241,7 +241,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
                 let want = schedule.slot_of(t).unwrap();
                 let j = st.carried(k);
                 prop_assert!(j.is_some(), "frame {:?} in a spacer", id);
-                let j = j.unwrap();
+                let j = j.unwrap().slot;
                 let (time, start) = (st.slot_time(k), schedule.time_of(j));
                 prop_assert!((time.0 - start.0).abs() <= 8, "{:?}: slot {} at {:?}, schedule {:?}", id, k, time, start);
                 if c.strict {

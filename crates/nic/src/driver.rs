@@ -213,7 +213,9 @@ impl<N: Nic> Driver<N> {
             let start = self.wire_time(&w);
             w.start.get_or_insert(start);
             w.ephc = Some(start);
-            w.grid = self.station.carried(w.nic_slot).map(|j| self.station.schedule().time_of(j));
+            let carried = self.station.carried(w.nic_slot);
+            w.grid = carried.map(|c| self.station.schedule().time_of(c.slot));
+            w.locked = carried.is_some_and(|c| c.locked);
             w.released_ephc = w.released.map(|t| self.station.ephc_at(t));
             sink(Event::Wire(w));
         }
@@ -396,6 +398,7 @@ mod tests {
                         released_ephc: None,
                         ephc: None,
                         grid: None,
+                        locked: false,
                     });
                 }
                 self.consumed = c;

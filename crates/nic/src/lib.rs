@@ -95,6 +95,8 @@ pub struct WireEvent {
     /// The schedule time of the schedule slot the slot carried (filled in by the driver; `None` for a spacer or
     /// a slot the station no longer tracks): `ephc − grid` is how far the wire was off its schedule.
     pub grid: Option<Tai>,
+    /// The grid was locked when the slot was posted (not being acquired after link-up, a step or a restart).
+    pub locked: bool,
 }
 
 /// Backend failures.

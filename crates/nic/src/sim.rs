@@ -367,6 +367,7 @@ impl Nic for SimNic {
                     released_ephc: None,
                     ephc: None,
                     grid: None,
+                    locked: false,
                 });
             }
         }

@@ -25,6 +25,8 @@ pub struct Alignment {
     pub acquire_max_slots: u64,
     /// Spacers posted (fillers that carried no schedule slot: the wire waited for the schedule).
     pub spacers: u64,
+    /// Schedule slots skipped (a filler spanned two: the wire was late and its slots could not shrink).
+    pub skips: u64,
     hist: Vec<u64>,
 }
 
@@ -38,6 +40,7 @@ impl Default for Alignment {
             acquisitions: 0,
             acquire_max_slots: 0,
             spacers: 0,
+            skips: 0,
             hist: vec![0; Self::RANGE as usize + 1],
         }
     }
@@ -106,8 +109,8 @@ impl Alignment {
         }
         let _ = write!(
             s,
-            "; {} acquisitions, longest {} slots; {} spacers",
-            self.acquisitions, self.acquire_max_slots, self.spacers
+            "; {} acquisitions, longest {} slots; {} spacers, {} skips",
+            self.acquisitions, self.acquire_max_slots, self.spacers, self.skips
         );
         s
     }

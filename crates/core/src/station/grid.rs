@@ -28,6 +28,17 @@ use crate::time::{Nanos, SlotPeriod, Tai, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
 
 use super::ClockAdjusted;
 
+/// The schedule slot a posted wire slot carried ([`Station::carried`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Carried {
+    /// Schedule slot (starts at `schedule().time_of(slot)`).
+    pub slot: u64,
+    /// The grid was locked when the slot was posted (not being acquired after link-up, a step or a restart) and
+    /// the slot starts within a byte of its schedule time on the EPHC. (A locked grid may still leave a slot a
+    /// little further off where lengths cannot follow: after a real frame that cannot pad any further.)
+    pub locked: bool,
+}
+
 /// The schedule of a configuration: schedule slot `j` at `S(j)`, anchored a whole number of ring cycles before
 /// `base_time` — far enough back (about 2⁶² ns before the TAI epoch) that every time the clock can reach maps to
 /// a slot — so that every cycle start `base_time + n·N·δ`, `n` of either sign, is a schedule slot `j ≡ 0 (mod
@@ -100,8 +111,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         u64::try_from(k).unwrap_or(0).max(self.ring.posted()).max(self.spacer_until)
     }
 
-    /// The schedule slot posted slot `k` carried, if it carried one and is still tracked (about four rings back).
-    pub fn carried(&self, k: u64) -> Option<u64> {
+    /// The schedule slot posted slot `k` carried, if it carried one and is still tracked (about four rings back),
+    /// and whether the grid was locked when it was posted (not being acquired after link-up, a step or a restart).
+    pub fn carried(&self, k: u64) -> Option<Carried> {
         let i = usize::try_from(k.checked_sub(self.pos_base)?).ok()?;
         self.carried.get(i).copied().flatten()
     }
@@ -148,8 +160,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// what time that byte has. Equal to `host` until synchronisation moves the EPHC. Saturates at the ends of
     /// the i64 range (untrusted times never wrap).
     pub fn ephc_at(&self, host: Tai) -> Tai {
-        let p = self.host.slot_of(host).unwrap_or(0);
-        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
+        let (p, into) = self.host_position(host);
         let c = self.clock_of(p);
         Tai(sat_i64(i128::from(c.time_of(p).0) + c.scaled(p, into)))
     }
@@ -158,9 +169,17 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
     /// while an adjustment has not yet reached the wire (at most `batch` slots).
     pub fn clock_at(&self, host: Tai) -> Tai {
-        let p = self.host.slot_of(host).unwrap_or(0);
-        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
+        let (p, into) = self.host_position(host);
         Tai(sat_i64(i128::from(self.ephc.time_of(p).0) + self.ephc.scaled(p, into)))
+    }
+
+    /// The byte position the wire is at (or restarts at) at host time `host`, and how far past its start `host`
+    /// is (negative before a restart): within a gap the wire is idle, and host times there are read back from
+    /// the restart, on the clock that governs it.
+    fn host_position(&self, host: Tai) -> (u64, i128) {
+        let p = self.host.slot_of(host).unwrap_or(0);
+        let p = if p < self.host_anchor && host <= self.host.time_of(self.host_anchor) { self.host_anchor } else { p };
+        (p, i128::from(host.0) - i128::from(self.host.time_of(p).0))
     }
 
     /// When slot `k` starts (started) by the host clock: the wire as the host sees it, which synchronisation
@@ -184,27 +203,30 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Start a new clock piece at byte `from`, keeping the current one for earlier slots still in flight.
     fn split_clock(&mut self, from: u64) {
-        if from > self.clock_from && from > self.position(self.ring.consumed()) {
+        // Slots before `from` may be consumed (fetched) yet still on their way to the wire: they keep their piece.
+        if from > self.clock_from {
             self.history.push_back((self.clock_from, self.ephc.clone()));
             self.clock_from = from;
         }
     }
 
-    /// Forget clock pieces, positions and slews wholly before consumed slot `c`.
+    /// Forget positions more than about four rings before consumed slot `c`, and the clock pieces and slews that
+    /// govern only those (slots consumed — fetched — may still be on their way to the wire, and their times are
+    /// asked for when they get there).
     pub(super) fn forget_before(&mut self, c: u64) {
-        let p = self.position(c);
+        let keep_from = c.saturating_sub(4 * self.ring.len());
+        while self.pos_base < keep_from && self.pos.len() > 1 {
+            self.pos.pop_front();
+            self.carried.pop_front();
+            self.pos_base += 1;
+        }
+        let p = self.pos[0];
         self.ephc.advance(p);
         while self.history.len() > 1 && self.history[1].0 <= p {
             self.history.pop_front();
         }
         if self.clock_from <= p {
             self.history.clear();
-        }
-        let keep_from = c.saturating_sub(4 * self.ring.len());
-        while self.pos_base < keep_from && self.pos.len() > 1 {
-            self.pos.pop_front();
-            self.carried.pop_front();
-            self.pos_base += 1;
         }
     }
 
@@ -217,6 +239,14 @@ impl<B: AsRef<[u8]>> Station<B> {
         let p = self.position(at);
         let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(p).0));
         self.host.set_time(restart, p);
+        self.host_anchor = self.host_anchor.max(p);
+        if moved != 0 {
+            // Slots posted from `at` on were sized by a clock that had the wire elsewhere: not locked after all.
+            let from = at.saturating_sub(self.pos_base) as usize;
+            for c in self.carried.iter_mut().skip(from).flatten() {
+                c.locked = false;
+            }
+        }
         if p >= self.clock_from {
             self.split_clock(p);
         } else {
@@ -357,29 +387,59 @@ impl<B: AsRef<[u8]>> Station<B> {
                     self.align.record(sat_i64(e));
                 }
                 self.j_end = j + 1;
-                self.carried.push_back(Some(j));
+                let locked = !self.acquiring && (-tol..=tol).contains(&e);
+                self.carried.push_back(Some(Carried { slot: j, locked }));
             } else {
                 self.align.spacers += 1;
                 self.carried.push_back(None);
             }
             // The length that makes the next slot start on the first byte at or after its schedule time.
-            let next = self.schedule.time_of(j + 1);
-            let q = self.ephc.slot_at_or_after(next).unwrap_or(p);
-            let want = i128::from(q) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
-            let (lo, hi) = self.ring.len_range(k);
-            let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
+            let (mut len, mut e_next) = self.length_for(k, p, j + 1);
+            // Late beyond a byte although the slot is as short as it can be (64-byte slots, or real frames back to
+            // back): let this filler span the next schedule slot too — the next slot carries `j + 2` — if no frame
+            // waits for `j + 1` (preferably a slot no class owns; any free one once half a slot late).
+            let next_free = k + 1 < self.ring.window().end && self.ring.is_free(k + 1);
+            let unowned = self.cfg.ownership.owner_of(self.schedule_slot_of(k + 1)).is_none();
+            let mut skip = false;
+            if e_next > tol && next_free && (unowned || e_next > half) {
+                let (len2, e2) = self.length_for(k, p, j + 2);
+                if e2.abs() < e_next {
+                    (len, e_next, skip) = (len2, e2, true);
+                }
+            }
+            let _ = e_next;
             self.ring.set_len(k, len);
             let _ = self.ring.post_to(k + 1);
             self.pos.push_back(p + u64::from(len + WIRE_OVERHEAD_BYTES));
-            // The next slot would start more than half a slot off (the lengths could not keep up: 64-byte slots,
-            // real frames back to back): re-choose the mapping, at a slot no frame waits in unless it is a whole
-            // slot off already (the error grows by a fraction of a byte per slot, so a free one comes soon).
-            let e = self.next_error().abs();
-            if e > half && (self.ring.is_free(self.ring.posted()) || e > 2 * half) {
+            if skip {
+                self.j_end = self.j_end.max(j + 2);
+                self.shift += 1;
+                self.phase = (self.phase + 1) % self.ring.len();
+                self.align.skips += 1;
+                if let Some(s0) = self.shift0 {
+                    self.counters.grid_shift_slots = self.shift.saturating_sub(s0);
+                }
+                self.follow_mapping(Reason::ClockStep);
+            }
+            // A whole slot off (a step or restart the lengths could not absorb): re-choose the mapping.
+            if self.next_error().abs() > 2 * half {
                 self.remap(false, Reason::ClockStep);
             }
         }
         start..self.ring.posted()
+    }
+
+    /// The length for slot `k` (starting at byte `p`) that makes the next slot start on the first byte at or after
+    /// the start of schedule slot `j`, within the slot's bounds, and how far off (ns, positive: late) the next slot
+    /// then starts.
+    fn length_for(&self, k: u64, p: u64, j: u64) -> (u32, i128) {
+        let target = self.schedule.time_of(j);
+        let q = self.ephc.slot_at_or_after(target).unwrap_or(p);
+        let want = i128::from(q) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
+        let (lo, hi) = self.ring.len_range(k);
+        let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
+        let t = self.ephc.time_of(p + u64::from(len + WIRE_OVERHEAD_BYTES));
+        (len, i128::from(t.0) - i128::from(target.0))
     }
 
     /// Apply a synchronisation adjustment (a PTP servo's step or frequency change) to the EPHC, from the first

@@ -57,6 +57,7 @@ use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
 
 pub use alignment::Alignment;
+pub use grid::Carried;
 
 /// A txtime further than this in the past is `late` without looking for its slot (a day: any slot that old is long
 /// gone, and the slot arithmetic never sees times the clock cannot represent).
@@ -206,10 +207,13 @@ pub struct Station<B> {
     /// time. Re-anchored with the EPHC at link-up, underruns and reported gaps, but never adjusted by
     /// synchronisation; it converts host times (`now`, restart estimates) into EPHC time ([`Station::ephc_at`]).
     host: Ephc,
+    /// Where the host's view was last re-anchored (a restart): host times before it, in the gap, are read from
+    /// there.
+    host_anchor: u64,
     /// Start position of wire slots `pos_base..=posted` (the last is where the next slot to post starts), and the
     /// schedule slot each posted one carried (`None`: a spacer).
     pos: VecDeque<u64>,
-    carried: VecDeque<Option<u64>>,
+    carried: VecDeque<Option<Carried>>,
     pos_base: u64,
     /// The schedule on network time: schedule slot `j` starts at `schedule.time_of(j)`. Never adjusted.
     schedule: Ephc,
@@ -268,6 +272,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             clock_from: 0,
             history: VecDeque::new(),
             host: Ephc::new(byte, 0, t0),
+            host_anchor: 0,
             pos: VecDeque::from([0]),
             carried: VecDeque::new(),
             pos_base: 0,

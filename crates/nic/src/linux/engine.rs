@@ -433,6 +433,7 @@ impl<P: TxPath> Nic for LinuxNic<P> {
                     released_ephc,
                     ephc: None,
                     grid: None,
+                    locked: false,
                 });
             }
         }

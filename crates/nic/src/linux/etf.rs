@@ -410,6 +410,7 @@ impl Nic for EtfNic {
                             released_ephc: None,
                             ephc: None,
                             grid: None,
+                            locked: false,
                         }),
                     }
                 }
