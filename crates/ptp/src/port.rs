@@ -305,7 +305,8 @@ impl PtpPort {
         let own = &station.config().ownership;
         let n = station.ring().len();
         let phase = station.phase();
-        let soon = station.slot_time(station.ring().consumed()) + self.cfg.lead;
+        // On the current clock (slots in flight keep the clock they were posted under, which a step has left).
+        let soon = station.ephc().time_of(station.wire_position(station.ring().consumed())) + self.cfg.lead;
         let Some(mut k) = station.slot_of(soon) else {
             self.errors.push(PortError::NoSlot);
             return None;

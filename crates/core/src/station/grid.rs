@@ -301,10 +301,11 @@ impl<B: AsRef<[u8]>> Station<B> {
         let b = self.ring.posted();
         let e = self.next_error();
         let tol = self.tolerance();
+        // Slots that would start early (before their schedule time, so before their frames' txtimes) while the
+        // lengths catch up carry no frames; late ones do (their outcomes say how late).
         let slot = self.cfg.geometry.slot_bytes();
-        let cap_bytes = if e > 0 { slot - MIN_FRAME_BYTES } else { self.cfg.max_filler - slot };
-        let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(cap_bytes)) as i128;
-        let m = if e.abs() <= tol || cap == 0 { 0 } else { ((e.abs() - tol) + cap - 1) / cap };
+        let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(self.cfg.max_filler - slot)) as i128;
+        let m = if e >= -tol || cap == 0 { 0 } else { ((-e - tol) + cap - 1) / cap };
         let until = b + (m as u64).min(self.ring.len());
         let spacers = until > self.spacer_until.max(b);
         self.spacer_until = until;
@@ -341,8 +342,12 @@ impl<B: AsRef<[u8]>> Station<B> {
                 let to_bytes = |ns: i128| (ns * i128::from(byte.den())).div_euclid(i128::from(byte.num()));
                 let late = to_bytes(i128::from(t.0) - i128::from(self.schedule.time_of(jf).0));
                 let early = to_bytes(i128::from(self.schedule.time_of(jf + 1).0) - i128::from(t.0));
-                // late/shrink ≤ early/grow, without dividing (a zero capacity makes that direction endless).
-                if late * grow <= early * shrink {
+                // Late is preferred (a frame may leave late while the lengths catch up, and its outcome says by
+                // how much; early, it would leave before its time): late unless the slots cannot shrink, or
+                // catching up late takes more than four slots and early is faster (late/shrink > early/grow,
+                // without dividing; a zero capacity makes that direction endless).
+                let late_is_quick = shrink > 0 && late <= 4 * shrink;
+                if late_is_quick || late * grow <= early * shrink {
                     jf
                 } else {
                     jf + 1
@@ -407,6 +412,9 @@ impl<B: AsRef<[u8]>> Station<B> {
                     (len, e_next, skip) = (len2, e2, true);
                 }
             }
+            if !self.discipline {
+                (len, skip) = (self.cfg.geometry.slot_bytes(), false);
+            }
             let _ = e_next;
             self.ring.set_len(k, len);
             let _ = self.ring.post_to(k + 1);
@@ -427,6 +435,14 @@ impl<B: AsRef<[u8]>> Station<B> {
             }
         }
         start..self.ring.posted()
+    }
+
+    /// Keep every slot at the nominal size (`false`) instead of sizing them to the schedule: the wire then runs at
+    /// the oscillator's rate, and the mapping of wire slots to schedule slots is re-chosen whenever it drifts a
+    /// whole slot (class windows move by up to a slot against network time). For harnesses that count a peer's
+    /// slots at the nominal period (the dual clock's RX slot clock); default `true`.
+    pub fn set_discipline(&mut self, on: bool) {
+        self.discipline = on;
     }
 
     /// The length for slot `k` (starting at byte `p`) that makes the next slot start on the first byte at or after

@@ -235,6 +235,8 @@ pub struct Station<B> {
     /// Why the mapping last changed (the reason frames that cannot follow it are rejected with).
     realign_cause: Reason,
     align: Alignment,
+    /// Size slots to the schedule ([`Station::set_discipline`]).
+    discipline: bool,
     ring: Ring,
     rt: RtQueue<B>,
     displaced: VecDeque<Displaced<B>>,
@@ -286,6 +288,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             acquire_since: 0,
             realign_cause: Reason::Underrun,
             align: Alignment::default(),
+            discipline: true,
             ring: Ring::with_max_filler(ring_len, slot_bytes, cfg.max_filler),
             rt: RtQueue::default(),
             displaced: VecDeque::new(),
