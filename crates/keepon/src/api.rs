@@ -11,13 +11,15 @@
 //! request  Submit   : ver=1 | kind=2 | flags (bit 0: has txtime) | class_len u8 | tag u64 | txtime i64 |
 //!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
 //! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
-//!                     now i64 | cycle_start i64 | class names (u8 len + UTF-8 each, to the end)
+//!                     now i64 | cycle_start i64 | base_time i64 | cycle_num u64 | cycle_den u64 |
+//!                     classes, to the end: name_len u8 | name (UTF-8) | windows u16 |
+//!                                          windows × (offset_ns u64 | length_ns u64)
 //! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected, 2 sent off schedule) | reason u8 | tag u64 | slot u64 |
 //!                     time i64 | ring_slot u32
 //! response Error    : ver=1 | kind=0x83 | UTF-8 text        (malformed request; the connection stays open)
 //! response Time     : ver=1 | kind=0x84 | sync u8 | port u8 | servo u8 | flags u8 (bit 0: offset valid,
-//!                     bit 1: path delay valid) | ephc_now i64 | host_now i64 | offset i64 | freq_ppt i64 |
-//!                     path_delay i64
+//!                     bit 1: path delay valid, bit 2: alignment valid) | ephc_now i64 | host_now i64 |
+//!                     offset i64 | freq_ppt i64 | path_delay i64 | align_p50 i64 | align_p99 i64 | align_max i64
 //! response Released : ver=1 | kind=0x85 | flags u8 (bit 0: time valid, bit 1: kernel TX stamp) | 0 | tag u64 |
 //!                     released i64
 //! response Subscribed: ver=1 | kind=0x86 | flags u8 (as the daemon now does them)
@@ -40,8 +42,17 @@
 //! 0 unlocked, 1 stepping, 2 locked. `offset` is the servo's last estimate of EPHC − master (ns), `freq_ppt`
 //! the frequency adjustment it applies (parts per trillion), `path_delay` its mean path delay estimate (ns).
 //!
-//! All integers are little-endian. `Info.cycle_start` is the TAI time of a slot whose ring slot is 0, so a
-//! client can align its schedule with the ring. Messages are parsed from untrusted bytes with checked
+//! **The schedule on network time.** `Info` gives the schedule the way an 802.1Qbv gate control list does:
+//! cycle `n` starts at `base_time + n·cycle` (TAI ns; `cycle = cycle_num/cycle_den` ns exactly, `ring` slots
+//! of δ), and each class's windows are offsets in the cycle: a txtime `base_time + n·cycle + offset + x`,
+//! `0 ≤ x < length`, is in the class's window (offsets and lengths are whole ns, rounded up from the exact slot
+//! boundaries `i·δ`). A client computes its txtimes once from these and never needs to re-read anything: the
+//! schedule does not move, whatever the NIC's oscillator, synchronisation or underruns do. `cycle_start` is one
+//! cycle start at least a ring of slots ahead (a convenience). `Time` adds how far the wire kept to the schedule:
+//! the magnitude of wire slot start − schedule time on the EPHC (ns): median, 99th percentile and maximum of the
+//! slots posted while the grid was locked.
+//!
+//! All integers are little-endian. Messages are parsed from untrusted bytes with checked
 //! lengths; a length prefix beyond [`MAX_MESSAGE`] ends the connection (the stream cannot be resynchronised).
 
 use std::io::{self, Read, Write};
@@ -69,7 +80,9 @@ const RELEASED_LEN: usize = 4 + 8 + 8;
 
 /// How long the daemon waits for a sent frame's release report before it says it has none.
 pub const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-const TIME_REPLY_LEN: usize = 6 + 5 * 8;
+const TIME_REPLY_LEN: usize = 6 + 8 * 8;
+/// Fixed part of an `Info` reply before the classes.
+const INFO_FIXED: usize = 2 + 8 + 4 * 3 + 8 * 5;
 const SUBMIT_HEADER: usize = 4 + 8 + 8;
 
 /// A request from a client.
@@ -112,8 +125,38 @@ pub struct Info {
     pub now: i64,
     /// A slot start whose ring slot is 0.
     pub cycle_start: i64,
+    /// A cycle starts at this TAI time (and every `cycle` before and after).
+    pub base_time: i64,
+    /// The cycle time, `cycle.0 / cycle.1` ns exactly.
+    pub cycle: (u64, u64),
     /// Class names, by index.
     pub classes: Vec<String>,
+    /// Each class's windows in the cycle, (offset, length) in ns (empty for best effort), by class index.
+    pub windows: Vec<Vec<(u64, u64)>>,
+}
+
+/// A class's windows in the cycle: runs of consecutive ring slots it owns, as (offset, length) in whole ns —
+/// `⌈i·δ⌉` to `⌈(i + m)·δ⌉` — with `δ = num/den` ns.
+pub fn windows(slots: &[u32], num: u64, den: u64) -> Vec<(u64, u64)> {
+    let at = |i: u64| (u128::from(i) * u128::from(num)).div_ceil(u128::from(den)) as u64;
+    let mut sorted = slots.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut run: Option<(u32, u32)> = None;
+    for s in sorted {
+        run = match run {
+            Some((a, b)) if b + 1 == s => Some((a, s)),
+            Some((a, b)) => {
+                out.push((at(u64::from(a)), at(u64::from(b) + 1) - at(u64::from(a))));
+                Some((s, s))
+            }
+            None => Some((s, s)),
+        };
+    }
+    if let Some((a, b)) = run {
+        out.push((at(u64::from(a)), at(u64::from(b) + 1) - at(u64::from(a))));
+    }
+    out
 }
 
 /// Whether the EPHC is network time.
@@ -168,6 +211,8 @@ pub struct TimeInfo {
     pub freq_ppt: i64,
     /// The servo's mean path delay estimate (ns).
     pub path_delay: Option<i64>,
+    /// |wire slot start − schedule time| on the EPHC of the slots posted while locked: (median, p99, max) ns.
+    pub alignment: Option<(i64, i64, i64)>,
 }
 
 /// A frame's result as the daemon reports it.
@@ -320,18 +365,31 @@ impl Response {
     pub fn parse(b: &[u8]) -> Result<Response, ProtocolError> {
         match check_header(b)? {
             K_INFO_REPLY => {
-                if b.len() < 2 + 8 + 4 * 3 + 16 {
+                if b.len() < INFO_FIXED {
                     return perr("info reply too short");
                 }
-                let mut classes = Vec::new();
-                let mut at = 38;
+                let (mut classes, mut windows) = (Vec::new(), Vec::new());
+                let mut at = INFO_FIXED;
+                let cut = || ProtocolError("class cut short".into());
                 while at < b.len() {
                     let n = usize::from(b[at]);
-                    let name = b.get(at + 1..at + 1 + n).ok_or_else(|| ProtocolError("class name cut short".into()))?;
+                    let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
                     let name =
                         std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
-                    classes.push(name.to_owned());
                     at += 1 + n;
+                    let count = b.get(at..at + 2).ok_or_else(cut)?;
+                    let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
+                    at += 2;
+                    if b.len() < at + 16 * count {
+                        return Err(cut());
+                    }
+                    windows.push((0..count).map(|w| (u64_at(b, at + 16 * w), u64_at(b, at + 16 * w + 8))).collect());
+                    at += 16 * count;
+                    classes.push(name.to_owned());
+                }
+                let cycle = (u64_at(b, 46), u64_at(b, 54));
+                if cycle.1 == 0 {
+                    return perr("info reply: cycle denominator 0");
                 }
                 Ok(Response::Info(Info {
                     rate_bps: u64_at(b, 2),
@@ -340,7 +398,10 @@ impl Response {
                     batch: u32_at(b, 18),
                     now: u64_at(b, 22) as i64,
                     cycle_start: u64_at(b, 30) as i64,
+                    base_time: u64_at(b, 38) as i64,
+                    cycle,
                     classes,
+                    windows,
                 }))
             }
             K_OUTCOME => {
@@ -405,7 +466,7 @@ impl Response {
                     s => return perr(format!("unknown servo state {s}")),
                 };
                 let flags = b[5];
-                if flags & !3 != 0 {
+                if flags & !7 != 0 {
                     return perr(format!("time reply flags {flags:#04x} has unknown bits"));
                 }
                 let i = |k: usize| u64_at(b, 6 + 8 * k) as i64;
@@ -418,6 +479,7 @@ impl Response {
                     offset: (flags & 1 != 0).then(|| i(2)),
                     freq_ppt: i(3),
                     path_delay: (flags & 2 != 0).then(|| i(4)),
+                    alignment: (flags & 4 != 0).then(|| (i(5), i(6), i(7))),
                 }))
             }
             k => perr(format!("unknown response kind {k:#04x}")),
@@ -435,12 +497,22 @@ impl Response {
                 b.extend_from_slice(&i.batch.to_le_bytes());
                 b.extend_from_slice(&i.now.to_le_bytes());
                 b.extend_from_slice(&i.cycle_start.to_le_bytes());
-                for c in &i.classes {
+                b.extend_from_slice(&i.base_time.to_le_bytes());
+                b.extend_from_slice(&i.cycle.0.to_le_bytes());
+                b.extend_from_slice(&i.cycle.1.to_le_bytes());
+                for (k, c) in i.classes.iter().enumerate() {
                     // At most 255 bytes, cut at a character boundary.
                     let cut = (0..=c.len().min(255)).rev().find(|&i| c.is_char_boundary(i)).unwrap_or(0);
                     let n = &c.as_bytes()[..cut];
                     b.push(n.len() as u8);
                     b.extend_from_slice(n);
+                    let w = i.windows.get(k).map_or(&[][..], Vec::as_slice);
+                    let w = &w[..w.len().min(usize::from(u16::MAX))];
+                    b.extend_from_slice(&(w.len() as u16).to_le_bytes());
+                    for (off, len) in w {
+                        b.extend_from_slice(&off.to_le_bytes());
+                        b.extend_from_slice(&len.to_le_bytes());
+                    }
                 }
                 b
             }
@@ -476,9 +548,21 @@ impl Response {
             }
             Response::Subscribed { release_times } => vec![VERSION, K_SUBSCRIBED, u8::from(*release_times)],
             Response::Time(t) => {
-                let flags = u8::from(t.offset.is_some()) | (u8::from(t.path_delay.is_some()) << 1);
+                let flags = u8::from(t.offset.is_some())
+                    | (u8::from(t.path_delay.is_some()) << 1)
+                    | (u8::from(t.alignment.is_some()) << 2);
                 let mut b = vec![VERSION, K_TIME_REPLY, t.sync as u8, t.port as u8, t.servo as u8, flags];
-                for v in [t.ephc_now, t.host_now, t.offset.unwrap_or(0), t.freq_ppt, t.path_delay.unwrap_or(0)] {
+                let (a50, a99, amax) = t.alignment.unwrap_or((0, 0, 0));
+                for v in [
+                    t.ephc_now,
+                    t.host_now,
+                    t.offset.unwrap_or(0),
+                    t.freq_ppt,
+                    t.path_delay.unwrap_or(0),
+                    a50,
+                    a99,
+                    amax,
+                ] {
                     b.extend_from_slice(&v.to_le_bytes());
                 }
                 b
@@ -695,6 +779,7 @@ mod tests {
                 offset: Some(-42),
                 freq_ppt: 50_000_000,
                 path_delay: Some(3_100),
+                alignment: None,
             }),
             Response::Time(TimeInfo {
                 sync: SyncState::FreeRunning,
@@ -705,6 +790,7 @@ mod tests {
                 offset: None,
                 freq_ppt: 0,
                 path_delay: None,
+                alignment: Some((1, 7, 9)),
             }),
             Response::Info(Info {
                 rate_bps: 1_000_000_000,
@@ -713,7 +799,10 @@ mod tests {
                 batch: 8,
                 now: 5,
                 cycle_start: 6,
+                base_time: 1_000_000_000,
+                cycle: (21_504, 10),
                 classes: vec!["a".into(), "bb".into()],
+                windows: vec![vec![(0, 10_000), (40_000, 20_000)], vec![]],
             }),
         ] {
             assert_eq!(Response::parse(&r.emit()).unwrap(), r);
@@ -726,14 +815,30 @@ mod tests {
         assert!(Request::parse(&[2, 1]).unwrap_err().0.contains("version"));
         assert!(Request::parse(&[1, 9]).unwrap_err().0.contains("unknown request kind"));
         let mut t = vec![1, 0x84, 1, 2, 2, 3];
-        t.extend_from_slice(&[0; 40]);
+        t.extend_from_slice(&[0; 64]);
         assert!(Response::parse(&t).is_ok());
-        assert!(Response::parse(&t[..45]).unwrap_err().0.contains("expected 46"));
+        assert!(Response::parse(&t[..69]).unwrap_err().0.contains("expected 70"));
         t[2] = 9;
         assert!(Response::parse(&t).unwrap_err().0.contains("sync state"));
         t[2] = 1;
-        t[5] = 4;
+        t[5] = 8;
         assert!(Response::parse(&t).unwrap_err().0.contains("flags"));
+        // An info reply whose class claims more windows than it carries.
+        let mut i = Response::Info(Info {
+            rate_bps: 1,
+            slot_bytes: 64,
+            ring: 2,
+            batch: 1,
+            now: 0,
+            cycle_start: 0,
+            base_time: 0,
+            cycle: (1, 1),
+            classes: vec!["a".into()],
+            windows: vec![vec![(0, 1)]],
+        })
+        .emit();
+        i.truncate(i.len() - 1);
+        assert!(Response::parse(&i).unwrap_err().0.contains("cut short"));
         assert!(Request::parse(&[1, 2, 0, 200, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         let mut buf = vec![0xff, 0xff, 0xff, 0x7f];
         assert!(split_messages(&mut buf).is_err());
@@ -742,6 +847,15 @@ mod tests {
         buf.extend_from_slice(&[3, 0]);
         assert_eq!(split_messages(&mut buf).unwrap(), vec![vec![1, 1]]);
         assert_eq!(buf, vec![3, 0]);
+    }
+
+    /// Windows are runs of owned ring slots, at whole ns rounded up from `i·δ`: exact for whole-ns slots, and at
+    /// 10 Gb/s with 64-byte slots (δ = 67.2 ns) the boundaries 0, 67.2, 134.4, … become 0, 68, 135, ….
+    #[test]
+    fn windows_are_runs_of_owned_slots() {
+        assert_eq!(windows(&[5, 0, 1, 2, 9], 10_000, 1), vec![(0, 30_000), (50_000, 10_000), (90_000, 10_000)]);
+        assert_eq!(windows(&[], 10_000, 1), vec![]);
+        assert_eq!(windows(&[1, 2], 336, 5), vec![(68, 67)]);
     }
 
     proptest::proptest! {

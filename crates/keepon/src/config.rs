@@ -194,6 +194,10 @@ impl<'de> Deserialize<'de> for Rate {
 pub struct LinkSection {
     /// Line rate.
     pub rate: Rate,
+    /// Longest frame the link sends (L2 bytes with FCS): fillers may be lengthened up to it to keep the wire on
+    /// the schedule (default 1518; jumbo links up to 9018).
+    #[serde(default)]
+    pub max_frame: Option<u32>,
     /// Test only: emulated phase error of a host-paced link's clock.
     #[serde(default)]
     pub emulated_offset: Option<Dur>,
@@ -368,9 +372,6 @@ pub struct SimSection {
     /// Random-walk wander of the oscillator, ppm per √s.
     #[serde(default)]
     pub wander: Option<f64>,
-    /// Longest frame the simulated NIC sends (L2 bytes with FCS; default 1518).
-    #[serde(default)]
-    pub max_frame: Option<u32>,
 }
 
 /// The file as written.
@@ -437,6 +438,8 @@ pub struct Config {
     pub start: Nanos,
     /// Network time (TAI) at which a cycle starts (`schedule.base_time`).
     pub base_time: Tai,
+    /// Longest frame the link sends (`link.max_frame`).
+    pub max_frame: u32,
     /// Backend name.
     pub backend: String,
     /// Poll period.
@@ -705,16 +708,15 @@ impl Config {
             return err(format!("sim.wander = {wander} must be within 0..=100 (ppm/√s)"));
         }
         sim.oscillator = keepon_nic::sim::Oscillator { ppm, wander };
-        if let Some(m) = s.max_frame {
-            if !(geometry.slot_bytes()..=keepon_core::time::MAX_SLOT_BYTES).contains(&m) {
-                return err(format!(
-                    "sim.max_frame = {m} must be within ring.slot_bytes ({})..={}",
-                    geometry.slot_bytes(),
-                    keepon_core::time::MAX_SLOT_BYTES
-                ));
-            }
-            sim.max_frame = m;
+        let max_frame = raw.link.max_frame.unwrap_or(keepon_core::time::MAX_STD_FRAME_BYTES.max(geometry.slot_bytes()));
+        if !(geometry.slot_bytes()..=keepon_core::time::MAX_SLOT_BYTES).contains(&max_frame) {
+            return err(format!(
+                "link.max_frame = {max_frame} must be within ring.slot_bytes ({})..={}",
+                geometry.slot_bytes(),
+                keepon_core::time::MAX_SLOT_BYTES
+            ));
         }
+        sim.max_frame = max_frame;
         let base_time = schedule_base(&raw.schedule, geometry, n)?;
         for (k, v) in [
             ("sim.poll_overhead", sim.host.poll_overhead),
@@ -787,6 +789,7 @@ impl Config {
             flows,
             start,
             base_time,
+            max_frame,
             backend,
             poll_period,
             max_advance,

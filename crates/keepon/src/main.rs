@@ -423,6 +423,7 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
         print!("{r}");
     }
     print!("{}", sm.render_schedule(cfg.tolerance.0));
+    print!("{}", out.grid.render());
     for f in &cfg.flows {
         let Some(fs) = sm.flows.get(&f.name) else { continue };
         let ia = &fs.inter_arrival;

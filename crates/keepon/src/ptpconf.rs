@@ -156,6 +156,7 @@ impl PtpConfig {
     /// own clock).
     pub fn from_config(cfg: &Config) -> Result<Option<PtpConfig>, ConfigError> {
         let Some(table) = cfg.raw.ptp.clone() else { return Ok(None) };
+        schedule_keepable(cfg)?;
         let s: PtpSection =
             table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;
         let role = match s.role.as_deref().unwrap_or("auto") {
@@ -266,6 +267,29 @@ impl PtpConfig {
             },
         }))
     }
+}
+
+/// The oscillator error a synchronised station must absorb (NIC oscillators are specified to ±100 ppm).
+pub const MAX_OSCILLATOR_PPM: u64 = 100;
+
+/// A synchronised station keeps its wire on the schedule by lengthening and shortening fillers: a fast
+/// oscillator needs room above the slot size (up to `link.max_frame`), a slow one room below it (down to 64
+/// bytes, or a skip where there is none). Refuse a configuration whose slots leave no room to lengthen by what
+/// ±100 ppm drifts per slot: its class windows would slide against network time.
+fn schedule_keepable(cfg: &Config) -> Result<(), ConfigError> {
+    let slot = u64::from(cfg.geometry.slot_bytes());
+    let need = ((slot + 20) * MAX_OSCILLATOR_PPM).div_ceil(1_000_000);
+    let room = u64::from(cfg.max_frame) - slot;
+    if room < need {
+        return Err(ConfigError(format!(
+            "ring.slot_bytes = {slot} leaves fillers no room to lengthen (link.max_frame = {} B): with [ptp] the \
+             wire must absorb the NIC oscillator's ±{MAX_OSCILLATOR_PPM} ppm ({need} B per slot), so the schedule \
+             could not be kept on network time; use slots of at most {} B or a larger link.max_frame (jumbo)",
+            cfg.max_frame,
+            u64::from(cfg.max_frame) - need
+        )));
+    }
+    Ok(())
 }
 
 impl PtpConfig {

@@ -55,6 +55,50 @@ pub struct RunOutput {
     pub timed_out: bool,
     /// A secondary output (pcap) failed during the run: the records are complete, this output is not.
     pub output_error: Option<String>,
+    /// The schedule on network time and how far the wire was off it.
+    pub grid: GridReport,
+}
+
+/// The schedule on network time (`[schedule]`) and how far the wire kept to it.
+#[derive(Debug, Clone)]
+pub struct GridReport {
+    /// Base time (TAI ns).
+    pub base_time: Tai,
+    /// Cycle time `N·δ`.
+    pub cycle: keepon_core::time::SlotPeriod,
+    /// Wire slot start − schedule time on the EPHC, as the station posted the slots.
+    pub alignment: keepon_core::station::Alignment,
+    /// Simulator only: the EPHC's own error (EPHC − true wire start) over every reported slot, ns: (min, max).
+    pub ephc_error: Option<(i64, i64)>,
+    /// Simulator only: true wire start − schedule time of slots posted locked, ns: (min, max).
+    pub true_alignment: Option<(i64, i64)>,
+}
+
+impl GridReport {
+    /// The lines of the run summary.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "grid: schedule base_time {} ns, cycle {} (cycle n at base_time + n·cycle of network time)\n  wire slot \
+             start − schedule time on the EPHC: {}\n",
+            self.base_time.0,
+            self.cycle,
+            self.alignment.summary()
+        );
+        if let (Some((emin, emax)), Some((amin, amax))) = (self.ephc_error, self.true_alignment) {
+            s.push_str(&format!(
+                "  simulated wire: EPHC error {emin}…{emax} ns; true slot start − schedule time {amin}…{amax} ns \
+                 (locked slots)\n"
+            ));
+        }
+        s
+    }
+}
+
+/// Folds (min, max) of a value.
+fn widen(range: &mut Option<(i64, i64)>, v: i64) {
+    let r = range.get_or_insert((v, v));
+    r.0 = r.0.min(v);
+    r.1 = r.1.max(v);
 }
 
 /// The station configuration of a runtime configuration.
@@ -68,7 +112,7 @@ pub fn station_config(cfg: &Config) -> StationConfig {
         max_advance: cfg.max_advance,
         post_latency: Nanos(0),
         base_time: cfg.base_time,
-        max_filler: keepon_core::time::MAX_SLOT_BYTES,
+        max_filler: cfg.max_frame,
     }
 }
 
@@ -168,6 +212,8 @@ fn drive_with<N: Nic>(
     let mut underruns = Vec::new();
     let mut pcap_err: Option<String> = None;
     let mut rec_err: Option<std::io::Error> = None;
+    let simulated = driver.nic.timing() == Timing::Simulated;
+    let (mut ephc_error, mut true_alignment) = (None, None);
     let mut emit = |r: Record, summary: &mut Summary| {
         summary.add(&r);
         if let (Some(w), None) = (writer.as_mut(), rec_err.as_ref()) {
@@ -197,6 +243,12 @@ fn drive_with<N: Nic>(
             }
         }
         Event::Wire(w) => {
+            if let (true, Some(start), Some(ephc)) = (simulated, w.start, w.ephc) {
+                widen(&mut ephc_error, ephc.0 - start.0);
+                if let (Some(grid), true) = (w.grid, w.locked) {
+                    widen(&mut true_alignment, start.0 - grid.0);
+                }
+            }
             if let (Some(p), Some(start)) = (pcap.as_mut(), w.start) {
                 let bytes = match (&w.frame, &w.bytes) {
                     (Some(_), Some(b)) => {
@@ -204,6 +256,8 @@ fn drive_with<N: Nic>(
                         padded.resize(data_len, 0);
                         padded
                     }
+                    // Fillers as long as they were sent (the station sizes them to keep the wire on schedule).
+                    (None, Some(b)) => filler_bytes(b.len()),
                     _ => filler_bytes(data_len),
                 };
                 if pcap_err.is_none() {
@@ -266,6 +320,13 @@ fn drive_with<N: Nic>(
         epoch: epoch_cell.get(),
         timed_out,
         output_error: pcap_err,
+        grid: GridReport {
+            base_time: driver.station.base_time(),
+            cycle: driver.station.cycle_time(),
+            alignment: driver.station.alignment().clone(),
+            ephc_error,
+            true_alignment,
+        },
     })
 }
 

@@ -278,6 +278,8 @@ struct Ctx<'a> {
     cfg: &'a Config,
     limits: &'a Limits,
     names: &'a [String],
+    /// Each class's windows in the cycle (for `Info`).
+    windows: &'a [Vec<(u64, u64)>],
     info: Info,
     time: TimeInfo,
     now: Tai,
@@ -320,7 +322,11 @@ fn serve_requests(
                 stats.malformed += 1;
                 c.respond(&Response::Error(e.0));
             }
-            Ok(Request::Info) => c.respond(&Response::Info(Info { classes: ctx.names.to_vec(), ..ctx.info.clone() })),
+            Ok(Request::Info) => c.respond(&Response::Info(Info {
+                classes: ctx.names.to_vec(),
+                windows: ctx.windows.to_vec(),
+                ..ctx.info.clone()
+            })),
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
             Ok(Request::Subscribe { release_times }) => {
                 // Frames already sent keep what they had; the choice holds for outcomes from now on.
@@ -465,6 +471,10 @@ fn serve_bound<N: Nic>(
         None => None,
     };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
+    let delta = cfg.geometry.period();
+    let windows: Vec<Vec<(u64, u64)>> = (0..classes)
+        .map(|i| crate::api::windows(cfg.ownership.owned(ClassId(i as u8)), delta.num(), delta.den()))
+        .collect();
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
         let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
@@ -507,26 +517,30 @@ fn serve_bound<N: Nic>(
                 offset: None,
                 freq_ppt: driver.station.ephc().rate_ppt(),
                 path_delay: None,
+                alignment: sync::alignment_of(&driver.station),
             },
         };
         // Read and answer requests.
         let info = {
-            // A schedule slot of ring slot 0, at least a ring ahead of the NIC.
-            let n = u64::from(cfg.ownership.ring());
+            // A cycle start at least a ring of slots ahead of the NIC.
             let st = &driver.station;
-            let j = st.schedule().slot_of(st.ephc().time_of(st.ring().consumed())).unwrap_or(0);
-            let j = (j + n).div_ceil(n) * n;
+            let ahead =
+                st.ephc_at(now) + Nanos(i64::try_from(cfg.geometry.period().floor_mul(st.ring().len())).unwrap_or(0));
+            let cycle = st.cycle_time();
             Info {
                 rate_bps: cfg.geometry.rate().bps(),
                 slot_bytes: cfg.geometry.slot_bytes(),
                 ring: cfg.ownership.ring(),
                 batch: cfg.batch,
                 now: st.ephc_at(now).0,
-                cycle_start: st.schedule().time_of(j).0,
+                cycle_start: st.cycle_start_at_or_after(ahead).map_or(0, |t| t.0),
+                base_time: st.base_time().0,
+                cycle: (cycle.num(), cycle.den()),
                 classes: Vec::new(),
+                windows: Vec::new(),
             }
         };
-        let ctx = Ctx { cfg, limits, names: &names, info, time, now, stopping };
+        let ctx = Ctx { cfg, limits, names: &names, windows: &windows, info, time, now, stopping };
         // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
         // robin, within the per-poll budget.
         let mut budget = limits.requests_per_poll;

@@ -340,10 +340,12 @@ impl Sync {
             offset: st.offset.map(|o| o.0),
             freq_ppt: station.ephc().rate_ppt(),
             path_delay: st.mean_delay.map(|d| d.0),
+            alignment: alignment_of(station),
         }
     }
 
     fn describe(&self, station: &Station<Vec<u8>>, now: Tai) -> String {
+        // (The grid's alignment follows the sync error: how far the wire kept to the schedule on the EPHC.)
         let st = self.last;
         let role = match self.role() {
             PortRole::Master => "master",
@@ -352,7 +354,7 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns{}{}{}{}",
+            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns, grid {}{}{}{}{}",
             st.state,
             match self.cfg.delay_floor.window {
                 Nanos(0) => String::new(),
@@ -362,6 +364,7 @@ impl Sync {
             station.ephc().rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),
             (station.ephc_at(now) - now).0,
+            grid_line(station),
             match self.port.tx_lag() {
                 l @ TxLag { n: 1.., .. } => format!(
                     ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max",
@@ -385,5 +388,26 @@ impl Sync {
                 _ => String::new(),
             },
         )
+    }
+}
+
+/// How far the wire kept to the schedule, for `Time`: |slot start − schedule time| on the EPHC of the slots posted
+/// while the grid was locked, (median, p99, max) ns; `None` before any.
+pub fn alignment_of(station: &Station<Vec<u8>>) -> Option<(i64, i64, i64)> {
+    let a = station.alignment();
+    let q = |p| a.quantile_abs(p).map(|v| v as i64);
+    Some((q(500)?, q(990)?, a.max_abs() as i64))
+}
+
+/// The grid's alignment for the status line.
+pub fn grid_line(station: &Station<Vec<u8>>) -> String {
+    match alignment_of(station) {
+        Some((p50, p99, max)) => format!(
+            "|slot − schedule| p50 {p50} ns, p99 {p99} ns, max {max} ns ({} acquisitions, {} skips, {} spacers)",
+            station.alignment().acquisitions,
+            station.alignment().skips,
+            station.alignment().spacers
+        ),
+        None => "not locked yet".to_string(),
     }
 }
