@@ -32,8 +32,9 @@ enum {
     RELEASED_LEN = 4 + 8 + 8,
     SUBMIT_HEADER = 4 + 8 + 8,
     OUTCOME_LEN = 32,
-    INFO_FIXED = 38,
-    TIME_REPLY_LEN = 6 + 5 * 8,
+    INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5,
+    INFO_WINDOW = 8 + 8,
+    TIME_REPLY_LEN = 6 + 8 * 8,
     /* Most bytes of unread responses kept (a daemon caps frames in flight, so this is never reached by a
      * client that reads its outcomes). */
     MAX_BUFFERED = 4 << 20
@@ -139,6 +140,67 @@ const char *keepon_sync_name(unsigned sync) {
     return sync < sizeof SYNC_NAMES / sizeof SYNC_NAMES[0] ? SYNC_NAMES[sync] : NULL;
 }
 
+/* An Info reply: checked, and stored in *i unless i is NULL (keepon_parse checks first, then stores, so a
+ * malformed reply leaves *info alone). */
+static int parse_info(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keepon_info *i) {
+    if (n < INFO_FIXED) {
+        snprintf(msg->text, sizeof msg->text, "info reply of %zu bytes is shorter than %d", n, INFO_FIXED);
+        return KEEPON_EPROTO;
+    }
+    if (get_u64(b + 54) == 0) {
+        snprintf(msg->text, sizeof msg->text, "info reply: cycle denominator 0");
+        return KEEPON_EPROTO;
+    }
+    if (i) {
+        memset(i, 0, offsetof(struct keepon_info, class_at));
+        i->rate_bps = get_u64(b + 2);
+        i->slot_bytes = get_u32(b + 10);
+        i->ring = get_u32(b + 14);
+        i->batch = get_u32(b + 18);
+        i->now = (int64_t)get_u64(b + 22);
+        i->cycle_start = (int64_t)get_u64(b + 30);
+        i->base_time = (int64_t)get_u64(b + 38);
+        i->cycle_num = get_u64(b + 46);
+        i->cycle_den = get_u64(b + 54);
+    }
+    size_t at = INFO_FIXED, out = 0, nw = 0;
+    unsigned nclasses = 0;
+    while (at < n) {
+        size_t len = b[at];
+        /* name_len | name | windows u16 | windows × 16 bytes, all inside the message */
+        if (n - at < 1 + len + 2) {
+            snprintf(msg->text, sizeof msg->text, "info reply: class cut short");
+            return KEEPON_EPROTO;
+        }
+        size_t count = (size_t)b[at + 1 + len] | (size_t)b[at + 2 + len] << 8;
+        if (n - at - 3 - len < count * INFO_WINDOW) {
+            snprintf(msg->text, sizeof msg->text, "info reply: class cut short");
+            return KEEPON_EPROTO;
+        }
+        if (nclasses >= 256 || out + len + 1 > KEEPON_MAX_MESSAGE || nw + count > KEEPON_INFO_MAX_WINDOWS) {
+            snprintf(msg->text, sizeof msg->text, "info reply: more classes or windows than a message holds");
+            return KEEPON_EPROTO;
+        }
+        if (i) {
+            i->class_at[nclasses] = (uint16_t)out;
+            memcpy(i->names + out, b + at + 1, len);
+            i->names[out + len] = '\0';
+            i->window_at[nclasses] = (uint16_t)nw;
+            i->window_count[nclasses] = (uint16_t)count;
+            for (size_t w = 0; w < count; w++) {
+                i->windows[nw + w].offset = get_u64(b + at + 3 + len + INFO_WINDOW * w);
+                i->windows[nw + w].length = get_u64(b + at + 3 + len + INFO_WINDOW * w + 8);
+            }
+        }
+        nclasses++;
+        out += len + 1;
+        nw += count;
+        at += 3 + len + count * INFO_WINDOW;
+    }
+    if (i) i->nclasses = nclasses;
+    return KEEPON_OK;
+}
+
 int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keepon_info *info) {
     memset(msg, 0, sizeof *msg);
     if (n < 2 || b[0] != KEEPON_PROTOCOL_VERSION) return KEEPON_EPROTO;
@@ -171,28 +233,10 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
         return KEEPON_OK;
     }
     case K_INFO_REPLY: {
-        if (n < INFO_FIXED) return KEEPON_EPROTO;
-        struct keepon_info tmp;
-        struct keepon_info *i = info ? info : &tmp;
-        memset(i, 0, sizeof *i);
-        i->rate_bps = get_u64(b + 2);
-        i->slot_bytes = get_u32(b + 10);
-        i->ring = get_u32(b + 14);
-        i->batch = get_u32(b + 18);
-        i->now = (int64_t)get_u64(b + 22);
-        i->cycle_start = (int64_t)get_u64(b + 30);
-        size_t at = INFO_FIXED, out = 0;
-        while (at < n) {
-            size_t len = b[at];
-            if (at + 1 + len > n || i->nclasses >= 256 || out + len + 1 > sizeof i->names) return KEEPON_EPROTO;
-            i->class_at[i->nclasses++] = (uint16_t)out;
-            memcpy(i->names + out, b + at + 1, len);
-            i->names[out + len] = '\0';
-            out += len + 1;
-            at += 1 + len;
-        }
-        msg->kind = KEEPON_MSG_INFO;
-        return KEEPON_OK;
+        int r = parse_info(b, n, msg, NULL);
+        if (r == KEEPON_OK && info) r = parse_info(b, n, msg, info);
+        if (r == KEEPON_OK) msg->kind = KEEPON_MSG_INFO;
+        return r;
     }
     case K_TIME_REPLY: {
         /* Exactly this length, like the Rust and Python clients: the reply has no variable part. */
@@ -206,7 +250,7 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
                 snprintf(msg->text, sizeof msg->text, "time reply: unknown %s %u", what[k], b[2 + k]);
                 return KEEPON_EPROTO;
             }
-        if (b[5] & ~(KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID)) {
+        if (b[5] & ~(KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID | KEEPON_TIME_ALIGNMENT_VALID)) {
             snprintf(msg->text, sizeof msg->text, "time reply flags 0x%02x has unknown bits", b[5]);
             return KEEPON_EPROTO;
         }
@@ -220,6 +264,11 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
         t->offset = t->flags & KEEPON_TIME_OFFSET_VALID ? (int64_t)get_u64(b + 22) : 0;
         t->freq_ppt = (int64_t)get_u64(b + 30);
         t->path_delay = t->flags & KEEPON_TIME_PATH_DELAY_VALID ? (int64_t)get_u64(b + 38) : 0;
+        if (t->flags & KEEPON_TIME_ALIGNMENT_VALID) {
+            t->align_p50 = (int64_t)get_u64(b + 46);
+            t->align_p99 = (int64_t)get_u64(b + 54);
+            t->align_max = (int64_t)get_u64(b + 62);
+        }
         msg->kind = KEEPON_MSG_TIME;
         return KEEPON_OK;
     }
@@ -264,6 +313,15 @@ int keepon_parse(const uint8_t *b, size_t n, struct keepon_msg *msg, struct keep
 
 const char *keepon_info_class(const struct keepon_info *info, unsigned i) {
     return i < info->nclasses ? info->names + info->class_at[i] : NULL;
+}
+
+const struct keepon_window *keepon_info_windows(const struct keepon_info *info, unsigned i, unsigned *count) {
+    if (i >= info->nclasses) {
+        if (count) *count = 0;
+        return NULL;
+    }
+    if (count) *count = info->window_count[i];
+    return info->windows + info->window_at[i];
 }
 
 /* ---- connection -------------------------------------------------------------------------------------------- */

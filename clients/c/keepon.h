@@ -26,6 +26,7 @@
  *     const char *keepon_reason_name(unsigned code);
  *     const char *keepon_reason_str(unsigned code, char *buf, size_t len);
  *     const char *keepon_info_class(const struct keepon_info *info, unsigned i);
+ *     const struct keepon_window *keepon_info_windows(const struct keepon_info *info, unsigned i, unsigned *count);
  *     const char *keepon_sync_name(unsigned sync);
  *
  * DESCRIPTION
@@ -43,8 +44,14 @@
  *
  *     keepon_info() asks for the link's description: line rate, slot size, ring size, batch, the daemon's clock
  *     `now`, `cycle_start` (the start of a slot whose ring slot is 0, at least a ring ahead of the NIC: schedule
- *     from there) and the class names by index (keepon_info_class()). Outcomes that arrive before the reply are
- *     kept for keepon_outcome()/keepon_recv().
+ *     from there), the schedule on network time the way an IEEE 802.1Qbv gate control list gives it, and the
+ *     class names by index (keepon_info_class()). Cycle n starts at `base_time` + n·cycle, where the cycle time is
+ *     `cycle_num`/`cycle_den` ns exactly (`ring` slots); keepon_info_windows(info, i, &count) returns class i's
+ *     windows in the cycle (struct keepon_window: offset and length in whole ns) and stores how many in *count:
+ *     a txtime base_time + n·cycle + offset + x, 0 <= x < length, is in the class's window. A best-effort class
+ *     has none (count 0); an index beyond `nclasses` gives NULL and count 0. The schedule does not move,
+ *     whatever synchronisation or underruns do: compute txtimes once from it. Outcomes that arrive before the
+ *     reply are kept for keepon_outcome()/keepon_recv().
  *
  *     keepon_time() reads the station's network time, like clock_gettime() on a PHC: `ephc_now`, the EPHC (the
  *     clock frames are scheduled on, TAI ns), and `host_now`, the daemon host's CLOCK_TAI at the same instant;
@@ -52,7 +59,10 @@
  *     submits are rejected KEEPON_R_NOT_SYNCHRONISED), the PTP port's role (KEEPON_PORT_*), the servo's state
  *     (KEEPON_SERVO_*), its last offset estimate EPHC − master (ns, valid with KEEPON_TIME_OFFSET_VALID in
  *     `flags`), its frequency adjustment (parts per trillion) and mean path delay (ns, valid with
- *     KEEPON_TIME_PATH_DELAY_VALID). Outcomes that arrive before the reply are kept, as for keepon_info().
+ *     KEEPON_TIME_PATH_DELAY_VALID), and how far the wire kept to the schedule: |wire slot start − schedule
+ *     time| on the EPHC (ns) of the slots posted while the grid was locked, median, 99th percentile and maximum
+ *     (`align_p50`, `align_p99`, `align_max`, valid with KEEPON_TIME_ALIGNMENT_VALID). Outcomes that arrive
+ *     before the reply are kept, as for keepon_info().
  *     keepon_sync_name() gives "free-running", "synchronised" or "not-synchronised" (NULL for another value).
  *
  *     keepon_subscribe() chooses what the daemon reports beyond outcomes, for this connection. With
@@ -99,8 +109,9 @@
  *     keepon_connect() returns a client, or NULL with errno set. The other int functions return KEEPON_OK (0) or
  *     a negative KEEPON_E* code; keepon_strerror() describes it (KEEPON_ESYS: errno's text at the time). Bytes
  *     from the daemon that are not a valid message give KEEPON_EPROTO; a stream whose framing is broken cannot be
- *     resynchronised, so close the client then. A Time reply must be exactly 46 bytes with known state bytes and
- *     flag bits (as the Rust and Python clients require); otherwise keepon_time() returns KEEPON_EPROTO and
+ *     resynchronised, so close the client then. A Time reply must be exactly 70 bytes with known state bytes and
+ *     flag bits, and an Info reply's classes must fill it exactly with a nonzero cycle denominator (as the Rust
+ *     and Python clients require); otherwise keepon_time() or keepon_info() returns KEEPON_EPROTO and
  *     keepon_strerror() says what was wrong (the reply is dropped, the connection stays usable). keepon_recv()
  *     and keepon_outcome() return KEEPON_ECLOSED when the daemon has closed the connection.
  *
@@ -173,6 +184,16 @@ enum keepon_reason {
     KEEPON_R_COUNT = 17             /**< number of reasons this client knows */
 };
 
+/** One window of a class in the cycle (keepon_info_windows). */
+struct keepon_window {
+    uint64_t offset; /**< ns after the cycle start */
+    uint64_t length; /**< ns */
+};
+
+/** Windows a struct keepon_info holds, all classes together: as many as a KEEPON_MAX_MESSAGE-byte reply
+ * carries (62 fixed bytes, a class of 3 bytes, 16 bytes a window). */
+#define KEEPON_INFO_MAX_WINDOWS ((KEEPON_MAX_MESSAGE - 62 - 3) / 16)
+
 /** The link as the daemon describes it. Times are TAI ns. */
 struct keepon_info {
     uint64_t rate_bps;
@@ -181,8 +202,14 @@ struct keepon_info {
     uint32_t batch;
     int64_t now;         /**< the daemon's clock when it answered */
     int64_t cycle_start; /**< start of a slot whose ring slot is 0 */
+    int64_t base_time;   /**< a cycle starts here (and every cycle before and after) */
+    uint64_t cycle_num;  /**< the cycle time is cycle_num / cycle_den ns exactly */
+    uint64_t cycle_den;  /**< never 0 */
     unsigned nclasses;
     uint16_t class_at[256];            /**< private: offsets into names (use keepon_info_class) */
+    uint16_t window_at[256];           /**< private: class i's first window in windows (use keepon_info_windows) */
+    uint16_t window_count[256];        /**< private: class i's number of windows */
+    struct keepon_window windows[KEEPON_INFO_MAX_WINDOWS]; /**< private: the windows, class by class */
     char names[KEEPON_MAX_MESSAGE];    /**< private: NUL-terminated class names */
 };
 
@@ -222,18 +249,22 @@ enum keepon_servo {
 /** Bits of keepon_time.flags. */
 #define KEEPON_TIME_OFFSET_VALID 1u     /**< `offset` holds an estimate */
 #define KEEPON_TIME_PATH_DELAY_VALID 2u /**< `path_delay` holds an estimate */
+#define KEEPON_TIME_ALIGNMENT_VALID 4u  /**< `align_p50`, `align_p99`, `align_max` hold the wire's alignment */
 
 /** The station's network time and synchronisation state (the Time reply). Times are TAI ns. */
 struct keepon_time {
     int sync;            /**< enum keepon_sync */
     int port;            /**< enum keepon_port */
     int servo;           /**< enum keepon_servo */
-    unsigned flags;      /**< KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID */
+    unsigned flags;      /**< KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID | KEEPON_TIME_ALIGNMENT_VALID */
     int64_t ephc_now;    /**< the EPHC (network time when synchronised) */
     int64_t host_now;    /**< the daemon host's CLOCK_TAI at the same instant */
     int64_t offset;      /**< the servo's last offset estimate, EPHC − master, ns (0 unless OFFSET_VALID) */
     int64_t freq_ppt;    /**< the servo's frequency adjustment, parts per trillion */
     int64_t path_delay;  /**< the servo's mean path delay estimate, ns (0 unless PATH_DELAY_VALID) */
+    int64_t align_p50;   /**< |wire slot start − schedule time| on the EPHC while locked, ns: median, */
+    int64_t align_p99;   /**< 99th percentile */
+    int64_t align_max;   /**< and maximum (all 0 unless ALIGNMENT_VALID) */
 };
 
 /** Kinds of keepon_msg. */
@@ -288,6 +319,7 @@ const char *keepon_strerror(const keepon_client *c, int rc);
 const char *keepon_reason_name(unsigned code);
 const char *keepon_reason_str(unsigned code, char *buf, size_t len);
 const char *keepon_info_class(const struct keepon_info *info, unsigned i);
+const struct keepon_window *keepon_info_windows(const struct keepon_info *info, unsigned i, unsigned *count);
 const char *keepon_sync_name(unsigned sync);
 
 /*
@@ -298,8 +330,8 @@ const char *keepon_sync_name(unsigned sync);
  * negative KEEPON_E* code. keepon_encode_info() and keepon_encode_time() likewise (6 bytes each), and
  * keepon_encode_subscribe() (7 bytes; KEEPON_EINVAL for flags it does not know). keepon_parse()
  * parses one message body (without length prefix) from untrusted bytes into *msg (and *info if it is an Info
- * reply and info is not NULL; a Time reply into msg->time); it returns KEEPON_OK or KEEPON_EPROTO and never reads
- * outside b[0..n).
+ * reply and info is not NULL; a Time reply into msg->time); it returns KEEPON_OK or KEEPON_EPROTO (msg->text may say
+ * why; a malformed Info reply leaves *info as it was) and never reads outside b[0..n).
  */
 long keepon_encode_submit(uint8_t *buf, size_t cap, const char *cls, int64_t txtime, const void *frame, size_t len,
                           uint64_t tag);

@@ -54,16 +54,17 @@ static size_t outcome_bytes(uint8_t *b, int status, int reason, uint64_t tag, ui
     return 32;
 }
 
-/* A Time reply body: state bytes, flags, then ephc_now, host_now, offset, freq_ppt, path_delay. */
-static size_t time_bytes(uint8_t *b, int sync, int port, int servo, int flags, const int64_t v[5]) {
+/* A Time reply body: state bytes, flags, then ephc_now, host_now, offset, freq_ppt, path_delay, align_p50,
+ * align_p99, align_max. */
+static size_t time_bytes(uint8_t *b, int sync, int port, int servo, int flags, const int64_t v[8]) {
     b[0] = 1;
     b[1] = 0x84;
     b[2] = (uint8_t)sync;
     b[3] = (uint8_t)port;
     b[4] = (uint8_t)servo;
     b[5] = (uint8_t)flags;
-    for (int i = 0; i < 5; i++) put64(b + 6 + 8 * i, (uint64_t)v[i]);
-    return 46;
+    for (int i = 0; i < 8; i++) put64(b + 6 + 8 * i, (uint64_t)v[i]);
+    return 70;
 }
 
 static void time_codec_checks(void) {
@@ -73,16 +74,17 @@ static void time_codec_checks(void) {
     CHECK(keepon_encode_time(buf, 5) == KEEPON_EINVAL, "time request needs 6 bytes");
 
     struct keepon_msg m;
-    uint8_t b[64];
-    /* The values of the Rust test `responses_round_trip`: a locked slave. */
-    const int64_t v[5] = {1700000000000000123, -5, -42, 50000000, 3100};
+    uint8_t b[80];
+    /* The values of the Rust test `responses_round_trip`: a locked slave (alignment bytes set but not valid). */
+    const int64_t v[8] = {1700000000000000123, -5, -42, 50000000, 3100, 1, 7, 9};
     size_t n = time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 3, v);
     CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_TIME && m.raw_kind == 0x84 &&
               m.time.sync == KEEPON_SYNC_SYNCHRONISED && m.time.port == KEEPON_PORT_SLAVE &&
               m.time.servo == KEEPON_SERVO_LOCKED &&
               m.time.flags == (KEEPON_TIME_OFFSET_VALID | KEEPON_TIME_PATH_DELAY_VALID) &&
               m.time.ephc_now == 1700000000000000123 && m.time.host_now == -5 && m.time.offset == -42 &&
-              m.time.freq_ppt == 50000000 && m.time.path_delay == 3100,
+              m.time.freq_ppt == 50000000 && m.time.path_delay == 3100 && m.time.align_p50 == 0 &&
+              m.time.align_p99 == 0 && m.time.align_max == 0,
           "time reply: %d %d %d %u %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, m.time.sync,
           m.time.port, m.time.servo, m.time.flags, m.time.ephc_now, m.time.host_now, m.time.offset,
           m.time.freq_ppt, m.time.path_delay);
@@ -97,18 +99,31 @@ static void time_codec_checks(void) {
               m.time.port == KEEPON_PORT_MASTER && m.time.servo == KEEPON_SERVO_STEPPING && m.time.offset == 0 &&
               m.time.path_delay == 3100,
           "path delay alone");
+    /* The alignment of the Rust test `responses_round_trip`: (1, 7, 9) with the alignment bit alone. */
+    n = time_bytes(b, KEEPON_SYNC_FREE_RUNNING, KEEPON_PORT_NONE, KEEPON_SERVO_UNLOCKED, KEEPON_TIME_ALIGNMENT_VALID,
+                   v);
+    CHECK(n == 70 && keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.time.flags == KEEPON_TIME_ALIGNMENT_VALID &&
+              m.time.align_p50 == 1 && m.time.align_p99 == 7 && m.time.align_max == 9 && m.time.offset == 0 &&
+              m.time.path_delay == 0,
+          "alignment: %" PRId64 " %" PRId64 " %" PRId64, m.time.align_p50, m.time.align_p99, m.time.align_max);
+    n = time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 7, v);
+    CHECK(keepon_parse(b, n, &m, NULL) == KEEPON_OK && m.time.flags == 7 && m.time.offset == -42 &&
+              m.time.path_delay == 3100 && m.time.align_max == 9,
+          "every flag");
     /* Every truncation, and one byte too many, is a protocol error naming the length. */
-    for (size_t cut = 0; cut < 46; cut++) {
+    for (size_t cut = 0; cut < 70; cut++) {
         uint8_t *heap = malloc(cut ? cut : 1);
         memcpy(heap, b, cut);
         int rc = keepon_parse(heap, cut, &m, NULL);
         CHECK(rc == KEEPON_EPROTO && m.kind != KEEPON_MSG_TIME, "time reply cut to %zu bytes: %d", cut, rc);
         free(heap);
     }
-    CHECK(keepon_parse(b, 45, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 45 bytes, expected 46") == 0,
+    CHECK(keepon_parse(b, 69, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 69 bytes, expected 70") == 0,
           "short time reply text: %s", m.text);
-    b[46] = 0;
-    CHECK(keepon_parse(b, 47, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 47 bytes, expected 46") == 0,
+    CHECK(keepon_parse(b, 46, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 46 bytes, expected 70") == 0,
+          "the former 46-byte reply: %s", m.text);
+    b[70] = 0;
+    CHECK(keepon_parse(b, 71, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, "time reply of 71 bytes, expected 70") == 0,
           "long time reply: %s", m.text);
     /* State bytes and flags outside the protocol. */
     const struct {
@@ -118,13 +133,14 @@ static void time_codec_checks(void) {
         {2, 3, "time reply: unknown sync state 3"},
         {3, 3, "time reply: unknown port role 3"},
         {4, 255, "time reply: unknown servo state 255"},
-        {5, 4, "time reply flags 0x04 has unknown bits"},
+        {5, 8, "time reply flags 0x08 has unknown bits"},
+        {5, 0x0f, "time reply flags 0x0f has unknown bits"},
         {5, 0x81, "time reply flags 0x81 has unknown bits"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         time_bytes(b, 1, 2, 2, 3, v);
         b[bad[i].at] = (uint8_t)bad[i].value;
-        CHECK(keepon_parse(b, 46, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, bad[i].text) == 0,
+        CHECK(keepon_parse(b, 70, &m, NULL) == KEEPON_EPROTO && strcmp(m.text, bad[i].text) == 0,
               "byte %d = %d: %s", bad[i].at, bad[i].value, m.text);
     }
     CHECK(strcmp(keepon_sync_name(KEEPON_SYNC_FREE_RUNNING), "free-running") == 0 &&
@@ -285,8 +301,8 @@ static void subscribe_client_checks(void) {
 }
 
 static void time_client_checks(void) {
-    const int64_t v[5] = {1700000000000000123, 1700000000000000100, -42, 50000000, 3100};
-    uint8_t b[64];
+    const int64_t v[8] = {1700000000000000123, 1700000000000000100, -42, 50000000, 3100, 60, 250, 900};
+    uint8_t b[80];
     struct keepon_time t;
     struct keepon_outcome o;
     struct peer p;
@@ -299,13 +315,14 @@ static void time_client_checks(void) {
     }
     peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 11, 5, 500, 0));
     peer_send(&p, b, outcome_bytes(b, KEEPON_REJECTED, KEEPON_R_LATE, 12, 0, 0, 0));
-    peer_send(&p, b, time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 3, v));
+    peer_send(&p, b, time_bytes(b, KEEPON_SYNC_SYNCHRONISED, KEEPON_PORT_SLAVE, KEEPON_SERVO_LOCKED, 7, v));
     peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 13, 6, 600, 0));
     memset(&t, 0, sizeof t);
     int rc = keepon_time(p.c, &t);
     CHECK(rc == KEEPON_OK && t.sync == KEEPON_SYNC_SYNCHRONISED && t.port == KEEPON_PORT_SLAVE &&
               t.servo == KEEPON_SERVO_LOCKED && t.ephc_now == v[0] && t.host_now == v[1] && t.offset == -42 &&
-              t.freq_ppt == 50000000 && t.path_delay == 3100,
+              t.freq_ppt == 50000000 && t.path_delay == 3100 && t.align_p50 == 60 && t.align_p99 == 250 &&
+              t.align_max == 900,
           "time after two outcomes: %s", keepon_strerror(p.c, rc));
     peer_expect_time_request(&p);
     const uint64_t want[3] = {11, 12, 13};
@@ -325,10 +342,10 @@ static void time_client_checks(void) {
      * usable. */
     peer_send(&p, b, outcome_bytes(b, KEEPON_SENT, 0, 21, 7, 700, 0));
     time_bytes(b, KEEPON_SYNC_FREE_RUNNING, KEEPON_PORT_NONE, KEEPON_SERVO_UNLOCKED, 0, v);
-    peer_send(&p, b, 45);
+    peer_send(&p, b, 69);
     struct keepon_time before = t;
     rc = keepon_time(p.c, &t);
-    CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "time reply of 45 bytes, expected 46") == 0,
+    CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "time reply of 69 bytes, expected 70") == 0,
           "truncated time reply: %d %s", rc, keepon_strerror(p.c, rc));
     CHECK(memcmp(&before, &t, sizeof t) == 0, "a failed keepon_time leaves *t alone");
     peer_expect_time_request(&p);
@@ -343,7 +360,7 @@ static void time_client_checks(void) {
     /* A bad state byte names itself. */
     time_bytes(b, 1, 2, 2, 3, v);
     b[3] = 9;
-    peer_send(&p, b, 46);
+    peer_send(&p, b, 70);
     rc = keepon_time(p.c, &t);
     CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "time reply: unknown port role 9") == 0,
           "bad port role: %s", keepon_strerror(p.c, rc));
@@ -369,7 +386,7 @@ static void time_client_checks(void) {
 
     /* The connection ends inside the reply. */
     time_bytes(b, 0, 0, 0, 0, v);
-    uint8_t cut[4 + 20] = {46, 0, 0, 0};
+    uint8_t cut[4 + 20] = {70, 0, 0, 0};
     memcpy(cut + 4, b, 20);
     CHECK(write(p.fd, cut, sizeof cut) == (ssize_t)sizeof cut, "peer write");
     shutdown(p.fd, SHUT_WR);
@@ -377,6 +394,118 @@ static void time_client_checks(void) {
     CHECK(rc == KEEPON_EPROTO && strcmp(keepon_strerror(p.c, rc), "connection closed inside a message") == 0,
           "reply cut by the end of the connection: %d %s", rc, keepon_strerror(p.c, rc));
     peer_close(&p);
+}
+
+/* The Info of the Rust test `responses_round_trip`: 1 Gb/s, 1230-byte slots, ring 32, batch 8, now 5, cycle start
+ * 6, base time 1 s, cycle 21504/10 ns; class "a" with windows (0, 10000) and (40000, 20000), class "bb" best
+ * effort. 103 bytes: the 62 fixed, "a" (4 + 2 × 16 = 36, ending at 98), "bb" (5). */
+#define INFO_FIXED_BYTES 62
+static size_t info_bytes(uint8_t *b) {
+    memset(b, 0, 103);
+    b[0] = 1;
+    b[1] = 0x81;
+    put64(b + 2, 1000000000);
+    b[10] = 0xce; /* 1230 */
+    b[11] = 0x04;
+    b[14] = 32;
+    b[18] = 8;
+    put64(b + 22, 5);
+    put64(b + 30, 6);
+    put64(b + 38, 1000000000);
+    put64(b + 46, 21504);
+    put64(b + 54, 10);
+    memcpy(b + 62, "\x01" "a" "\x02\x00", 4);
+    put64(b + 66, 0);
+    put64(b + 74, 10000);
+    put64(b + 82, 40000);
+    put64(b + 90, 20000);
+    memcpy(b + 98, "\x02" "bb" "\x00\x00", 5);
+    return 103;
+}
+
+static void info_codec_checks(void) {
+    struct keepon_msg m;
+    static struct keepon_info info, before;
+    uint8_t ib[128];
+    size_t n = info_bytes(ib);
+    unsigned count = 99;
+    const struct keepon_window *w;
+    CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_OK && m.kind == KEEPON_MSG_INFO && m.raw_kind == 0x81 &&
+              info.rate_bps == 1000000000 && info.slot_bytes == 1230 && info.ring == 32 && info.batch == 8 &&
+              info.now == 5 && info.cycle_start == 6 && info.base_time == 1000000000 && info.cycle_num == 21504 &&
+              info.cycle_den == 10 && info.nclasses == 2 && strcmp(keepon_info_class(&info, 0), "a") == 0 &&
+              strcmp(keepon_info_class(&info, 1), "bb") == 0 && keepon_info_class(&info, 2) == NULL,
+          "info: %s", m.text);
+    w = keepon_info_windows(&info, 0, &count);
+    CHECK(w && count == 2 && w[0].offset == 0 && w[0].length == 10000 && w[1].offset == 40000 &&
+              w[1].length == 20000,
+          "windows of a: %u", count);
+    w = keepon_info_windows(&info, 1, &count);
+    CHECK(w && count == 0, "best effort bb has no windows: %u", count);
+    count = 99;
+    CHECK(keepon_info_windows(&info, 2, &count) == NULL && count == 0 && keepon_info_windows(&info, 9, NULL) == NULL,
+          "no class 2");
+    CHECK(keepon_parse(ib, n, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_INFO, "info without storage");
+
+    /* Cut anywhere: valid only at a class boundary (62: no classes, 98: "a" alone); otherwise a protocol error
+     * that leaves *info as it was. */
+    for (size_t cut = 0; cut < n; cut++) {
+        uint8_t *heap = malloc(cut ? cut : 1);
+        memcpy(heap, ib, cut);
+        memcpy(&before, &info, sizeof info);
+        int rc = keepon_parse(heap, cut, &m, &info);
+        if (cut == 62 || cut == 98)
+            CHECK(rc == KEEPON_OK && info.nclasses == (unsigned)(cut == 98) && info.cycle_den == 10, "info cut to %zu", cut);
+        else
+            CHECK(rc == KEEPON_EPROTO && memcmp(&before, &info, sizeof info) == 0, "info cut to %zu: %d", cut, rc);
+        free(heap);
+        keepon_parse(ib, n, &m, &info);
+    }
+    /* The Rust test `garbage_is_an_error_not_a_panic`: one byte short of the windows it promises. */
+    CHECK(keepon_parse(ib, 97, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
+          "windows cut short: %s", m.text);
+    CHECK(keepon_parse(ib, 102, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
+          "window count cut short: %s", m.text);
+    CHECK(keepon_parse(ib, 61, &m, &info) == KEEPON_EPROTO &&
+              strcmp(m.text, "info reply of 61 bytes is shorter than 62") == 0,
+          "info too short: %s", m.text);
+    ib[64] = 0xff; /* "a" promises 0xff02 windows */
+    CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
+          "a window count beyond the message: %s", m.text);
+    ib[64] = 0;
+    put64(ib + 54, 0);
+    CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: cycle denominator 0") == 0,
+          "cycle denominator 0: %s", m.text);
+    /* The former 38-byte fixed part with two classes is too short now. */
+    uint8_t old[43] = {1, 0x81};
+    memcpy(old + 38, "\x01" "a" "\x02" "bb", 5);
+    CHECK(keepon_parse(old, sizeof old, &m, &info) == KEEPON_EPROTO, "the former info layout");
+
+    /* The most windows a KEEPON_MAX_MESSAGE-byte reply holds fit; a longer (hand-made) body with more is refused,
+     * not written past the store. */
+    static uint8_t big[2 * KEEPON_MAX_MESSAGE];
+    info_bytes(big);
+    size_t at = INFO_FIXED_BYTES;
+    for (int k = 0; k < 2; k++) {
+        big[at] = 0;
+        big[at + 1] = KEEPON_INFO_MAX_WINDOWS & 0xff;
+        big[at + 2] = KEEPON_INFO_MAX_WINDOWS >> 8;
+        for (int j = 0; j < KEEPON_INFO_MAX_WINDOWS; j++) {
+            put64(big + at + 3 + 16 * j, (uint64_t)j * 100);
+            put64(big + at + 11 + 16 * j, 100);
+        }
+        at += 3 + 16 * KEEPON_INFO_MAX_WINDOWS;
+        if (k == 0) {
+            CHECK(at <= KEEPON_MAX_MESSAGE, "one full class is %zu bytes", at);
+            CHECK(keepon_parse(big, at, &m, &info) == KEEPON_OK && info.nclasses == 1 &&
+                      keepon_info_windows(&info, 0, &count)[KEEPON_INFO_MAX_WINDOWS - 1].offset ==
+                          (uint64_t)(KEEPON_INFO_MAX_WINDOWS - 1) * 100 &&
+                      count == KEEPON_INFO_MAX_WINDOWS,
+                  "%d windows: %s", KEEPON_INFO_MAX_WINDOWS, m.text);
+        }
+    }
+    CHECK(keepon_parse(big, at, &m, &info) == KEEPON_EPROTO && strstr(m.text, "more classes or windows"),
+          "windows beyond the store: %s", m.text);
 }
 
 static void codec_checks(void) {
@@ -427,21 +556,7 @@ static void codec_checks(void) {
     outcome_bytes(b, 0, 0, 1, 2, 3, 4);
     CHECK(keepon_parse(b, 34, &m, NULL) == KEEPON_OK && m.outcome.tag == 1, "longer outcome accepted");
     CHECK(keepon_parse(b, 31, &m, NULL) == KEEPON_EPROTO, "short outcome refused");
-    uint8_t ib[64] = {1, 0x81};
-    put64(ib + 2, 100000000);
-    ib[10] = 0xce; /* 1230 */
-    ib[11] = 0x04;
-    ib[14] = 32;
-    ib[18] = 8;
-    put64(ib + 22, 5);
-    put64(ib + 30, 6);
-    memcpy(ib + 38, "\x01" "a" "\x02" "bb", 5);
-    CHECK(keepon_parse(ib, 43, &m, &info) == KEEPON_OK && m.kind == KEEPON_MSG_INFO && info.slot_bytes == 1230 &&
-              info.ring == 32 && info.batch == 8 && info.now == 5 && info.cycle_start == 6 && info.nclasses == 2 &&
-              strcmp(keepon_info_class(&info, 1), "bb") == 0 && keepon_info_class(&info, 2) == NULL,
-          "info");
-    CHECK(keepon_parse(ib, 42, &m, &info) == KEEPON_EPROTO, "class name cut short");
-    CHECK(keepon_parse(ib, 37, &m, &info) == KEEPON_EPROTO, "info too short");
+    info_codec_checks();
     const uint8_t err[] = {1, 0x83, 'b', 'a', 'd'};
     CHECK(keepon_parse(err, sizeof err, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_ERROR &&
               strcmp(m.text, "bad") == 0,
@@ -457,8 +572,8 @@ static void codec_checks(void) {
      * AddressSanitizer and UBSan where the compiler has them). */
     uint32_t x = 12345;
     for (int round = 0; round < 100000; round++) {
-        uint8_t r[48];
-        size_t len = (x = x * 1103515245u + 12345u) >> 16 & 47;
+        uint8_t r[128];
+        size_t len = (x = x * 1103515245u + 12345u) >> 16 & 127;
         for (size_t i = 0; i < len; i++) r[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
         if (len >= 2 && (round & 1)) {
             r[0] = 1;
@@ -468,6 +583,28 @@ static void codec_checks(void) {
         memcpy(heap, r, len);
         int rc = keepon_parse(heap, len, &m, &info);
         CHECK(rc == KEEPON_OK || rc == KEEPON_EPROTO, "parse returned %d", rc);
+        free(heap);
+    }
+    /* A valid Info with windows, cut anywhere and a few bytes changed: the class and window walk stays inside. */
+    uint8_t ib[128];
+    size_t full = info_bytes(ib);
+    for (int round = 0; round < 50000; round++) {
+        uint8_t *heap = malloc(full);
+        memcpy(heap, ib, full);
+        size_t len = full - ((x = x * 1103515245u + 12345u) >> 16) % 48;
+        for (int k = (int)((x >> 20) & 3); k > 0; k--) {
+            x = x * 1103515245u + 12345u;
+            heap[INFO_FIXED_BYTES + (x >> 16) % (full - INFO_FIXED_BYTES)] = (uint8_t)(x >> 8);
+        }
+        int rc = keepon_parse(heap, len, &m, (round & 1) ? &info : NULL);
+        CHECK(rc == KEEPON_OK || rc == KEEPON_EPROTO, "parse returned %d", rc);
+        if (rc == KEEPON_OK && (round & 1))
+            for (unsigned i = 0; i < info.nclasses; i++) {
+                unsigned count = 0;
+                const struct keepon_window *w = keepon_info_windows(&info, i, &count);
+                CHECK(w != NULL && count <= KEEPON_INFO_MAX_WINDOWS, "class %u windows", i);
+                for (unsigned k = 0; k < count; k++) x ^= (uint32_t)w[k].offset ^ (uint32_t)w[k].length;
+            }
         free(heap);
     }
 }
@@ -506,6 +643,20 @@ static void daemon_checks(const char *path) {
               info.nclasses == 3 && strcmp(keepon_info_class(&info, 2), "tc-2") == 0 &&
               info.cycle_start > info.now,
           "info fields");
+    /* The schedule: a 3.2 ms cycle (32 slots of 100 µs) from the base time, cycle_start one of its starts; tc-0
+     * owns ring slot 0, tc-1 slots 1 and 17, tc-2 is best effort. */
+    unsigned nw[3] = {0, 0, 0};
+    const struct keepon_window *w0 = keepon_info_windows(&info, 0, &nw[0]);
+    const struct keepon_window *w1 = keepon_info_windows(&info, 1, &nw[1]);
+    keepon_info_windows(&info, 2, &nw[2]);
+    CHECK(info.cycle_den != 0 && info.cycle_num == (uint64_t)CYCLE * info.cycle_den &&
+              (info.cycle_start - info.base_time) % CYCLE == 0,
+          "cycle %" PRIu64 "/%" PRIu64 " ns, base %" PRId64 ", cycle start %" PRId64, info.cycle_num, info.cycle_den,
+          info.base_time, info.cycle_start);
+    CHECK(nw[0] == 1 && w0[0].offset == 0 && w0[0].length == (uint64_t)SLOT && nw[1] == 2 &&
+              w1[0].offset == (uint64_t)SLOT && w1[0].length == (uint64_t)SLOT &&
+              w1[1].offset == 17 * (uint64_t)SLOT && w1[1].length == (uint64_t)SLOT && nw[2] == 0,
+          "windows: %u %u %u", nw[0], nw[1], nw[2]);
 
     uint8_t f[2000];
     int64_t first = info.cycle_start + 10 * CYCLE;
@@ -616,6 +767,9 @@ static void daemon_checks(const char *path) {
         CHECK(t.host_now > host0 - 1000000000 && t.host_now < host1 + 1000000000,
               "host_now %" PRId64 " is this host's CLOCK_TAI [%" PRId64 ", %" PRId64 "]", t.host_now, host0, host1);
         CHECK(t.ephc_now > info.now, "EPHC %" PRId64 " after the earlier info's now %" PRId64, t.ephc_now, info.now);
+        CHECK(!(t.flags & KEEPON_TIME_ALIGNMENT_VALID) ||
+                  (0 <= t.align_p50 && t.align_p50 <= t.align_p99 && t.align_p99 <= t.align_max),
+              "alignment %" PRId64 " %" PRId64 " %" PRId64, t.align_p50, t.align_p99, t.align_max);
     }
     struct keepon_outcome early;
     memset(&early, 0, sizeof early);

@@ -6,9 +6,10 @@ which raises :class:`ProtocolError` (never anything else) for bytes that are not
 
 Tolerance for newer daemons: an outcome whose ``status`` is 2 (sent, but off its schedule slot beyond the
 configured tolerance, after an underrun) is reported as sent with ``off_schedule=True``; a reason code this
-module does not know becomes :class:`UnknownReason` (``str()`` gives ``"unknown(n)"``); an outcome or info reply
-longer than this version expects has its trailing bytes ignored; a response kind this module does not know is
-returned as :class:`UnknownMessage`.
+module does not know becomes :class:`UnknownReason` (``str()`` gives ``"unknown(n)"``); an outcome longer than
+this version expects has its trailing bytes ignored; a response kind this module does not know is returned as
+:class:`UnknownMessage`. ``Info`` and ``Time`` replies are parsed strictly: an info reply's classes must fill it
+exactly, a time reply must be exactly :data:`TIME_REPLY_LEN` bytes with no unknown flag bits.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ K_OUTCOME = 0x82
 K_ERROR = 0x83
 K_TIME = 3
 K_TIME_REPLY = 0x84
-TIME_REPLY_LEN = 46
+TIME_REPLY_LEN = 6 + 8 * 8
 K_SUBSCRIBE = 4
 K_RELEASED = 0x85
 K_SUBSCRIBED = 0x86
@@ -36,7 +37,7 @@ RELEASED_LEN = 20
 
 SUBMIT_HEADER = 4 + 8 + 8
 OUTCOME_LEN = 32
-INFO_FIXED = 38
+INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5
 
 #: Outcome status bytes.
 STATUS_SENT = 0
@@ -106,7 +107,13 @@ def reason_from_code(code: int) -> Reason | UnknownReason:
 
 @dataclass(frozen=True)
 class Info:
-    """The link as the daemon describes it. Times are TAI nanoseconds (``int``)."""
+    """The link as the daemon describes it. Times are TAI nanoseconds (``int``).
+
+    The schedule is on network time, the way an IEEE 802.1Qbv gate control list gives it: cycle ``n`` starts at
+    ``base_time + n·cycle`` with ``cycle = cycle_num / cycle_den`` ns exactly (``ring`` slots), and
+    ``windows[i]`` are class ``classes[i]``'s windows in the cycle as ``(offset, length)`` in whole ns: a txtime
+    ``base_time + n·cycle + offset + x``, ``0 <= x < length``, is in the class's window. A best-effort class has
+    no windows."""
 
     rate_bps: int
     slot_bytes: int
@@ -116,7 +123,14 @@ class Info:
     now: int
     #: Start of a slot whose ring slot is 0, at least a ring ahead of the NIC.
     cycle_start: int
+    #: A cycle starts at this time (and every cycle before and after).
+    base_time: int
+    #: The cycle time is ``cycle_num / cycle_den`` ns exactly (``cycle_den`` is never 0).
+    cycle_num: int
+    cycle_den: int
     classes: tuple[str, ...]
+    #: Each class's windows, by class index: ``((offset, length), ...)`` ns; empty for best effort.
+    windows: tuple[tuple[tuple[int, int], ...], ...]
 
     @property
     def slot_ns(self) -> tuple[int, int]:
@@ -129,7 +143,9 @@ class Time:
     """The station's network time (the ``Time`` reply): ``ephc_now`` (TAI ns) and ``host_now`` (the daemon host's
     ``CLOCK_TAI``) at one instant; ``sync`` 0 free-running (no ``[ptp]``), 1 synchronised, 2 not synchronised;
     ``port`` 0 neither, 1 master, 2 slave; ``servo`` 0 unlocked, 1 stepping, 2 locked; the servo's last offset
-    estimate (EPHC − master, ns), its frequency adjustment (parts per trillion) and mean path delay (ns)."""
+    estimate (EPHC − master, ns), its frequency adjustment (parts per trillion) and mean path delay (ns);
+    ``alignment``, how far the wire kept to the schedule: |wire slot start − schedule time| on the EPHC (ns) of the
+    slots posted while the grid was locked, ``(median, p99, max)``, or ``None`` when the daemon has none."""
 
     sync: int
     port: int
@@ -139,6 +155,7 @@ class Time:
     offset: int | None
     freq_ppt: int
     path_delay: int | None
+    alignment: tuple[int, int, int] | None
 
     @property
     def synchronised(self) -> bool:
@@ -282,25 +299,50 @@ def parse_response(b: bytes) -> Message:
     if kind == K_INFO_REPLY:
         if len(b) < INFO_FIXED:
             raise ProtocolError(f"info reply of {len(b)} bytes is shorter than {INFO_FIXED}")
-        rate, slot_bytes, ring, batch, now, cycle_start = struct.unpack_from("<QIIIqq", b, 2)
-        classes, at = [], INFO_FIXED
+        rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den = struct.unpack_from("<QIIIqqqQQ", b, 2)
+        if den == 0:
+            raise ProtocolError("info reply: cycle denominator 0")
+        classes, windows, at = [], [], INFO_FIXED
         while at < len(b):
             n = b[at]
-            if at + 1 + n > len(b):
-                raise ProtocolError("info reply: class name cut short")
-            classes.append(b[at + 1 : at + 1 + n].decode("utf-8", errors="replace"))
-            at += 1 + n
-        return Info(rate, slot_bytes, ring, batch, now, cycle_start, tuple(classes))
+            if at + 3 + n > len(b):
+                raise ProtocolError("info reply: class cut short")
+            try:
+                classes.append(bytes(b[at + 1 : at + 1 + n]).decode("utf-8"))
+            except UnicodeDecodeError:
+                raise ProtocolError("info reply: class name is not UTF-8") from None
+            (count,) = struct.unpack_from("<H", b, at + 1 + n)
+            at += 3 + n
+            if at + 16 * count > len(b):
+                raise ProtocolError("info reply: class cut short")
+            w = struct.unpack_from(f"<{2 * count}Q", b, at)
+            windows.append(tuple(zip(w[::2], w[1::2], strict=True)))
+            at += 16 * count
+        return Info(
+            rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den, tuple(classes), tuple(windows)
+        )
     if kind == K_ERROR:
         return ErrorReply(b[2:].decode("utf-8", errors="replace"))
     if kind == K_TIME_REPLY:
         if len(b) != TIME_REPLY_LEN:
             raise ProtocolError(f"time reply of {len(b)} bytes, expected {TIME_REPLY_LEN}")
         sync, port, servo, flags = b[2], b[3], b[4], b[5]
-        if sync > 2 or port > 2 or servo > 2 or flags & ~3:
-            raise ProtocolError(f"time reply: bad state bytes {bytes(b[2:6]).hex()}")
-        ephc, host, offset, freq, delay = struct.unpack_from("<qqqqq", b, 6)
-        return Time(sync, port, servo, ephc, host, offset if flags & 1 else None, freq, delay if flags & 2 else None)
+        if sync > 2 or port > 2 or servo > 2:
+            raise ProtocolError(f"time reply: bad state bytes {bytes(b[2:5]).hex()}")
+        if flags & ~7:
+            raise ProtocolError(f"time reply flags {flags:#04x} has unknown bits")
+        ephc, host, offset, freq, delay, a50, a99, amax = struct.unpack_from("<8q", b, 6)
+        return Time(
+            sync,
+            port,
+            servo,
+            ephc,
+            host,
+            offset if flags & 1 else None,
+            freq,
+            delay if flags & 2 else None,
+            (a50, a99, amax) if flags & 4 else None,
+        )
     if kind == K_RELEASED:
         if len(b) != RELEASED_LEN:
             raise ProtocolError(f"released of {len(b)} bytes, expected {RELEASED_LEN}")

@@ -92,15 +92,53 @@ def test_outcomes_parse_including_a_newer_daemons_values():
         parse_response(outcome_bytes(3, 0, 6))
 
 
+def info_bytes(classes: list[tuple[bytes, list[tuple[int, int]]]], den: int = 10) -> bytes:
+    """An Info reply with the fixed values of the Rust test `responses_round_trip` and these classes."""
+    b = bytes([1, 0x81]) + struct.pack("<QIIIqqqQQ", 10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, den)
+    for name, windows in classes:
+        b += bytes([len(name)]) + name + struct.pack("<H", len(windows))
+        b += b"".join(struct.pack("<QQ", off, length) for off, length in windows)
+    return b
+
+
 def test_info_error_and_unknown_kinds_parse():
-    b = bytes([1, 0x81]) + struct.pack("<QIIIqq", 10**8, 1230, 32, 8, 5, 6) + b"\x01a\x02bb"
-    assert parse_response(b) == Info(10**8, 1230, 32, 8, 5, 6, ("a", "bb"))
-    assert Info(10**8, 1230, 32, 8, 5, 6, ()).slot_ns == (1250 * 8 * 10**9, 10**8)
+    b = info_bytes([(b"a", []), (b"bb", [])])
+    assert len(b) == 62 + 4 + 5
+    assert parse_response(b) == Info(10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), ((), ()))
+    assert Info(10**8, 1230, 32, 8, 5, 6, 0, 3_200_000, 1, (), ()).slot_ns == (1250 * 8 * 10**9, 10**8)
     assert parse_response(bytes([1, 0x83]) + b"bad") == ErrorReply("bad")
     assert parse_response(bytes([1, 0x8F, 9])) == UnknownMessage(0x8F, b"\x09")
-    for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:37], b + b"\x05ab"):
+    # The former layout (a 38-byte fixed part, then names alone) is too short or cut short now.
+    old = bytes([1, 0x81]) + struct.pack("<QIIIqq", 10**8, 1230, 32, 8, 5, 6) + b"\x01a\x02bb"
+    for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:61], b + b"\x05ab", old):
         with pytest.raises(ProtocolError):
             parse_response(bad)
+
+
+def test_info_windows_parse_and_a_class_cut_short_is_malformed():
+    """The Info of the Rust test `responses_round_trip`: class "a" with two windows, "bb" best effort."""
+    b = info_bytes([(b"a", [(0, 10_000), (40_000, 20_000)]), (b"bb", [])])
+    info = parse_response(b)
+    assert info == Info(10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), (((0, 10_000), (40_000, 20_000)), ()))
+    assert (info.base_time, info.cycle_num, info.cycle_den) == (10**9, 21_504, 10)
+    # Valid only where a class ends: 62 (no classes) and 98 ("a" alone); anywhere else the class is cut short.
+    for cut in range(len(b)):
+        if cut in (62, 98):
+            assert len(parse_response(b[:cut]).classes) == (cut == 98)
+        else:
+            with pytest.raises(ProtocolError, match=r"shorter|cut short"):
+                parse_response(b[:cut])
+    # The Rust test `garbage_is_an_error_not_a_panic`: one byte short of the windows the class promises.
+    one = info_bytes([(b"a", [(0, 1)])])
+    assert parse_response(one).windows == (((0, 1),),)
+    with pytest.raises(ProtocolError, match="cut short"):
+        parse_response(one[:-1])
+    with pytest.raises(ProtocolError, match="cut short"):
+        parse_response(info_bytes([(b"a", [])])[:-1] + b"\xff\xff")
+    with pytest.raises(ProtocolError, match="denominator 0"):
+        parse_response(info_bytes([(b"a", [])], den=0))
+    with pytest.raises(ProtocolError, match="UTF-8"):
+        parse_response(info_bytes([(b"\xff", [])]))
 
 
 def test_time_reply_parses_and_bad_state_is_a_protocol_error():
@@ -108,15 +146,25 @@ def test_time_reply_parses_and_bad_state_is_a_protocol_error():
     from keepon_client.protocol import encode_time
 
     assert encode_time() == bytes([1, 3])
-    body = struct.pack("<qqqqq", 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100)
+    body = struct.pack("<8q", 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100, 1, 7, 9)
     t = parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body)
-    assert t == Time(1, 2, 2, 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100) and t.synchronised
+    assert t == Time(1, 2, 2, 1_700_000_000_000_000_123, -5, -42, 50_000_000, 3_100, None) and t.synchronised
     free = parse_response(bytes([1, 0x84, 0, 0, 0, 0]) + body)
-    assert free.offset is None and free.path_delay is None and not free.synchronised
-    with pytest.raises(ProtocolError, match="expected 46"):
-        parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body[:-1])
+    assert free.offset is None and free.path_delay is None and free.alignment is None and not free.synchronised
+    # Bit 2: the alignment (median, p99, max) of the Rust test `responses_round_trip`.
+    aligned = parse_response(bytes([1, 0x84, 0, 0, 0, 4]) + body)
+    assert aligned.alignment == (1, 7, 9) and aligned.offset is None and aligned.path_delay is None
+    assert parse_response(bytes([1, 0x84, 1, 2, 2, 7]) + body).alignment == (1, 7, 9)
+    for cut in (-1, -24):
+        with pytest.raises(ProtocolError, match="expected 70"):
+            parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body[:cut])
+    with pytest.raises(ProtocolError, match="expected 70"):
+        parse_response(bytes([1, 0x84, 1, 2, 2, 3]) + body + b"\x00")
     with pytest.raises(ProtocolError, match="bad state"):
         parse_response(bytes([1, 0x84, 7, 2, 2, 3]) + body)
+    for flags in (8, 0x0F, 0x80):
+        with pytest.raises(ProtocolError, match=f"flags {flags:#04x} has unknown bits"):
+            parse_response(bytes([1, 0x84, 1, 2, 2, flags]) + body)
 
 
 def test_time_over_the_socket_without_ptp_is_free_running(daemon):
@@ -124,15 +172,17 @@ def test_time_over_the_socket_without_ptp_is_free_running(daemon):
         t = c.time()
         # No [ptp]: the EPHC runs free on the (simulated, wall-clock-held) link, next to the host clock.
         assert (t.sync, t.port) == (0, 0) and t.offset is None
+        if t.alignment is not None:
+            assert 0 <= t.alignment[0] <= t.alignment[1] <= t.alignment[2]
         assert abs(t.ephc_now - t.host_now) < 10_000_000
 
 
 def test_untrusted_bytes_raise_only_protocol_errors():
     rng = random.Random(11)
     for _ in range(20_000):
-        b = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        b = bytes(rng.randrange(256) for _ in range(rng.randrange(96)))
         if rng.random() < 0.5 and len(b) >= 2:
-            b = bytes([1, rng.choice([0x81, 0x82, 0x83])]) + b[2:]
+            b = bytes([1, rng.choice([0x81, 0x82, 0x83, 0x84, 0x85, 0x86])]) + b[2:]
         try:
             parse_response(b)
         except ProtocolError:
@@ -167,6 +217,9 @@ def test_every_submit_gets_exactly_one_typed_outcome(daemon):
         assert (info.rate_bps, info.slot_bytes, info.ring, info.batch) == (100_000_000, 1230, 32, 8)
         assert info.classes == ("tc-0", "tc-1", "tc-2")
         assert info.cycle_start > info.now
+        # The schedule: cycle = 32 slots of 100 µs from the base time; tc-0 owns ring slot 0, tc-1 slots 1 and 17.
+        assert info.cycle_num == CYCLE * info.cycle_den and (info.cycle_start - info.base_time) % CYCLE == 0
+        assert info.windows == (((0, SLOT),), ((SLOT, SLOT), (17 * SLOT, SLOT)), ())
         first = info.cycle_start + 10 * CYCLE
         good = {i: first + i * CYCLE for i in range(20)}  # ring slot 0 of 20 upcoming cycles
         for tag, t in good.items():
