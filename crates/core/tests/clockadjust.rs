@@ -120,9 +120,10 @@ fn a_frame_a_step_makes_impossible_is_rejected_clock_step() {
     assert_eq!(o.len(), 1);
     assert_eq!(o[0].result, Err(Reason::ClockStep));
     assert_eq!(st.counters().rejected[Reason::ClockStep.index()], 1);
-    // A 4.5 µs step (under half a slot, 562 bytes: more than one 1230-byte slot can give up... it can, 1166
-    // bytes; so use 64-byte-slack slots): with 300-byte slots (δ = 2.56 µs, shrink 236 B = 1.888 µs per slot) a
-    // step of 1.2 µs takes one spacer, and the frame in the next slot to post is moved off it or rejected.
+    // A step of 1.2 µs forward with 300-byte slots (δ = 2.56 µs): the next slot to post, which holds a frame,
+    // now starts 1.2 µs after its schedule time, and no length can change that (its start is fixed by the slots
+    // already posted). The frame stays in it and leaves late, its outcome saying by how much; the slots after it
+    // are back on time within one slot (236 bytes of shrinking per slot).
     let mut st = station(32, 4, &[all], Policy::Strict, 300);
     let _ = poll(&mut st, 0);
     let t = T0 + Nanos(8 * 2_560);
@@ -130,8 +131,16 @@ fn a_frame_a_step_makes_impossible_is_rejected_clock_step() {
     let _ = poll(&mut st, 4);
     assert!(matches!(st.ring().kind(8), SlotKind::Real { .. }));
     let done = st.adjust_clock(ClockAdjust::Step(Nanos(1_200))).unwrap();
-    assert_eq!(done.rejected, 1, "the frame's slot cannot start within a byte of its time");
-    assert!(matches!(st.ring().kind(8), SlotKind::Filler));
+    assert_eq!(done.rejected, 0);
+    let mut outs = Vec::new();
+    for c in [8, 12, 16] {
+        let _ = poll(&mut st, c);
+        outs.extend(st.drain_outcomes());
+    }
+    let sent = outs[0].result.unwrap();
+    assert_eq!((sent.slot, sent.scheduled), (8, Some(t)));
+    assert!((1_200..1_208).contains(&(sent.time - t).0), "{sent:?}");
+    assert!(st.carried(10).is_some_and(|c| c.locked), "re-acquired within two slots");
 }
 
 #[test]
@@ -241,13 +250,17 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
                 let want = schedule.slot_of(t).unwrap();
                 let j = st.carried(k);
                 prop_assert!(j.is_some(), "frame {:?} in a spacer", id);
-                let j = j.unwrap().slot;
-                let (time, start) = (st.slot_time(k), schedule.time_of(j));
-                prop_assert!((time.0 - start.0).abs() <= 8, "{:?}: slot {} at {:?}, schedule {:?}", id, k, time, start);
+                let j = j.unwrap();
+                // Within a byte of it when locked; never early by more than a byte; late by at most what a
+                // step (±6 µs) moved it while the lengths catch up.
+                let (time, start) = (st.slot_time(k), schedule.time_of(j.slot));
+                let e = time.0 - start.0;
+                let ok = if j.locked { e.abs() <= 8 } else { (-8..=6_000 + 1_000).contains(&e) };
+                prop_assert!(ok, "{:?}: slot {} at {:?}, schedule {:?}, {:?}", id, k, time, start, j);
                 if c.strict {
-                    prop_assert_eq!(j, want, "strict frame {:?} posted in slot {} for txtime {:?}", id, k, t);
+                    prop_assert_eq!(j.slot, want, "strict frame {:?} posted in slot {} for txtime {:?}", id, k, t);
                 } else {
-                    prop_assert!(want <= j && j < want + u64::from(c.ring));
+                    prop_assert!(want <= j.slot && j.slot < want + u64::from(c.ring));
                 }
                 posted_at.insert(id, (k, time));
             }

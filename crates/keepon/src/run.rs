@@ -124,12 +124,19 @@ pub fn station_config(cfg: &Config) -> StationConfig {
 pub fn epoch(cfg: &Config, station: &Station<Vec<u8>>, now: Tai) -> Result<Tai, String> {
     let now = station.ephc_at(now); // host time → the station's clock (they differ once synchronisation moves it)
     let from = now.0.checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
-    let h = hyperperiod(cfg, station.cycle_time().num());
-    let base = i128::from(station.base_time().0);
-    let m = (i128::from(from) - base).div_euclid(h) + 1;
-    let epoch = i64::try_from(base + m * h).map_err(|_| "run.start is beyond the clock's range")?;
-    // Exactly a cycle start (`h` is whole cycles); the check guards the arithmetic.
-    station.cycle_start_at_or_after(Tai(epoch)).ok_or_else(|| "run.start is beyond the clock's range".into())
+    let epoch = flow_epoch(cfg, station.base_time(), station.cycle_time().num(), Tai(from))
+        .ok_or("run.start is beyond the clock's range")?;
+    // Exactly a cycle start (the hyperperiod is whole cycles); the check guards the arithmetic.
+    station.cycle_start_at_or_after(epoch).ok_or_else(|| "run.start is beyond the clock's range".into())
+}
+
+/// The first `base_time + m·H` at or after `from`, `H` the hyperperiod of `cfg`'s flows and the cycle
+/// (`cycles` ns: the shortest whole number of ns made of whole cycles, the exact cycle's numerator).
+pub fn flow_epoch(cfg: &Config, base_time: Tai, cycles: u64, from: Tai) -> Option<Tai> {
+    let h = hyperperiod(cfg, cycles);
+    let base = i128::from(base_time.0);
+    let m = (i128::from(from.0) - base - 1).div_euclid(h) + 1;
+    i64::try_from(base + m * h).ok().map(Tai)
 }
 
 /// The least common multiple of `cycles` (a whole number of ns made of whole cycles) and every flow's period or

@@ -90,7 +90,9 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -
     }
     // Release times: on host-paced links the records then say when each frame really left the host.
     let release_times = client.subscribe_release_times().map_err(|e| format!("daemon subscribe: {e}"))?;
-    let epoch = align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start);
+    // The flows' epoch on the daemon's schedule on network time: base_time + m·(hyperperiod), as `keepon run`.
+    let epoch = crate::run::flow_epoch(cfg, Tai(info.base_time), info.cycle.0, net_now() + cfg.start)
+        .unwrap_or_else(|| align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start));
     let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
 
     // Outcomes are read on their own thread so that submission keeps to its times.

@@ -38,6 +38,26 @@ const STRAGGLERS_MAX: usize = 6;
 #[test]
 fn keepon_run_sends_its_flows_at_the_masters_time() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    run_on_network_time(50.0, FRAMES);
+}
+
+/// The drift experiment of the schedule on network time: a link 50 ppm fast, then one 50 ppm slow, a strict
+/// class owning one ring slot of 32, one frame per 3.2 ms cycle at a fixed network-time phase (computed once,
+/// from `base_time`) for a minute. Before the schedule was on network time, the class window slid half a slot in
+/// under a second at this error, and every frame after that was rejected `not-owned`; now ≥ 99 % are sent (the
+/// rest only with an underrun named as such), none is `not-owned`, and the listener hears them at their txtimes
+/// on the master's clock.
+#[test]
+fn a_minute_at_plus_and_minus_50_ppm_keeps_a_one_slot_class_on_network_time() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    for ppm in [50.0, -50.0] {
+        run_on_network_time(ppm, 18_750);
+    }
+}
+
+/// `keepon run` slaved to a ptp4l master, its link `ppm` off, `frames` frames of one per cycle; judged by the
+/// listener next to the master.
+fn run_on_network_time(ppm: f64, frames: usize) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
@@ -45,12 +65,12 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
     let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", true, &ptp4l_conf(d, true));
     // The PTP tests' link, classes and `[ptp]` section, with a flow in class `tc` (ring slot 4) and no
     // `[daemon]` (a run has its own private socket).
-    let conf = keepon_conf(&d.join("unused.sock"), "3ms", 50.0, "role = \"slave\"\n");
+    let conf = keepon_conf(&d.join("unused.sock"), "3ms", ppm, "role = \"slave\"\n");
     let conf =
         conf.replace("[daemon]\n", "").replace(&format!("socket = \"{}\"\n", d.join("unused.sock").display()), "");
     let flow = format!(
         "[[flow]]\nname = \"cyclic\"\nclass = \"tc\"\nperiod = \"3200us\"\noffset = \"400us\"\nframe_bytes = 128\n\
-         count = {FRAMES}\nlead = \"3ms\"\n"
+         count = {frames}\nlead = \"3ms\"\n"
     );
     let conf = conf.replace("[run]", &format!("{flow}[run]\nstart = \"20ms\""));
     let cfg = d.join("R.toml");
@@ -62,7 +82,7 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
         Command::new("ip")
             .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--config"])
             .arg(&cfg)
-            .args(["--duration", "90s", "--count", &FRAMES.to_string(), "--records"])
+            .args(["--duration", "150s", "--count", &frames.to_string(), "--records"])
             .arg(&heard),
     );
     assert!(support::listening(&listen), "the listener did not start: {}", listen.output());
@@ -77,8 +97,8 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
             .args(["--sync-wait", "60s", "--records"])
             .arg(&sent),
     );
-    let out = run.success(Duration::from_secs(120));
-    assert!(out.contains("network time") && out.contains(&format!("run: {FRAMES} frames")), "{out}");
+    let out = run.success(Duration::from_secs(200));
+    assert!(out.contains("network time") && out.contains(&format!("run: {frames} frames")), "{out}");
     assert!(ptp4l.running(), "ptp4l died\n{}", ptp4l.output());
     // The listener stops when it has heard every frame. A frame the run could not send (an `underrun` after a
     // host stall) never comes: then a SIGINT stops it after a grace period, and it still writes its records.
@@ -93,7 +113,12 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
     let _ = listen.success(Duration::from_secs(30));
 
     let sent = record::read(&sent).unwrap();
-    assert_eq!(sent.len(), FRAMES, "one record per frame");
+    assert_eq!(sent.len(), frames, "one record per frame");
+    let not_owned = sent.iter().filter(|r| r.reason == "not-owned").count();
+    assert_eq!(not_owned, 0, "{ppm} ppm: frames rejected not-owned: the class window left its network time");
+    let other: Vec<&str> =
+        sent.iter().filter(|r| !r.sent() && r.reason != "underrun").map(|r| r.reason.as_str()).collect();
+    assert!(other.is_empty(), "{ppm} ppm: rejected other than `underrun`: {other:?}");
     let heard = record::read(&heard).unwrap();
     let tai = tai_offset_ns();
     // RX − txtime on the master's clock, for every frame heard (matched by its header's txtime).
@@ -111,18 +136,24 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
     let lost = sent.iter().filter(|r| !r.sent()).count();
     let s = stats(&errors);
     eprintln!(
-        "keepon run on network time: {} frames, {} sent, {} heard; RX − txtime (master's clock) median {:.1} µs, \
-         p99 {:.1} µs, max |·| {:.1} µs; {late} later than {} µs",
-        FRAMES,
-        FRAMES - lost,
+        "keepon run on network time, link {ppm:+} ppm: {} frames, {} sent, {} heard; RX − txtime (master's clock) \
+         median {:.1} µs, p99 {:.1} µs, max |·| {:.1} µs; {late} later than {} µs",
+        frames,
+        frames - lost,
         heard.len(),
         s.median / 1e3,
         s.p99 / 1e3,
         s.max / 1e3,
         TOLERANCE_NS / 1000
     );
-    assert!(heard.len() + STRAGGLERS_MAX >= FRAMES, "heard only {} of {FRAMES}\n{out}", heard.len());
-    assert!(late + lost <= STRAGGLERS_MAX, "{late} late and {lost} lost of {FRAMES}\n{out}");
+    // At most 1 % (and at least the few a host stall may cost) late or lost.
+    let stragglers = STRAGGLERS_MAX.max(frames / 100);
+    assert!(heard.len() + stragglers >= frames, "heard only {} of {frames}\n{out}", heard.len());
+    assert!(late + lost <= stragglers, "{late} late and {lost} lost of {frames}\n{out}");
+    eprintln!(
+        "{}",
+        out.lines().filter(|l| l.starts_with("grid:") || l.contains("slot start −")).collect::<Vec<_>>().join("\n")
+    );
     // On the station's own clock they would have arrived 3 ms early: the median is far from that.
     assert!(s.median.abs() < TOLERANCE_NS as f64, "median {} ns", s.median);
 }

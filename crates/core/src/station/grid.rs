@@ -271,6 +271,20 @@ impl<B: AsRef<[u8]>> Station<B> {
         moved
     }
 
+    /// The link comes up at `t` (by the host clock): the EPHC is anchored there, rounded up by less than one byte
+    /// time so that its byte boundaries meet the schedule's slot starts (`base_time + j·δ`, δ a whole number of
+    /// bytes) — the EPHC of a station without synchronisation is its own clock, anchored to `CLOCK_TAI` at start,
+    /// and this keeps its slots exactly on their schedule times rather than up to a byte after. (Links whose byte
+    /// time is not a whole number of ns keep `t`.)
+    pub(super) fn snap(&self, t: Tai) -> Tai {
+        let byte = self.cfg.geometry.rate().byte_time();
+        if byte.den() != 1 {
+            return t;
+        }
+        let off = (i128::from(self.schedule.time_of(0).0) - i128::from(t.0)).rem_euclid(i128::from(byte.num()));
+        Tai(sat_i64(i128::from(t.0) + off))
+    }
+
     /// The phase is to be (re)acquired from the next slot on.
     pub(super) fn start_acquiring(&mut self) {
         if !self.acquiring {
@@ -342,15 +356,22 @@ impl<B: AsRef<[u8]>> Station<B> {
                 let to_bytes = |ns: i128| (ns * i128::from(byte.den())).div_euclid(i128::from(byte.num()));
                 let late = to_bytes(i128::from(t.0) - i128::from(self.schedule.time_of(jf).0));
                 let early = to_bytes(i128::from(self.schedule.time_of(jf + 1).0) - i128::from(t.0));
-                // Late is preferred (a frame may leave late while the lengths catch up, and its outcome says by
-                // how much; early, it would leave before its time): late unless the slots cannot shrink, or
-                // catching up late takes more than four slots and early is faster (late/shrink > early/grow,
-                // without dividing; a zero capacity makes that direction endless).
-                let late_is_quick = shrink > 0 && late <= 4 * shrink;
-                if late_is_quick || late * grow <= early * shrink {
-                    jf
-                } else {
+                // The direction that catches up in fewer slots; late on a tie (a frame may leave late while the
+                // lengths catch up, and its outcome says by how much; early slots carry no frames).
+                // Slots each direction takes (a zero capacity: never); late on a tie.
+                let slots = |err: i128, cap: i128| {
+                    if err == 0 {
+                        0
+                    } else if cap == 0 {
+                        i128::MAX
+                    } else {
+                        (err + cap - 1) / cap
+                    }
+                };
+                if slots(early, grow) < slots(late, shrink) {
                     jf + 1
+                } else {
+                    jf
                 }
             }
         };

@@ -421,7 +421,10 @@ impl<B: AsRef<[u8]>> Station<B> {
             let split = at.clamp(from, done.end);
             reals += self.reclaim(from..split);
             from = split;
-            let moved = self.reanchor(at, gap.restart);
+            // The link's real start: its byte grid is made to meet the schedule's (see `Station::snap`).
+            let link_up = self.provisional && self.expected_gap == Some(at);
+            let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
+            let moved = self.reanchor(at, restart);
             moved_any |= moved != 0;
             self.provisional &= self.expected_gap != Some(at);
             if self.expected_gap == Some(at) {
@@ -447,6 +450,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let idle = self.ring.consumed() == posted && self.host.time_of(end) <= obs.now;
         if !self.started {
             // The link comes up.
+            let land = self.snap(land);
             let _ = self.reanchor(posted, land);
             self.provisional = true;
             self.expected_gap = Some(posted);
