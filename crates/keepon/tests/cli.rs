@@ -101,6 +101,8 @@ fn pcap_with_fillers_is_back_to_back() {
         lead = "500ns"
         [run]
         start = "10us"
+        [schedule]
+        base_time = 1700000000000000000  # the simulated link comes up on the schedule: no acquisition trims
         [sim]
         poll_period = "0"
         poll_overhead = "50ns"

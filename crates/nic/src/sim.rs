@@ -459,3 +459,57 @@ impl Nic for SimNic {
         self.consumed - self.completed
     }
 }
+
+/// A stand-in for a synchronisation servo on the simulator (tests and benchmarks): it knows the oscillator's
+/// true frequency and measures the EPHC's true error on the wire (`EPHC − true start` of the slots that left),
+/// and steers the station's EPHC with them — the frequency, plus a proportional pull on the error every
+/// `every`, or a step when the error exceeds 2 µs. An ideal PTP slave, with an error of a few ns; it judges
+/// the disciplined grid against an ideal network clock (the simulator's virtual time).
+#[derive(Clone, Copy, Debug)]
+pub struct Oracle {
+    every: Nanos,
+    next: Option<Tai>,
+    /// The EPHC's error on the last slot that left, ns (`EPHC − true start`).
+    pub last_err: i64,
+}
+
+impl Oracle {
+    /// An oracle that steers every `every` of simulated time.
+    pub fn new(every: Nanos) -> Oracle {
+        Oracle { every, next: None, last_err: 0 }
+    }
+
+    /// Take a wire event (after the driver filled in its EPHC time).
+    pub fn observe(&mut self, w: &WireEvent) {
+        if let (Some(start), Some(ephc)) = (w.start, w.ephc) {
+            self.last_err = ephc.0 - start.0;
+        }
+    }
+
+    /// The EPHC frequency adjustment (ppt) that makes the clock count network time on `nic`'s oscillator.
+    pub fn frequency_ppt(nic: &SimNic) -> i64 {
+        let f = nic.oscillator_ppm() * 1e-6;
+        ((1.0 / (1.0 + f) - 1.0) * 1e12).round() as i64
+    }
+
+    /// Steer `station` if it is time.
+    pub fn steer<B: AsRef<[u8]>>(&mut self, nic: &SimNic, station: &mut keepon_core::station::Station<B>) {
+        use keepon_core::ephc::{ClockAdjust, MAX_PPT};
+        let now = nic.now();
+        if self.next.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next = Some(now + self.every);
+        let adj = if self.last_err.abs() > 2_000 {
+            ClockAdjust::Step(Nanos(-self.last_err))
+        } else {
+            let ppt = Self::frequency_ppt(nic) - self.last_err * 500_000;
+            ClockAdjust::Rate(ppt.clamp(-MAX_PPT + 1, MAX_PPT - 1))
+        };
+        if station.adjust_clock(adj).is_ok() {
+            if let ClockAdjust::Step(_) = adj {
+                self.last_err = 0;
+            }
+        }
+    }
+}

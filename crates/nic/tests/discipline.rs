@@ -14,14 +14,14 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use keepon_core::ephc::{ClockAdjust, MAX_PPT};
+use keepon_core::ephc::ClockAdjust;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
 use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai, MIN_FRAME_BYTES};
 use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
-use keepon_nic::sim::{HostModel, Oscillator, SimConfig, SimNic};
+use keepon_nic::sim::{HostModel, Oracle, Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 
 #[derive(Clone, Debug)]
@@ -111,8 +111,7 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
     let mut seen = Seen::default();
     let mut nothing = keepon_nic::driver::NoFrames;
     // The servo knows the oscillator's frequency from the start (a slave that was already locked).
-    let f = d.nic.oscillator_ppm() * 1e-6;
-    d.station.adjust_clock(ClockAdjust::Rate(((1.0 / (1.0 + f) - 1.0) * 1e12).round() as i64)).unwrap();
+    d.station.adjust_clock(ClockAdjust::Rate(Oracle::frequency_ppt(&d.nic))).unwrap();
     d.bring_up(&mut |_| {}).map_err(|e| TestCaseError::fail(format!("bring-up: {e}")))?;
 
     // The frames: cycle starts from the schedule (base_time + n·cycle), computed once.
@@ -131,9 +130,8 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
     let mut steps = c.steps.clone();
     steps.sort();
     let mut next_step = 0;
-    let mut next_sync = start;
-    let mut last_err = 0i64;
-    let sink = |e: Event, seen: &mut Seen, last_err: &mut i64| match e {
+    let mut oracle = Oracle::new(Nanos::from_ms(1));
+    let sink = |e: Event, seen: &mut Seen, oracle: &mut Oracle| match e {
         Event::Outcome(o) => {
             assert!(seen.outcomes.insert(o.id, o).is_none(), "two outcomes for {:?}", o.id);
         }
@@ -150,9 +148,9 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
                     assert!(b.iter().all(|x| *x == 0), "filler bytes are zero");
                 }
             }
+            oracle.observe(&w);
             let (Some(start), Some(ephc)) = (w.start, w.ephc) else { return };
             let eps = ephc.0 - start.0;
-            *last_err = eps;
             if let (Some(grid), true) = (w.grid, w.locked) {
                 seen.locked += 1;
                 let view = ephc.0 - grid.0;
@@ -176,20 +174,9 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
             break;
         }
         let source: &mut dyn Source = if stopping { &mut nothing } else { &mut src };
-        d.step(source, &mut |e| sink(e, &mut seen, &mut last_err)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        // The oracle servo: the oscillator's true frequency, and a proportional pull on the EPHC's measured error
-        // (its error on the last slot that left), every millisecond; a step when it is far off.
-        if now >= next_sync {
-            next_sync = now + Nanos::from_ms(1);
-            if last_err.abs() > 2_000 {
-                d.station.adjust_clock(ClockAdjust::Step(Nanos(-last_err))).unwrap();
-                last_err = 0;
-            } else {
-                let f = d.nic.oscillator_ppm() * 1e-6;
-                let ppt = ((1.0 / (1.0 + f) - 1.0) * 1e12).round() as i64 - last_err * 500_000;
-                d.station.adjust_clock(ClockAdjust::Rate(ppt.clamp(-MAX_PPT + 1, MAX_PPT - 1))).unwrap();
-            }
-        }
+        d.step(source, &mut |e| sink(e, &mut seen, &mut oracle)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // The oracle servo (see `keepon_nic::sim::Oracle`): every millisecond.
+        oracle.steer(&d.nic, &mut d.station);
         if let Some(&(after, by)) = steps.get(next_step) {
             if now >= start + Nanos(i64::from(after) * 1_000) {
                 d.station.adjust_clock(ClockAdjust::Step(Nanos(by))).unwrap();
@@ -208,8 +195,12 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
         match o.result {
             Ok(s) => {
                 prop_assert_eq!(s.ring_slot, c.owned);
+                // Never before its schedule slot by more than a byte — or, in a slot posted while the wire
+                // re-acquired the schedule after a step or a restart, by less than half a slot.
                 let dev = s.time.0 - s.scheduled.unwrap().0;
-                prop_assert!(dev >= -byte_ns, "frame {:?} left {} ns before its schedule slot", o.id, -dev);
+                let disturbed = !c.steps.is_empty() || c.spike_ppm > 0 || seen.underruns > 0;
+                let early = if disturbed { slot_ns / 2 } else { byte_ns };
+                prop_assert!(dev >= -early, "frame {:?} left {} ns before its schedule slot", o.id, -dev);
             }
             Err(Reason::NotOwned) => prop_assert!(false, "frame {:?} rejected not-owned", o.id),
             // The oracle steps the EPHC back after an underrun left it off (the gap is measured in host time).

@@ -93,6 +93,10 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// Like [`Station::slot_of`], but `late` for a schedule slot a posted slot already carried (or passed).
     pub(super) fn target_of(&self, t: Tai) -> Result<u64, Reason> {
         let j = self.schedule.slot_of(t).ok_or(Reason::Late)?;
+        // Its schedule slot passed while the link was idle (an underrun the station recovered from): say so.
+        if self.gaps.iter().any(|g| g.contains(&j)) {
+            return Err(Reason::Underrun);
+        }
         if j < self.j_end {
             return Err(Reason::Late);
         }
@@ -315,11 +319,13 @@ impl<B: AsRef<[u8]>> Station<B> {
         let b = self.ring.posted();
         let e = self.next_error();
         let tol = self.tolerance();
-        // Slots that would start early (before their schedule time, so before their frames' txtimes) while the
-        // lengths catch up carry no frames; late ones do (their outcomes say how late).
+        // Slots that would start more than half a slot early (before their frames' txtimes by that much) while
+        // the lengths catch up carry no frames; the others do, late or early by less than half a slot, as after
+        // any disturbance (their outcomes say by how much).
         let slot = self.cfg.geometry.slot_bytes();
         let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(self.cfg.max_filler - slot)) as i128;
-        let m = if e >= -tol || cap == 0 { 0 } else { ((-e - tol) + cap - 1) / cap };
+        let limit = tol.max(self.half_slot());
+        let m = if e >= -limit || cap == 0 { 0 } else { ((-e - limit) + cap - 1) / cap };
         let until = b + (m as u64).min(self.ring.len());
         let spacers = until > self.spacer_until.max(b);
         self.spacer_until = until;
@@ -377,6 +383,14 @@ impl<B: AsRef<[u8]>> Station<B> {
         };
         if rewind {
             self.j_end = self.j_end.min(j);
+            self.gaps.clear();
+        }
+        if self.after_underrun && j > self.j_end && self.j_end > 0 {
+            // The schedule slots the idle wire passed over: frames for them get `underrun`, not `late`.
+            if self.gaps.len() == 64 {
+                self.gaps.pop_front();
+            }
+            self.gaps.push_back(self.j_end..j);
         }
         let shift = sat_i64(i128::from(j) - i128::from(b));
         let shift0 = *self.shift0.get_or_insert(shift);

@@ -231,6 +231,10 @@ pub struct Station<B> {
     acquiring: bool,
     /// Unposted slots before this are spacers: the lengths are still catching up with the schedule there.
     spacer_until: u64,
+    /// The last schedule slots the wire passed over while idle (underruns), for the reason their frames get.
+    gaps: VecDeque<Range<u64>>,
+    /// The mapping is being re-chosen after an underrun (not at link-up).
+    after_underrun: bool,
     acquire_since: u64,
     /// Why the mapping last changed (the reason frames that cannot follow it are rejected with).
     realign_cause: Reason,
@@ -285,6 +289,8 @@ impl<B: AsRef<[u8]>> Station<B> {
             j_end: 0,
             acquiring: true,
             spacer_until: 0,
+            gaps: VecDeque::new(),
+            after_underrun: false,
             acquire_since: 0,
             realign_cause: Reason::Underrun,
             align: Alignment::default(),
@@ -465,7 +471,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         if moved_any {
             self.start_acquiring();
+            self.after_underrun = !underruns.is_empty();
             self.remap(false, Reason::Underrun);
+            self.after_underrun = false;
         }
         let c = self.ring.consumed();
         self.forget_before(c);
