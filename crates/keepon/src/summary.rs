@@ -102,6 +102,9 @@ pub struct Summary {
     lead: i64,
     /// Slot period δ in whole ns (floored), for the bins.
     delta: i64,
+    /// One byte time in whole ns (rounded up): a slot starts within this of its schedule time once the grid is
+    /// locked, so a deviation below it counts as "in the slot".
+    byte: i64,
 }
 
 impl Summary {
@@ -124,6 +127,7 @@ impl Summary {
             released_late: 0,
             lead: i64::try_from(cfg.lead()).unwrap_or(i64::MAX),
             delta: i64::try_from(cfg.geometry.period().floor_mul(1)).unwrap_or(i64::MAX),
+            byte: i64::try_from(cfg.geometry.rate().byte_time().ceil_mul(1)).unwrap_or(1),
         }
     }
 
@@ -154,7 +158,7 @@ impl Summary {
             let b = &mut self.bins;
             match d {
                 d if d < 0 => b.early += 1,
-                0 => b.in_slot += 1,
+                d if d < self.byte => b.in_slot += 1,
                 d if d <= self.delta / 2 => b.within_half += 1,
                 d if d <= self.delta => b.within_slot += 1,
                 _ => b.beyond_slot += 1,
@@ -185,13 +189,14 @@ impl Summary {
         let b = &self.bins;
         let _ = writeln!(
             s,
-            "schedule: {}/{} real-time frames in the slot that holds their txtime; {} beyond the tolerance (±{} ns)",
-            b.in_slot, self.sent_rt, self.off_schedule, tolerance_ns
+            "schedule: {}/{} real-time frames at the start of the slot that holds their txtime (within a byte, {} ns); {} \
+             beyond the tolerance (±{} ns)",
+            b.in_slot, self.sent_rt, self.byte, self.off_schedule, tolerance_ns
         );
         if let Some(mean) = self.deviation.mean() {
             let _ = writeln!(
                 s,
-                "  deviation tx − scheduled slot start: min {} ns, max {} ns, mean {:.1} ns · early {} · 0: {} · \
+                "  deviation tx − scheduled slot start: min {} ns, max {} ns, mean {:.1} ns · early {} · < a byte: {} · \
                  ≤ δ/2: {} · ≤ δ: {} · > δ: {}",
                 self.deviation.min,
                 self.deviation.max,

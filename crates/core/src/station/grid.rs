@@ -337,6 +337,11 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
     }
 
+    /// Most bytes the discipline takes off one slot: a quarter of what the slot has above the minimum frame.
+    fn shrink_cap(&self) -> u32 {
+        (self.cfg.geometry.slot_bytes() - MIN_FRAME_BYTES) / 4
+    }
+
     /// One byte time, rounded up to whole ns: the alignment the discipline keeps.
     pub(super) fn tolerance(&self) -> i128 {
         self.cfg.geometry.rate().byte_time().ceil_mul(1) as i128
@@ -353,7 +358,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let t = self.ephc.time_of(self.position(b));
         let byte = self.cfg.geometry.rate().byte_time();
         let slot = self.cfg.geometry.slot_bytes();
-        let shrink = i128::from(slot - MIN_FRAME_BYTES);
+        let shrink = i128::from(self.shrink_cap());
         let grow = i128::from(self.cfg.max_filler - slot);
         let j = match self.schedule.slot_of(t) {
             None => 0,
@@ -364,7 +369,9 @@ impl<B: AsRef<[u8]>> Station<B> {
                 let early = to_bytes(i128::from(self.schedule.time_of(jf + 1).0) - i128::from(t.0));
                 // The direction that catches up in fewer slots; late on a tie (a frame may leave late while the
                 // lengths catch up, and its outcome says by how much; early slots carry no frames).
-                // Slots each direction takes (a zero capacity: never); late on a tie.
+                // Slots each direction takes (a zero capacity: never). Early only if that is no slower and needs
+                // no spacer (less than half a slot early), or if late would take more than four slots and early is
+                // faster; otherwise late (its frames leave late, their outcomes saying by how much).
                 let slots = |err: i128, cap: i128| {
                     if err == 0 {
                         0
@@ -374,7 +381,9 @@ impl<B: AsRef<[u8]>> Station<B> {
                         (err + cap - 1) / cap
                     }
                 };
-                if slots(early, grow) < slots(late, shrink) {
+                let (s_early, s_late) = (slots(early, grow), slots(late, shrink));
+                let half_bytes = i128::from(slot + WIRE_OVERHEAD_BYTES) / 2;
+                if (early < half_bytes && s_early <= s_late) || (s_late > 4 && s_early < s_late) {
                     jf + 1
                 } else {
                     jf
@@ -488,6 +497,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         let q = self.ephc.slot_at_or_after(target).unwrap_or(p);
         let want = i128::from(q) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
         let (lo, hi) = self.ring.len_range(k);
+        // Never shorter than the slot less a quarter of its slack: shrinking slots to catch up (after a restart,
+        // say) must not empty the ring's lead (batch slots of time ahead of the NIC), or the host would fall
+        // behind the wire it is catching up with.
+        let lo = lo.max(self.cfg.geometry.slot_bytes() - self.shrink_cap()).min(hi);
         let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
         let t = self.ephc.time_of(p + u64::from(len + WIRE_OVERHEAD_BYTES));
         (len, i128::from(t.0) - i128::from(target.0))
