@@ -32,6 +32,18 @@ fn station(ring: u32, batch: u32, specs: &[ClassSpec], policy: Policy, slot_byte
     Station::new(cfg, T0).unwrap()
 }
 
+/// Poll from `from` consumed slots to `to`, four at a time, collecting the outcomes.
+fn poll_through(st: &mut Station<Vec<u8>>, from: u64, to: u64) -> Vec<Outcome> {
+    let mut outs = Vec::new();
+    let mut c = from;
+    while c < to {
+        c += 4;
+        let _ = poll(st, c);
+        outs.extend(st.drain_outcomes());
+    }
+    outs
+}
+
 fn frame(id: u64, class: u8, t: Tai) -> Frame<Vec<u8>> {
     Frame { id: FrameId(id), class: ClassId(class), txtime: Some(t), data: vec![0; 60] }
 }
@@ -61,13 +73,7 @@ fn a_step_moves_a_waiting_frame_to_the_slot_its_txtime_now_maps_to() {
     assert_eq!(done.from_slot, st.ring().posted());
     assert!(matches!(st.ring().kind(19), SlotKind::Real { .. }));
     assert!(matches!(st.ring().kind(20), SlotKind::Filler));
-    let mut c = 4;
-    let mut outs: Vec<Outcome> = Vec::new();
-    while c < 40 {
-        c += 4;
-        let _ = poll(&mut st, c);
-        outs.extend(st.drain_outcomes());
-    }
+    let outs = poll_through(&mut st, 4, 40);
     let sent = outs[0].result.unwrap();
     assert_eq!(sent.slot, 19);
     assert!(sent.time <= t && t < sent.time + Nanos(10_000), "{sent:?} for txtime {t:?}");
@@ -88,13 +94,7 @@ fn a_step_keeps_a_class_window_on_network_time() {
     let _ = poll(&mut st, 4);
     let done = st.adjust_clock(ClockAdjust::Step(Nanos(10_000))).unwrap();
     assert_eq!(done.rejected, 0);
-    let mut c = 4;
-    let mut outs: Vec<Outcome> = Vec::new();
-    while c < 40 {
-        c += 4;
-        let _ = poll(&mut st, c);
-        outs.extend(st.drain_outcomes());
-    }
+    let outs = poll_through(&mut st, 4, 40);
     let sent = outs[0].result.unwrap();
     assert_eq!((sent.slot, sent.ring_slot), (19, 20));
     // The link came up 1 ns before T0 (the test's host polls 1 ns before each slot), so the wire's bytes sit 1 ns
@@ -110,7 +110,7 @@ fn a_frame_a_step_makes_impossible_is_rejected_clock_step() {
     let all = ClassSpec { name: "a".into(), slots: (0..32).collect() };
     // Posted up to slot 8; the frame is in slot 10; a step of three slots forward puts schedule slot 10 at wire
     // slot 7, already posted.
-    let mut st = station(32, 4, &[all.clone()], Policy::Strict, 1230);
+    let mut st = station(32, 4, std::slice::from_ref(&all), Policy::Strict, 1230);
     let _ = poll(&mut st, 0);
     st.submit(frame(1, 0, T0 + Nanos(10 * 10_000)), T0).unwrap();
     let _ = poll(&mut st, 4);
