@@ -883,6 +883,40 @@ mod tests {
         assert!(emu("emulated_offset = \"2000s\"").unwrap_err().0.contains("link.emulated_offset"));
     }
 
+    /// `[schedule]` and `link.max_frame`: defaults, and bad values refused before the link comes up, naming the key;
+    /// with `[ptp]`, a slot that leaves fillers no room to absorb ±100 ppm is refused too.
+    #[test]
+    fn the_schedule_is_checked_naming_the_key() {
+        let c = Config::parse(EXAMPLE2).unwrap();
+        assert_eq!((c.base_time, c.max_frame), (Tai(0), 1518));
+        let with = |s: &str| Config::parse(&format!("{EXAMPLE2}\n[schedule]\n{s}"));
+        assert_eq!(with("base_time = 1_700_000_000_000_000_000").unwrap().base_time.0, 1_700_000_000_000_000_000);
+        assert!(with("cycle_time = \"320us\"").is_ok());
+        let e = with("base_time = -1").unwrap_err();
+        assert!(e.0.contains("schedule.base_time = -1"), "{e}");
+        let e = with("base_time = 4611686018427387904").unwrap_err();
+        assert!(e.0.contains("schedule.base_time"), "{e}");
+        let e = with("cycle_time = \"321us\"").unwrap_err();
+        assert!(e.0.contains("schedule.cycle_time") && e.0.contains("not a whole number of slots"), "{e}");
+        let e = with("cycle_time = \"640us\"").unwrap_err();
+        assert!(e.0.contains("schedule.cycle_time") && e.0.contains("64 slots"), "{e}");
+        let e = with("cycle = 3").unwrap_err();
+        assert!(e.0.contains("cycle"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", "rate = \"1Gbps\"\nmax_frame = 100")).unwrap_err();
+        assert!(e.0.contains("link.max_frame = 100"), "{e}");
+        // With [ptp]: 1518-byte slots on a 1518-byte link cannot absorb a fast oscillator; 1517-byte ones can.
+        let ptp = |slot: u32, max: &str| {
+            let t = EXAMPLE2.replace("slot_bytes = 1230", &format!("slot_bytes = {slot}"));
+            let t = t.replace("rate = \"1Gbps\"", &format!("rate = \"1Gbps\"\n{max}"));
+            let c = Config::parse(&format!("{t}\n[ptp]\nclass = \"tc-0\"\n")).unwrap();
+            crate::ptpconf::PtpConfig::from_config(&c).map(|_| ())
+        };
+        let e = ptp(1518, "").unwrap_err();
+        assert!(e.0.contains("ring.slot_bytes = 1518") && e.0.contains("link.max_frame"), "{e}");
+        assert!(ptp(1517, "").is_ok());
+        assert!(ptp(1518, "max_frame = 9018").is_ok());
+    }
+
     /// Values that would overflow, hang or be meaningless later are refused up front, naming the key.
     #[test]
     fn values_beyond_what_a_run_can_represent_are_refused() {
