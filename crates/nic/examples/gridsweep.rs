@@ -6,7 +6,8 @@
 //! the discipline and without it (the same run with nominal slots), measured side by side.
 //!
 //! ```sh
-//! cargo run --release -p keepon-nic --example gridsweep -- 600     # simulated seconds per point (default 10)
+//! cargo run --release -p keepon-nic --example gridsweep -- 600 60   # simulated seconds per point at 1 and
+//!                                                                    # at 10 Gb/s (default 10 and 2)
 //! ```
 
 use std::time::Instant;
@@ -126,10 +127,14 @@ fn q(hist: &[u64], permille: u64) -> usize {
 }
 
 fn main() {
-    let seconds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
-    println!("{seconds} simulated s per point; true wire start − schedule time of every slot posted locked (ns)");
+    let arg = |i: usize, d: u64| std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (s1, s10) = (arg(1, 10), arg(2, 2));
+    println!(
+        "{s1} simulated s per point at 1 Gb/s, {s10} s at 10 Gb/s (nominal runs at most 10 s); true wire start − \
+         schedule time of every slot posted locked (ns)"
+    );
     println!("rate      slot  ppm    p50  p99  max   sent   not-owned other  ns/slot disc  ns/slot nominal  ratio");
-    for (mbps, slot) in [(1000u64, 1230u32), (10_000, 1500)] {
+    for (mbps, slot, seconds) in [(1000u64, 1230u32, s1), (10_000, 1500, s10)] {
         for ppm in [-100.0, -50.0, 0.0, 50.0, 100.0] {
             let p = run(mbps, slot, ppm, seconds, true);
             let n = run(mbps, slot, ppm, seconds.min(10), false);

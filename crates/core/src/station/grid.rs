@@ -419,13 +419,15 @@ impl<B: AsRef<[u8]>> Station<B> {
         let end = target.min(self.ring.consumed() + self.ring.len());
         let half = self.half_slot();
         let tol = self.tolerance();
+        // The next slot's error as the previous iteration computed it (the clock and the mapping have not changed
+        // since, unless a skip or a remap said so): saves two divisions of 128-bit clock arithmetic per slot.
+        let mut known: Option<i128> = None;
         while self.ring.posted() < end {
             let k = self.ring.posted();
             let p = self.position(k);
             let j = self.schedule_slot_of(k);
-            let t = self.ephc.time_of(p);
             if j >= self.j_end {
-                let e = i128::from(t.0) - i128::from(self.schedule.time_of(j).0);
+                let e = known.take().unwrap_or_else(|| self.next_error());
                 if self.acquiring && (-tol..=tol).contains(&e) {
                     self.acquiring = false;
                     self.align.acquired(k - self.acquire_since.min(k));
@@ -457,9 +459,8 @@ impl<B: AsRef<[u8]>> Station<B> {
                 }
             }
             if !self.discipline {
-                (len, skip) = (self.cfg.geometry.slot_bytes(), false);
+                (len, skip, e_next) = (self.cfg.geometry.slot_bytes(), false, i128::MAX);
             }
-            let _ = e_next;
             self.ring.set_len(k, len);
             let _ = self.ring.post_to(k + 1);
             self.pos.push_back(p + u64::from(len + WIRE_OVERHEAD_BYTES));
@@ -474,8 +475,11 @@ impl<B: AsRef<[u8]>> Station<B> {
                 self.follow_mapping(Reason::ClockStep);
             }
             // A whole slot off (a step or restart the lengths could not absorb): re-choose the mapping.
-            if self.next_error().abs() > 2 * half {
+            let e_next = if e_next == i128::MAX { self.next_error() } else { e_next };
+            known = Some(e_next);
+            if e_next.abs() > 2 * half {
                 self.remap(false, Reason::ClockStep);
+                known = None;
             }
         }
         start..self.ring.posted()
@@ -494,7 +498,14 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// then starts.
     fn length_for(&self, k: u64, p: u64, j: u64) -> (u32, i128) {
         let target = self.schedule.time_of(j);
-        let q = self.ephc.slot_at_or_after(target).unwrap_or(p);
+        // The first byte at or after the target (`slot_at_or_after`, keeping the time it computes).
+        let (q, tq) = match self.ephc.slot_of(target) {
+            Some(c) => match self.ephc.time_of(c) {
+                tc if tc == target => (c, Some(tc)),
+                _ => (c + 1, None),
+            },
+            None => (p, None),
+        };
         let want = i128::from(q) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
         let (lo, hi) = self.ring.len_range(k);
         // Never shorter than the slot less a quarter of its slack: shrinking slots to catch up (after a restart,
@@ -502,7 +513,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         // behind the wire it is catching up with.
         let lo = lo.max(self.cfg.geometry.slot_bytes() - self.shrink_cap()).min(hi);
         let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
-        let t = self.ephc.time_of(p + u64::from(len + WIRE_OVERHEAD_BYTES));
+        let t = match tq {
+            Some(t) if i128::from(len) == want => t,
+            _ => self.ephc.time_of(p + u64::from(len + WIRE_OVERHEAD_BYTES)),
+        };
         (len, i128::from(t.0) - i128::from(target.0))
     }
 

@@ -359,9 +359,10 @@ impl<B> Station<B> {
     }
 
     /// True once the link is up and the grid acquired: the backend reported when the link really came up (or
-    /// slots have left without such a report), and a slot has started within a byte of its schedule time.
+    /// slots have left without such a report), and a slot has started within a byte of its schedule time (an
+    /// undisciplined station, [`Station::set_discipline`], does not wait for that).
     pub fn schedule_settled(&self) -> bool {
-        self.started && !self.provisional && !self.acquiring
+        self.started && !self.provisional && (!self.acquiring || !self.discipline)
     }
 
     /// Unposted wire slot `k` carries schedule slot `k + schedule_shift()`.
