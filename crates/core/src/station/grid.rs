@@ -200,7 +200,8 @@ impl<B: AsRef<[u8]>> Station<B> {
         Tai(sat_i64(i128::from(self.host.time_of(p).0) + c.unscaled(p, into)))
     }
 
-    /// The wire position where the clock's current piece starts (for a servo's clock: the count it adjusts at).
+    /// The byte position on the wire where slot `k` starts (the EPHC's count for that slot): exact for slots still
+    /// tracked, extrapolated at the nominal slot size beyond.
     pub fn wire_position(&self, k: u64) -> u64 {
         self.position(k)
     }
