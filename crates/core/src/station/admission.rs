@@ -19,7 +19,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             self.be.push(frame.class.0 as usize, frame);
             return Ok(());
         }
-        let target = match frame.txtime.ok_or(Reason::Late).and_then(|t| self.strict_owned(t, frame.class)) {
+        let target = match frame.txtime.ok_or(Reason::Late).and_then(|t| self.target_of(t)) {
             Ok(k) => k,
             Err(why) => {
                 self.reject(frame.id, frame.class, why);
@@ -68,20 +68,6 @@ impl<B: AsRef<[u8]>> Station<B> {
             return Err(Reason::QueueFull);
         }
         Ok(())
-    }
-
-    /// The wire slot for a frame of `class` at `t`. A strict frame aimed at a schedule slot its class does not
-    /// own is `not-owned` whenever it arrives: the schedule is fixed, so the reason does not depend on how late
-    /// the host handed it over.
-    fn strict_owned(&self, t: crate::time::Tai, class: crate::isolation::ClassId) -> Result<u64, Reason> {
-        if self.cfg.policy == crate::insert::Policy::Strict {
-            if let Some(j) = self.schedule.slot_of(t) {
-                if self.cfg.ownership.owner_of(j) != Some(class) {
-                    return Err(Reason::NotOwned);
-                }
-            }
-        }
-        self.target_of(t)
     }
 
     /// A frame of `class` left the queues (into the ring, or to be re-decided).
