@@ -217,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=cmd_bench)
+
+    from .network.command import add_network_parsers
+
+    add_network_parsers(sub, _seconds)
     return parser
 
 

@@ -1,0 +1,98 @@
+"""The plan directory: what ``keepon-plan network`` writes, file by file.
+
+::
+
+    plan.json            every stream: talker, listeners, routes, departure, every hop's window, latency (ps, exact)
+    streams.csv          one row per (stream, listener): route, departure and latency in ns, the bounds
+    stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md)
+    switches/NAME.json   every scheduled egress port: cycle, base time, gate control list (gate states, ns)
+
+All times are relative to the network's ``base_time`` (TAI ns), which every file carries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import __version__
+from .gcl import PortGcl
+from .routing import RoutedStream
+from .stations import ns_of
+from .topology import Network
+
+
+def plan_document(net: Network, routed: list[RoutedStream], departure_ps: dict[str, int], method: str) -> dict:
+    streams = []
+    for r in routed:
+        s, a = r.stream, departure_ps[r.stream.name]
+        streams.append(
+            {
+                "name": s.name,
+                "talker": s.talker,
+                "listeners": list(s.listeners),
+                "traffic_class": s.traffic_class,
+                "period_ns": s.period_ns,
+                "wire_bytes": r.wire_bytes,
+                "departure_ps": a,
+                "routes": [list(p) for p in r.paths],
+                "hops": [
+                    {"link": f"{h.src}->{h.dst}", "start_ps": a + h.offset_ps, "end_ps": a + h.offset_ps + h.tx_ps}
+                    for h in r.hops
+                ],
+                "latency_ps": dict(zip(s.listeners, r.latency_ps, strict=True)),
+                "jitter_ps": 0,
+                "max_latency_ns": s.max_latency_ns,
+                "max_jitter_ns": s.max_jitter_ns,
+            }
+        )
+    return {
+        "version": 1,
+        "written_by": f"keepon-plan {__version__}",
+        "method": method,
+        "base_time_ns": net.base_time,
+        "streams": streams,
+    }
+
+
+def switch_document(net: Network, switch: str, gcls: list[PortGcl]) -> dict:
+    return {
+        "switch": switch,
+        "base_time_ns": net.base_time,
+        "ports": [
+            {
+                "port": g.port,
+                "towards": g.neighbour,
+                "cycle_ns": g.cycle_ns,
+                "entries": [{"gate_states": st, "interval_ns": iv} for st, iv in g.entries],
+            }
+            for g in gcls
+        ],
+    }
+
+
+def write_plan(
+    out: Path, net: Network, plan: dict, configs: dict[str, str], gcls: list[PortGcl], routed: list[RoutedStream]
+) -> None:
+    (out / "stations").mkdir(parents=True, exist_ok=True)
+    (out / "switches").mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
+    departures = {s["name"]: s["departure_ps"] for s in plan["streams"]}
+    rows = ["stream,talker,listener,route,departure_ns,latency_ns,max_latency_ns,jitter_ns,max_jitter_ns"]
+    for r in routed:
+        s = r.stream
+        for listener, path, lat in zip(s.listeners, r.paths, r.latency_ps, strict=True):
+            dep = departures[s.name]
+            rows.append(
+                f"{s.name},{s.talker},{listener},{' '.join(path)},{ns_of(dep)},{ns_of(lat)},{s.max_latency_ns},0,"
+                f"{s.max_jitter_ns}"
+            )
+    (out / "streams.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    for name, text in configs.items():
+        (out / "stations" / f"{name}.toml").write_text(text, encoding="utf-8")
+    by_switch: dict[str, list[PortGcl]] = {}
+    for g in gcls:
+        by_switch.setdefault(g.switch, []).append(g)
+    for sw in net.switches:
+        doc = switch_document(net, sw, by_switch.get(sw, []))
+        (out / "switches" / f"{sw}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

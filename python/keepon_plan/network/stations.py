@@ -1,0 +1,119 @@
+"""Each keepon talker's ring, chosen and written by the station planner's own machinery.
+
+A talker's streams become a station flow set (one class per traffic class, strictly periodic flows), whose slot
+size, ring and batch :func:`keepon_plan.params.choose` picks as for ``keepon-plan solve``; the network schedule then
+fixes each flow's slot, and :func:`keepon_plan.emit.runtime_config` writes the runtime config, which the station
+verifier (:mod:`keepon_plan.verify`) checks. keepon pads every frame to the slot size, so that is the frame's length on
+every link of its route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..model import FlowSet, InputError, parse_flowset, to_problem
+from ..params import RingChoice, choose
+from ..units import format_duration, format_rate
+from .topology import PS_PER_NS, Network, Stream
+
+
+@dataclass(frozen=True)
+class StationRing:
+    name: str
+    flowset: FlowSet
+    choice: RingChoice
+    slot_ps: int
+    """δ in ps: every departure of this talker is a whole number of these after the base time."""
+
+
+def tc_class(tc: int) -> str:
+    return f"tc{tc}"
+
+
+def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
+    st = net.stations[station]
+    link = next(lk for lk in net.links if station in (lk.a, lk.b))
+    lines = [
+        f"# station flow set of {station}, derived from the network description by keepon-plan network",
+        f"base_time = {net.base_time}",
+        "[link]",
+        f'rate = "{format_rate(link.rate)}"',
+        "[ring]",
+    ]
+    for key in ("slot_bytes", "slots", "batch"):
+        value = getattr(st, key)
+        if value is not None:
+            lines.append(f"{key} = {value}")
+    for tc in sorted({s.traffic_class for s in streams}):
+        lines += ["[[class]]", f'name = "{tc_class(tc)}"']
+    for s in streams:
+        lines += [
+            "[[flow]]",
+            f'name = "{s.name}"',
+            f'class = "{tc_class(s.traffic_class)}"',
+            f'period = "{format_duration(s.period_ns)}"',
+            f"frame_bytes = {s.frame_bytes}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def station_rings(net: Network) -> dict[str, StationRing]:
+    """The ring of every station that talks; errors name the station."""
+    by_talker: dict[str, list[Stream]] = {}
+    for s in net.streams:
+        by_talker.setdefault(s.talker, []).append(s)
+    out = {}
+    for name, streams in by_talker.items():
+        try:
+            fs = parse_flowset(flowset_text(net, name, streams), f"<station {name}>")
+            choice = choose(fs)
+            to_problem(fs, choice.slot_bytes, choice.slots)  # periods in whole slots, frames within a slot
+        except InputError as exc:
+            raise net.error(f"station {name!r}: its streams do not fit a keepon ring: {exc.message}") from exc
+        delta = fs_delta_ps(fs.rate, choice.slot_bytes)
+        out[name] = StationRing(name, fs, choice, delta)
+    return out
+
+
+def fs_delta_ps(rate: int, slot_bytes: int) -> int:
+    delta = Fraction((slot_bytes + 20) * 8 * 10**12, rate)
+    assert delta.denominator == 1  # byte times are whole ps (checked with the link)
+    return int(delta)
+
+
+def departure_slot(ring: StationRing, departure_ps: int) -> int:
+    assert departure_ps % ring.slot_ps == 0
+    return departure_ps // ring.slot_ps
+
+
+def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dict[str, int]) -> dict[str, str]:
+    """Per talker, its runtime config with every flow in the slot of its planned departure; station-verified."""
+    from ..emit import runtime_config
+    from ..isolation import Schedule
+    from ..verify import verify_plan_text
+
+    out = {}
+    for name, ring in rings.items():
+        fs, choice = ring.flowset, ring.choice
+        problem = to_problem(fs, choice.slot_bytes, choice.slots)
+        slots = []
+        owned: list[set[int]] = [set() for _ in fs.classes]
+        for f, sf in zip(fs.flows, problem.flows, strict=True):
+            first = departures[f.name] // ring.slot_ps
+            instances = tuple(first + lp for lp in range(0, problem.horizon, sf.period))
+            slots.append(instances)
+            owned[sf.cls].update(x % choice.slots for x in instances)
+        schedule = Schedule(tuple(frozenset(o) for o in owned), tuple(slots), "network no-wait schedule")
+        text = runtime_config(fs, choice, problem, schedule, f"station {name} of {net.path or 'the network'}")
+        violations = verify_plan_text(fs, text)
+        if violations:
+            raise AssertionError(f"station {name}: the runtime config fails the station verifier: {violations[0]}")
+        out[name] = text
+    return out
+
+
+def ns_of(ps: int) -> str:
+    """An exact decimal number of ns for a report."""
+    whole, frac = divmod(ps, PS_PER_NS)
+    return f"{whole}" if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")

@@ -1,0 +1,348 @@
+"""The network description: stations, switches, full-duplex links and streams (TOML), read and checked.
+
+Times are integer **picoseconds** inside the network planner (``*_ps``), not nanoseconds as elsewhere: the
+verifier must see a schedule shifted by one byte time, and one byte lasts 0.8 ns at 10 Gb/s. Every link's byte time
+must therefore be a whole number of picoseconds (true of every standard Ethernet rate); the files the planner writes
+are in whole ns again, rounded as stated where they are written. The schema is documented in python/README.md
+("Network description") and shown in full by ``examples/network/small.toml``.
+
+Every error is an :class:`~keepon_plan.model.InputError` naming the file, the line and the element (station,
+switch, link or stream) it is about.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from ..model import MAX_SLOT_BYTES, MIN_SLOT_BYTES, InputError, SourceMap, check_base_time
+from ..units import PREAMBLE_SFD_IFG_BYTES, ValueError_, parse_duration, parse_rate
+
+PS_PER_NS = 1000
+MAX_TRAFFIC_CLASS = 7
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+_TOP_KEYS = {"version", "base_time", "traffic_class", "station", "switch", "link", "stream"}
+_STATION_KEYS = {"name", "slot_bytes", "slots", "batch"}
+_SWITCH_KEYS = {"name", "forwarding_delay", "supported_list_max", "supported_interval_max", "supported_cycle_max"}
+_LINK_KEYS = {"a", "b", "rate", "delay", "a_port", "b_port"}
+_STREAM_KEYS = {
+    "name",
+    "talker",
+    "listeners",
+    "period",
+    "frame_bytes",
+    "max_latency",
+    "max_jitter",
+    "traffic_class",
+    "route",
+    "routes",
+}
+
+
+@dataclass(frozen=True)
+class Station:
+    """A keepon end station: one port, frames padded to its slot size on the wire."""
+
+    name: str
+    slot_bytes: int | None
+    slots: int | None
+    batch: int | None
+
+
+@dataclass(frozen=True)
+class Switch:
+    """An 802.1Qbv bridge; ``forwarding_delay_ps``: from the last bit received to the first bit sent (no-wait)."""
+
+    name: str
+    forwarding_delay_ps: int
+    supported_list_max: int
+    supported_interval_max: int
+    supported_cycle_max_ns: int
+
+
+@dataclass(frozen=True)
+class Link:
+    """A full-duplex link: two directed links ``a→b`` and ``b→a`` with the same rate and propagation delay."""
+
+    a: str
+    b: str
+    rate: int
+    delay_ps: int
+    a_port: str
+    b_port: str
+
+    def byte_ps(self) -> int:
+        return 8 * 10**12 // self.rate
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A periodic stream: one frame per period from ``talker`` to every listener (a tree for several)."""
+
+    name: str
+    talker: str
+    listeners: tuple[str, ...]
+    period_ns: int
+    frame_bytes: int
+    max_latency_ns: int
+    max_jitter_ns: int
+    traffic_class: int
+    routes: tuple[tuple[str, ...], ...] | None
+    """Given routes (node names, talker first, one per listener), or ``None``: the planner routes."""
+
+
+@dataclass(frozen=True)
+class Network:
+    base_time: int
+    stations: dict[str, Station]
+    switches: dict[str, Switch]
+    links: tuple[Link, ...]
+    streams: tuple[Stream, ...]
+    path: str | None = None
+    source: SourceMap | None = field(default=None, compare=False, repr=False)
+    _where: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def error(self, message: str, where: tuple = ()) -> InputError:
+        line = self.source.line(where) if self.source and where else None
+        return InputError(message, self.path, line)
+
+    def stream_error(self, name: str, message: str, key: str | None = None) -> InputError:
+        index = self._where.get(("stream", name))
+        where = (
+            ("stream", index, key) if index is not None and key else (("stream", index) if index is not None else ())
+        )
+        return self.error(f"stream {name!r}: {message}", where)
+
+    def link_error(self, a: str, b: str, message: str) -> InputError:
+        index = self._where.get(("link", frozenset((a, b))))
+        return self.error(f"link {a}–{b}: {message}", ("link", index) if index is not None else ())
+
+    def link(self, a: str, b: str) -> Link | None:
+        return self._where.get(("linkobj", frozenset((a, b))))
+
+    def port_name(self, node: str, neighbour: str) -> str:
+        """The interface name of ``node``'s port towards ``neighbour``."""
+        link = self.link(node, neighbour)
+        assert link is not None
+        return link.a_port if link.a == node else link.b_port
+
+
+def load_network(path: str) -> Network:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read the network description: {exc.strerror}", path) from exc
+    return parse_network(text, path)
+
+
+def parse_network(text: str, path: str | None = None) -> Network:
+    """Parse and check a network description; raises :class:`InputError` naming the element and line."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        raise InputError(
+            f"TOML syntax: {str(exc).split(' (at line')[0]}", path, int(m.group(1)) if m else None
+        ) from exc
+    src = SourceMap(text)
+
+    def err(message: str, where: tuple = ()) -> InputError:
+        return InputError(message, path, src.line(where) if where else None)
+
+    def tables(name: str) -> list[dict]:
+        value = doc.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+            raise err(f"{name} must be an array of tables: [[{name}]]", (name,))
+        return value
+
+    def unknown(keys: dict, allowed: set[str], where: tuple, what: str) -> None:
+        for key in keys:
+            if key not in allowed:
+                raise err(f"{what}: unknown key {key!r} (allowed: {', '.join(sorted(allowed))})", (*where, key))
+
+    def get(d: dict, key: str, where: tuple, what: str, conv, default=None, required: bool = False):
+        if key not in d:
+            if required:
+                raise err(f"{what}: missing required key {key!r}", where)
+            return default
+        try:
+            return conv(d[key])
+        except ValueError_ as exc:
+            raise err(f"{what}: {key}: {exc}", (*where, key)) from exc
+
+    def integer(lo: int, hi: int):
+        def conv(v):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError_(f"expected an integer, got {v!r}")
+            if not lo <= v <= hi:
+                raise ValueError_(f"must be in {lo}..={hi}, got {v}")
+            return v
+
+        return conv
+
+    def name_of(d: dict, where: tuple, kind: str) -> str:
+        value = d.get("name")
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise err(f"{kind} #{where[1] + 1}: name must be a string of letters, digits, '_', '.', '-'", where)
+        return value
+
+    unknown(doc, _TOP_KEYS, (), "the network description")
+    if doc.get("version", 1) != 1:
+        raise err("version: only version 1 exists", ("version",))
+    base_time = get(doc, "base_time", (), "the network", check_base_time, 0)
+    default_tc = get(doc, "traffic_class", (), "the network", integer(0, MAX_TRAFFIC_CLASS), MAX_TRAFFIC_CLASS)
+
+    nodes: dict[str, tuple] = {}
+    stations: dict[str, Station] = {}
+    for i, t in enumerate(tables("station")):
+        w = ("station", i)
+        name = name_of(t, w, "station")
+        what = f"station {name!r}"
+        unknown(t, _STATION_KEYS, w, what)
+        if name in nodes:
+            raise err(f"{what}: duplicate node name", w)
+        nodes[name] = w
+        stations[name] = Station(
+            name,
+            get(t, "slot_bytes", w, what, integer(MIN_SLOT_BYTES, MAX_SLOT_BYTES)),
+            get(t, "slots", w, what, integer(2, 4096)),
+            get(t, "batch", w, what, integer(1, 4095)),
+        )
+    switches: dict[str, Switch] = {}
+    for i, t in enumerate(tables("switch")):
+        w = ("switch", i)
+        name = name_of(t, w, "switch")
+        what = f"switch {name!r}"
+        unknown(t, _SWITCH_KEYS, w, what)
+        if name in nodes:
+            raise err(f"{what}: duplicate node name", w)
+        nodes[name] = w
+        switches[name] = Switch(
+            name,
+            get(t, "forwarding_delay", w, what, parse_duration, 0) * PS_PER_NS,
+            get(t, "supported_list_max", w, what, integer(1, 2**32 - 1), 4096),
+            get(t, "supported_interval_max", w, what, integer(1, 2**32 - 1), 10**9),
+            get(t, "supported_cycle_max", w, what, parse_duration, 10**9),
+        )
+
+    where: dict = {}
+    links: list[Link] = []
+    for i, t in enumerate(tables("link")):
+        w = ("link", i)
+        unknown(t, _LINK_KEYS, w, f"link #{i + 1}")
+        a, b = t.get("a"), t.get("b")
+        for end in (a, b):
+            if not isinstance(end, str):
+                raise err(f"link #{i + 1}: a and b must be node names", w)
+            if end not in nodes:
+                raise err(f"link {a}–{b}: unknown node {end!r} (not a [[station]] or [[switch]])", w)
+        what = f"link {a}–{b}"
+        if a == b:
+            raise err(f"{what}: a link must join two different nodes", w)
+        key = frozenset((a, b))
+        if ("link", key) in where:
+            raise err(f"{what}: duplicate link (links are full duplex: one [[link]] per pair)", w)
+        rate = get(t, "rate", w, what, parse_rate, required=True)
+        if (8 * 10**12) % rate:
+            raise err(f"{what}: rate {rate} bit/s has a byte time that is not a whole number of ps", (*w, "rate"))
+        link = Link(
+            a,
+            b,
+            rate,
+            get(t, "delay", w, what, parse_duration, 0) * PS_PER_NS,
+            get(t, "a_port", w, what, _port_name, f"to-{b}"),
+            get(t, "b_port", w, what, _port_name, f"to-{a}"),
+        )
+        where[("link", key)] = i
+        where[("linkobj", key)] = link
+        links.append(link)
+    degree = {n: 0 for n in nodes}
+    for link in links:
+        degree[link.a] += 1
+        degree[link.b] += 1
+    for name in stations:
+        if degree[name] != 1:
+            raise err(
+                f"station {name!r}: a keepon station has exactly one port, so exactly one link; it has {degree[name]}",
+                nodes[name],
+            )
+    for name, w in nodes.items():
+        ports: dict[str, str] = {}
+        for link in links:
+            if name in (link.a, link.b):
+                port = link.a_port if link.a == name else link.b_port
+                if port in ports:
+                    raise err(f"node {name!r}: port name {port!r} used by two links", w)
+                ports[port] = port
+
+    streams: list[Stream] = []
+    for i, t in enumerate(tables("stream")):
+        w = ("stream", i)
+        name = name_of(t, w, "stream")
+        what = f"stream {name!r}"
+        unknown(t, _STREAM_KEYS, w, what)
+        if ("stream", name) in where:
+            raise err(f"{what}: duplicate stream name", w)
+        where[("stream", name)] = i
+        talker = t.get("talker")
+        if talker not in stations:
+            raise err(f"{what}: talker {talker!r} is not a [[station]]", (*w, "talker"))
+        listeners = t.get("listeners")
+        if isinstance(listeners, str):
+            listeners = [listeners]
+        if not isinstance(listeners, list) or not listeners:
+            raise err(f"{what}: listeners must be a non-empty list of station names", (*w, "listeners"))
+        for listener in listeners:
+            if listener not in stations:
+                raise err(f"{what}: listener {listener!r} is not a [[station]]", (*w, "listeners"))
+            if listener == talker:
+                raise err(f"{what}: listener {listener!r} is the talker", (*w, "listeners"))
+        if len(set(listeners)) != len(listeners):
+            raise err(f"{what}: a listener is named twice", (*w, "listeners"))
+        period = get(t, "period", w, what, parse_duration, required=True)
+        if period <= 0:
+            raise err(f"{what}: period must be positive", (*w, "period"))
+        routes = None
+        if "route" in t and "routes" in t:
+            raise err(f"{what}: give route (one listener) or routes (one per listener), not both", w)
+        if "route" in t:
+            routes = [t["route"]]
+        elif "routes" in t:
+            routes = t["routes"]
+        if routes is not None:
+            key = "route" if "route" in t else "routes"
+            if not isinstance(routes, list) or not all(
+                isinstance(r, list) and all(isinstance(n, str) for n in r) for r in routes
+            ):
+                raise err(f"{what}: {key} must be a list of node names (routes: a list of such lists)", (*w, key))
+            routes = tuple(tuple(r) for r in routes)
+        streams.append(
+            Stream(
+                name,
+                talker,
+                tuple(listeners),
+                period,
+                get(t, "frame_bytes", w, what, integer(MIN_SLOT_BYTES, MAX_SLOT_BYTES), required=True),
+                get(t, "max_latency", w, what, parse_duration, required=True),
+                get(t, "max_jitter", w, what, parse_duration, 0),
+                get(t, "traffic_class", w, what, integer(0, MAX_TRAFFIC_CLASS), default_tc),
+                routes,
+            )
+        )
+    if not streams:
+        raise err("the network has no [[stream]]")
+    return Network(base_time, stations, switches, tuple(links), tuple(streams), path, src, where)
+
+
+def _port_name(value: object) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError_(f"expected an interface name, got {value!r}")
+    return value
+
+
+def wire_ps(frame_bytes: int, link: Link) -> int:
+    """Transmission time of a frame of ``frame_bytes`` (L2 incl. FCS) plus preamble, SFD and gap on ``link``."""
+    return (frame_bytes + PREAMBLE_SFD_IFG_BYTES) * link.byte_ps()
