@@ -107,7 +107,7 @@ class Router:
             while path[-1] != s.talker:
                 before = pred[path[-1]]
                 if len(before) > 1:
-                    a, b = ([*self._walk(pred, p, s.talker), path[-1]] for p in before[:2])
+                    a, b = ([*self._walk(pred, p, s.talker), *path[::-1]] for p in before[:2])
                     raise self.net.stream_error(
                         s.name,
                         f"the topology has a loop and equally short paths to {listener!r}: "
