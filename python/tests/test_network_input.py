@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 from network_support import line_network, run, write
 
-STREAM = '[[stream]]\nname = "s1"\ntalker = "t1"\nlisteners = ["l1"]\nperiod = "1ms"\nframe_bytes = 200\nmax_latency = "1ms"\n'
+STREAM = (
+    '[[stream]]\nname = "s1"\ntalker = "t1"\nlisteners = ["l1"]\nperiod = "1ms"\nframe_bytes = 200\n'
+    'max_latency = "1ms"\n'
+)
 
 RING = """version = 1
 [[station]]
