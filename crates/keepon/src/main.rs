@@ -199,28 +199,25 @@ fn main() -> ExitCode {
 }
 
 /// Print what a talk (or a run on network time) did; an error if frames got no outcome.
-fn print_talk(cfg: &Config, out: &talk::TalkOutput, who: &str) -> Result<(), String> {
-    let sent = out.records.iter().filter(|r| r.sent()).count();
+fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
+    let rejected: u64 = out.rejected.values().sum();
     println!(
         "{who}: {} frames, {} sent, {} rejected, {} without outcome, {} submitted behind schedule",
-        out.records.len(),
-        sent,
-        out.records.len() - sent - out.missing,
+        out.frames,
+        out.sent,
+        rejected - out.missing as u64,
         out.missing,
         out.behind
     );
-    let mut reasons = std::collections::BTreeMap::new();
-    for r in out.records.iter().filter(|r| !r.sent()) {
-        *reasons.entry(r.reason.as_str()).or_insert(0) += 1;
-    }
-    for (why, n) in reasons {
+    for (why, n) in out.rejected.iter().filter(|(why, _)| why.as_str() != "no-outcome") {
         println!("  rejected {why}: {n}");
     }
     // Release times (host-paced links): the line `keepon run` prints, from the daemon's `Released` messages.
-    let mut summary = keepon::summary::Summary::new(cfg);
-    out.records.iter().for_each(|r| summary.add(r));
-    if let Some(line) = summary.render_release() {
+    if let Some(line) = out.summary.render_release() {
         print!("  {line}");
+    }
+    if out.stopped {
+        println!("{who}: stopped by a signal; every frame submitted before it has its outcome above");
     }
     if out.missing > 0 {
         return Err(format!("{} frames got no outcome within the grace period", out.missing));
@@ -272,15 +269,16 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
                 let link = ptp_link(&cfg, &opts)?;
                 on_signals();
-                let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, &STOP)?;
-                let missing = print_talk(&cfg, &out.talk, "run");
+                let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), &STOP)?;
+                let missing = print_talk(&out.talk, "run");
                 println!("keepon run: {} underruns", out.daemon.underruns);
                 if let Some(p) = &records {
-                    record::write(p, &out.talk.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                    println!("records: {} ({} frames)", p.display(), out.talk.records_written);
                 }
                 return missing;
             }
-            let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers };
+            on_signals();
+            let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers, stop: Some(&STOP) };
             let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
             let out = if name == "sim" {
                 run_sim(&cfg, &opts)?
@@ -289,6 +287,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 drive(&cfg, nic, &opts)?
             };
             print_summary(&cfg, &out);
+            if out.stopped {
+                println!("run: stopped by a signal; frames not yet posted were rejected `shutdown`");
+            }
             if let Some(p) = &records {
                 println!("records: {} ({} frames)", p.display(), out.records_written);
             }
@@ -323,10 +324,11 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Talk { socket, config, records, grace, sync_wait } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            let out = talk::talk(&cfg, &socket, grace, sync_wait)?;
-            let missing = print_talk(&cfg, &out, "talk");
+            on_signals();
+            let out = talk::talk(&cfg, &socket, grace, sync_wait, records.as_deref(), &STOP)?;
+            let missing = print_talk(&out, "talk");
             if let Some(p) = &records {
-                record::write(p, &out.records).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                println!("records: {} ({} frames)", p.display(), out.records_written);
             }
             missing
         }

@@ -8,7 +8,7 @@
 //! what synchronised means, and a station that does not synchronise within the wait never sends a scheduled
 //! frame: the run fails with the servo's state instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,14 +50,15 @@ pub struct NetRunOutput {
 }
 
 /// Run `cfg`'s flows on network time over `nic` (with `link` for PTP on a real interface): wait at most
-/// `sync_wait` for synchronisation, then `grace` for the last outcomes. `stop` (a signal) ends it early; the
-/// frames already submitted still get their outcomes.
+/// `sync_wait` for synchronisation, then `grace` for the last outcomes; records go to `records` as outcomes
+/// arrive. `stop` (a signal) ends it early; the frames already submitted still get their outcomes.
 pub fn run_on_network_time<N: Nic>(
     cfg: &Config,
     nic: N,
     link: Option<PtpLink>,
     sync_wait: Duration,
     grace: Duration,
+    records: Option<&Path>,
     stop: &AtomicBool,
 ) -> Result<NetRunOutput, String> {
     let dir = PrivateDir::create()?;
@@ -69,7 +70,7 @@ pub fn run_on_network_time<N: Nic>(
             let r = loop {
                 // The socket file appears at bind(), a moment before listen(): until then a connect is refused.
                 if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-                    break talk(cfg, &socket, grace, sync_wait);
+                    break talk(cfg, &socket, grace, sync_wait, records, stop);
                 }
                 if stop.load(Ordering::Relaxed) || up.elapsed() > SOCKET_WAIT {
                     break Err("the station did not come up".to_string());

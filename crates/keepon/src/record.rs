@@ -178,11 +178,41 @@ pub fn read(path: &Path) -> Result<Vec<Record>, String> {
     if ![MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V1].contains(&first) {
         return Err(format!("{}: not a keepon records file (first line is not `{MAGIC_LINE}`)", path.display()));
     }
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(LineBounded { inner: reader, line: 0 });
+    let mut rdr =
+        csv::ReaderBuilder::new().flexible(true).from_reader(LineBounded { inner: reader, line: 0, ended: true });
+    let headers = rdr.headers().map_err(|e| format!("{}: line 2: {e}", path.display()))?.clone();
     let mut out = Vec::new();
-    for (i, row) in rdr.deserialize().enumerate() {
-        let r: Record = row.map_err(|e| format!("{}: row {}: {e}", path.display(), i + 1))?;
+    let mut row = csv::StringRecord::new();
+    let mut last_line = 0;
+    loop {
+        let more = rdr.read_record(&mut row);
+        // Line numbers of the file (the magic line is line 1, the header line 2).
+        let line = row.position().map_or(rdr.position().line(), csv::Position::line) + 1;
+        let bad = |what: String| format!("{}: line {line}: {what}", path.display());
+        if !more.map_err(|e| bad(e.to_string()))? {
+            break;
+        }
+        // A row cut short (a writer killed mid-row) has fewer fields, or lacks its end of line if it is the last.
+        if row.len() != headers.len() {
+            return Err(bad(format!(
+                "{} fields where the header has {}: the row is cut or malformed",
+                row.len(),
+                headers.len()
+            )));
+        }
+        let r: Record = row.deserialize(Some(&headers)).map_err(|e| bad(e.to_string()))?;
+        if r.outcome != "sent" && r.outcome != "rejected" {
+            return Err(bad(format!("outcome `{}` is neither `sent` nor `rejected`", r.outcome)));
+        }
         out.push(r);
+        last_line = line;
+    }
+    // The writer ends every row with a newline: a last row without one was cut while it was written.
+    if !out.is_empty() && !rdr.get_ref().ended {
+        return Err(format!(
+            "{}: line {last_line}: the last row has no end of line: the file was cut while it was written",
+            path.display()
+        ));
     }
     Ok(out)
 }
@@ -191,11 +221,16 @@ pub fn read(path: &Path) -> Result<Vec<Record>, String> {
 struct LineBounded<R> {
     inner: R,
     line: u64,
+    /// The last byte read was a newline (or nothing was read).
+    ended: bool,
 }
 
 impl<R: std::io::Read> std::io::Read for LineBounded<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
+        if let Some(&b) = buf[..n].last() {
+            self.ended = b == b'\n';
+        }
         for &b in &buf[..n] {
             self.line = if b == b'\n' { 0 } else { self.line + 1 };
             if self.line > MAX_LINE {
@@ -263,6 +298,38 @@ mod tests {
         std::fs::write(&p, v2).unwrap();
         let r = &read(&p).unwrap()[0];
         assert_eq!((r.off_schedule, r.released_ns), (Some(false), None));
+    }
+
+    /// A file cut while it was written (a writer killed mid-row), or a row edited into another shape, is refused
+    /// naming its line, never read as a record with wrong values.
+    #[test]
+    fn cut_and_malformed_rows_are_refused_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        let mut r = Record::new(7, "a", "tc-0", Some(1_700_000_000_123_456_789));
+        r.sent_at(3, 3, 1_700_000_000_123_456_789);
+        r.rx_ns = Some(1_700_000_000_123_460_000);
+        r.released_ns = Some(1_700_000_000_123_450_000);
+        write(&p, &[r.clone(), r.clone()]).unwrap();
+        let whole = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(read(&p).unwrap().len(), 2);
+        // Cut inside the last number of the last row: every field is there, but the end of line is not.
+        std::fs::write(&p, &whole[..whole.len() - 5]).unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(e.contains("line 4") && e.contains("no end of line"), "{e}");
+        // Cut mid-row: fewer fields.
+        let cut = whole.len() - 40;
+        std::fs::write(&p, &whole[..cut]).unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(e.contains("line 4") && e.contains("fields"), "{e}");
+        // A row with an outcome that is not one.
+        std::fs::write(&p, whole.replacen(",sent,", ",se,", 1)).unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(e.contains("line 3") && e.contains("`se`"), "{e}");
+        // A number that is not one.
+        std::fs::write(&p, whole.replacen(",3,3,", ",3,x,", 1)).unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(e.contains("line 3"), "{e}");
     }
 
     /// Reading is bounded: an endless file without line breaks is refused, not read into memory.

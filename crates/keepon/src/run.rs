@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 
 use keepon_core::outcome::{Counters, FrameId};
 use keepon_core::station::{Station, StationConfig, Underrun};
@@ -26,6 +27,8 @@ pub struct RunOptions {
     pub pcap: Option<PathBuf>,
     /// Include fillers in the pcap.
     pub pcap_fillers: bool,
+    /// Set by a signal: stop taking frames, let the posted ones leave, write every outcome and end.
+    pub stop: Option<&'static AtomicBool>,
 }
 
 /// Underruns kept in [`RunOutput::underruns`] (the count is in the counters).
@@ -53,6 +56,8 @@ pub struct RunOutput {
     pub epoch: Tai,
     /// The run stopped at its time bound.
     pub timed_out: bool,
+    /// A signal stopped the run early (see [`RunOptions::stop`]).
+    pub stopped: bool,
     /// A secondary output (pcap) failed during the run: the records are complete, this output is not.
     pub output_error: Option<String>,
     /// The schedule on network time and how far the wire was off it.
@@ -291,7 +296,10 @@ fn drive_with<N: Nic>(
             let epoch = epoch(cfg, &driver.station, driver.nic.now())?;
             epoch_cell.set(epoch);
             let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
-            driver.run(&mut source, &mut sink)
+            match opts.stop {
+                Some(stop) => driver.run_until(&mut source, &mut sink, stop),
+                None => driver.run(&mut source, &mut sink),
+            }
         }
         Err(e) => Err(e),
     };
@@ -326,6 +334,7 @@ fn drive_with<N: Nic>(
         timing: driver.nic.timing(),
         epoch: epoch_cell.get(),
         timed_out,
+        stopped: opts.stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)),
         output_error: pcap_err,
         grid: GridReport {
             base_time: driver.station.base_time(),

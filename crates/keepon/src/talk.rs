@@ -6,8 +6,9 @@
 //! and schedules every frame in network time. The offset is read once: over a long talk, a host clock that is
 //! not itself disciplined drifts from it (by its own frequency error).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -21,13 +22,24 @@ use keepon_core::time::Nanos;
 use crate::api::{Client, Delivery, Request, Response, SyncState};
 use crate::clock::host_tai;
 use crate::config::Config;
-use crate::record::Record;
+use crate::record::{Record, RecordWriter};
+use crate::summary::Summary;
 
-/// What a talk produced.
+/// Longest sleep between checks of the stop flag while waiting for a frame's submission time.
+const STOP_CHECK: Duration = Duration::from_millis(50);
+
+/// What a talk produced. Records are written to the file as outcomes arrive (nothing is kept per frame beyond
+/// the frames still in flight), so memory does not grow with the talk's length.
 #[derive(Debug)]
 pub struct TalkOutput {
-    /// One record per frame submitted (rx empty: see `keepon listen`).
-    pub records: Vec<Record>,
+    /// Frames submitted.
+    pub frames: u64,
+    /// Of these, sent.
+    pub sent: u64,
+    /// Rejected, by reason (`no-outcome` for frames with none by the end).
+    pub rejected: BTreeMap<String, u64>,
+    /// Per-flow and release statistics of every record.
+    pub summary: Summary,
     /// The schedule epoch used.
     pub epoch: Tai,
     /// Frames with no outcome by the end (should be 0).
@@ -35,6 +47,106 @@ pub struct TalkOutput {
     /// Frames this process submitted more than half their lead after their due time (the host stalled it): the
     /// daemon may rightly find them `late`.
     pub behind: usize,
+    /// A signal stopped the talk before its last frame: the frames after it were never submitted.
+    pub stopped: bool,
+    /// Rows written to the records file.
+    pub records_written: u64,
+}
+
+/// Frames in flight and the records of those that finished: each record is counted and written once, when its
+/// frame has its outcome (and, with release times, its `Released`).
+struct Ledger<'a> {
+    cfg: &'a Config,
+    /// Submitted, no outcome yet (the record is filled in when it comes).
+    pending: HashMap<FrameId, Record>,
+    /// Sent, waiting for the release time.
+    releasing: HashMap<FrameId, Record>,
+    release_times: bool,
+    out: TalkOutput,
+    writer: Option<RecordWriter>,
+    write_error: Option<std::io::Error>,
+}
+
+impl Ledger<'_> {
+    fn submitted(&mut self, id: FrameId, txtime: Option<i64>) {
+        let (flow, seq) = split_id(id);
+        let f = &self.cfg.flows[usize::from(flow)];
+        self.pending.insert(id, Record::new(seq, &f.name, &f.class_name, txtime));
+        self.out.frames += 1;
+    }
+
+    /// Take one message from the daemon; an `Error` ends the talk.
+    fn take(&mut self, r: Response) -> Result<(), String> {
+        match r {
+            Response::Outcome { tag, delivery } => {
+                let id = FrameId(tag);
+                let Some(mut rec) = self.pending.remove(&id) else { return Ok(()) };
+                match delivery {
+                    Delivery::Sent { slot, time, ring_slot, off_schedule } => {
+                        rec.sent_at(slot, ring_slot, time);
+                        rec.off_schedule = Some(off_schedule);
+                        if self.release_times {
+                            self.releasing.insert(id, rec);
+                        } else {
+                            self.finish(rec);
+                        }
+                    }
+                    Delivery::Rejected(why) => {
+                        rec.rejected(why.as_str());
+                        self.finish(rec);
+                    }
+                }
+            }
+            Response::Released { tag, released, .. } => {
+                if let Some(mut rec) = self.releasing.remove(&FrameId(tag)) {
+                    rec.released_ns = released;
+                    self.finish(rec);
+                }
+            }
+            Response::Error(e) => return Err(format!("daemon: {e}")),
+            Response::Info(_) | Response::Time(_) | Response::Subscribed { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, rec: Record) {
+        if rec.sent() {
+            self.out.sent += 1;
+        } else {
+            *self.out.rejected.entry(rec.reason.clone()).or_default() += 1;
+        }
+        self.out.summary.add(&rec);
+        if let (Some(w), None) = (self.writer.as_mut(), self.write_error.as_ref()) {
+            if let Err(e) = w.write(&rec) {
+                self.write_error = Some(e);
+            }
+        }
+    }
+
+    /// Nothing more comes: frames still without an outcome are `no-outcome`; sent frames whose release time did
+    /// not come keep their record without it.
+    fn close(mut self) -> Result<TalkOutput, String> {
+        let mut late: Vec<Record> = self.releasing.drain().map(|(_, r)| r).collect();
+        let mut lost: Vec<Record> = self.pending.drain().map(|(_, r)| r).collect();
+        late.sort_by(|a, b| (&a.flow, a.seq).cmp(&(&b.flow, b.seq)));
+        lost.sort_by(|a, b| (&a.flow, a.seq).cmp(&(&b.flow, b.seq)));
+        self.out.missing = lost.len();
+        for r in late {
+            self.finish(r);
+        }
+        for mut r in lost {
+            r.rejected("no-outcome");
+            self.finish(r);
+        }
+        if let Some(e) = self.write_error {
+            return Err(format!("writing the records failed: {e}"));
+        }
+        if let Some(w) = self.writer {
+            self.out.records_written = w.rows();
+            w.finish().map_err(|e| format!("writing the records failed: {e}"))?;
+        }
+        Ok(self.out)
+    }
 }
 
 /// The first ring-cycle boundary (ring slot 0) at or after `not_before`, from the daemon's `cycle_start`.
@@ -53,9 +165,12 @@ fn align(cycle_start: i64, geometry: SlotGeometry, ring: u32, not_before: Tai) -
 
 /// Wait until the daemon behind `client` is synchronised (or runs free, without PTP) for at most `limit`;
 /// returns its EPHC's offset from the host clock then.
-fn network_offset(client: &mut Client, limit: Duration) -> Result<Nanos, String> {
+fn network_offset(client: &mut Client, limit: Duration, stop: &AtomicBool) -> Result<Nanos, String> {
     let start = std::time::Instant::now();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped by a signal while waiting for the daemon to synchronise; no frame was sent".into());
+        }
         let t = client.time().map_err(|e| format!("daemon time: {e}"))?;
         if t.sync != SyncState::NotSynchronised {
             return Ok(Nanos(t.ephc_now.saturating_sub(t.host_now)));
@@ -73,10 +188,24 @@ fn network_offset(client: &mut Client, limit: Duration) -> Result<Nanos, String>
     }
 }
 
-/// Run the talker against the daemon at `socket`; wait at most `sync_wait` for it to be synchronised.
-pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -> Result<TalkOutput, String> {
+/// Run the talker against the daemon at `socket`; wait at most `sync_wait` for it to be synchronised. Records go to
+/// `records` as outcomes arrive. `stop` (a signal) ends the submission early: the frames already submitted still
+/// get their outcomes (within `grace`) and their records.
+pub fn talk(
+    cfg: &Config,
+    socket: &Path,
+    grace: Duration,
+    sync_wait: Duration,
+    records: Option<&Path>,
+    stop: &AtomicBool,
+) -> Result<TalkOutput, String> {
+    // The records file is opened first, so a bad path fails before any frame is sent.
+    let writer = match records {
+        Some(p) => Some(RecordWriter::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
+        None => None,
+    };
     let mut client = Client::connect(socket).map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
-    let offset = network_offset(&mut client, sync_wait)?;
+    let offset = network_offset(&mut client, sync_wait, stop)?;
     let net_now = || host_tai() + offset;
     let info = client.info().map_err(|e| format!("daemon info: {e}"))?;
     if info.slot_bytes != cfg.geometry.slot_bytes() || info.ring != cfg.ownership.ring() {
@@ -106,75 +235,68 @@ pub fn talk(cfg: &Config, socket: &Path, grace: Duration, sync_wait: Duration) -
         }
     });
 
-    let mut sent: HashMap<FrameId, Option<i64>> = HashMap::new();
-    let mut behind = 0;
+    let mut ledger = Ledger {
+        cfg,
+        pending: HashMap::new(),
+        releasing: HashMap::new(),
+        release_times,
+        out: TalkOutput {
+            frames: 0,
+            sent: 0,
+            rejected: BTreeMap::new(),
+            summary: Summary::new(cfg),
+            epoch,
+            missing: 0,
+            behind: 0,
+            stopped: false,
+            records_written: 0,
+        },
+        writer,
+        write_error: None,
+    };
     while let Some(due) = source.next_due() {
+        // Outcomes so far: their records are written now, so only frames in flight are kept.
+        while let Ok(r) = rx.try_recv() {
+            ledger.take(r)?;
+        }
+        if stop.load(Ordering::Relaxed) {
+            ledger.out.stopped = true;
+            break;
+        }
         let wait = due - net_now();
         if wait.0 > 0 {
-            std::thread::sleep(Duration::from_nanos(wait.0 as u64));
+            // In short naps, so a signal is noticed within one.
+            std::thread::sleep(Duration::from_nanos(wait.0 as u64).min(STOP_CHECK));
+            continue;
         }
         let Some(frame) = source.take() else { break };
         // Frames meant to be late (txtime before their due time) are not counted.
         if let Some(lead) = frame.txtime.map(|t| (t - due).0).filter(|&lead| lead > 0) {
             if (net_now() - due).0 > lead / 2 {
-                behind += 1;
+                ledger.out.behind += 1;
             }
         }
         let (flow, _) = split_id(frame.id);
         let class = cfg.flows[usize::from(flow)].class_name.clone();
-        sent.insert(frame.id, frame.txtime.map(|t| t.0));
+        ledger.submitted(frame.id, frame.txtime.map(|t| t.0));
         client
             .send(&Request::Submit { tag: frame.id.0, class, txtime: frame.txtime.map(|t| t.0), frame: frame.data })
             .map_err(|e| format!("daemon went away: {e}"))?;
     }
 
-    let mut outcomes: HashMap<FrameId, Delivery> = HashMap::new();
-    let mut released: HashMap<FrameId, Option<i64>> = HashMap::new();
-    let mut sent_outcomes = 0;
     let deadline = std::time::Instant::now() + grace;
     // Every frame's outcome, and with release times a `Released` after each sent one.
-    while outcomes.len() < sent.len() || (release_times && released.len() < sent_outcomes) {
+    while !ledger.pending.is_empty() || !ledger.releasing.is_empty() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
-            Ok(Response::Outcome { tag, delivery }) => {
-                sent_outcomes += usize::from(matches!(delivery, Delivery::Sent { .. }));
-                outcomes.insert(FrameId(tag), delivery);
-            }
-            Ok(Response::Released { tag, released: at, .. }) => {
-                released.insert(FrameId(tag), at);
-            }
-            Ok(Response::Error(e)) => return Err(format!("daemon: {e}")),
-            Ok(Response::Info(_) | Response::Time(_) | Response::Subscribed { .. }) => {}
+            Ok(r) => ledger.take(r)?,
             Err(_) => break,
         }
     }
     // End of stream tells the daemon we are done; it closes, and the reader thread ends.
     let _ = client.close_write();
     drop(handle);
-
-    let mut records = Vec::new();
-    let mut missing = 0;
-    let mut ids: Vec<&FrameId> = sent.keys().collect();
-    ids.sort_by_key(|id| split_id(**id));
-    for id in ids {
-        let (flow, seq) = split_id(*id);
-        let f = &cfg.flows[usize::from(flow)];
-        let mut r = Record::new(seq, &f.name, &f.class_name, sent[id]);
-        match outcomes.get(id) {
-            Some(Delivery::Sent { slot, time, ring_slot, off_schedule }) => {
-                r.sent_at(*slot, *ring_slot, *time);
-                r.off_schedule = Some(*off_schedule);
-                r.released_ns = released.get(id).copied().flatten();
-            }
-            Some(Delivery::Rejected(why)) => r.rejected(why.as_str()),
-            None => {
-                missing += 1;
-                r.rejected("no-outcome");
-            }
-        }
-        records.push(r);
-    }
-    Ok(TalkOutput { records, epoch, missing, behind })
+    ledger.close()
 }
 
 #[cfg(test)]

@@ -70,8 +70,9 @@ const FLOWS: [FlowDef; 9] = [
     FlowDef { name: "fast", class: "tc-1", offset_us: 100, period_us: 1_600, frame_bytes: 300, lead_us: 2_000, root: 400, nobody: 0 },
     // Lead 300 µs < batch·δ = 800 µs: its slot is already posted when the frame arrives → late.
     FlowDef { name: "late", class: "tc-0", offset_us: 1_600, period_us: 3_200, frame_bytes: 100, lead_us: 300, root: 50, nobody: 0 },
-    // Ring slot 5 is nobody's (best effort) → not-owned for tc-0.
-    FlowDef { name: "stray", class: "tc-0", offset_us: 500, period_us: 3_200, frame_bytes: 100, lead_us: 2_000, root: 20, nobody: 0 },
+    // Ring slot 5 is nobody's (best effort) → not-owned for tc-0. Submitted 50 ms ahead: only a host stall that
+    // long could make the daemon see one after its slot was posted (then it is `late`, as ETF checks time first).
+    FlowDef { name: "stray", class: "tc-0", offset_us: 500, period_us: 3_200, frame_bytes: 100, lead_us: 50_000, root: 20, nobody: 0 },
     FlowDef { name: "bulk", class: "tc-2", offset_us: 0, period_us: 400, frame_bytes: 1_000, lead_us: 0, root: 1_500, nobody: 0 },
     // uid 65534 may use only best effort.
     FlowDef { name: "nobody-rt", class: "tc-0", offset_us: 1_600, period_us: 3_200, frame_bytes: 100, lead_us: 2_000, root: 0, nobody: 100 },

@@ -29,6 +29,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use keepon_core::outcome::{Counters, Frame, FrameId, Outcome, Reason};
 use keepon_core::ring::{RingError, SlotKind};
@@ -256,16 +257,38 @@ impl<N: Nic> Driver<N> {
     /// frame handed in gets its outcome, and returns [`DriverError::Timeout`]. The driver is spent after a
     /// timeout: step it no more.
     pub fn run(&mut self, source: &mut dyn Source, sink: &mut dyn FnMut(Event)) -> Result<(), DriverError> {
+        self.run_until(source, sink, &AtomicBool::new(false))
+    }
+
+    /// [`Driver::run`], ending early when `stop` is set (a signal): the source is not read any more, frames not
+    /// yet posted are rejected `shutdown`, the posted ones leave and get their outcomes.
+    pub fn run_until(
+        &mut self,
+        source: &mut dyn Source,
+        sink: &mut dyn FnMut(Event),
+        stop: &AtomicBool,
+    ) -> Result<(), DriverError> {
         let start = self.nic.now();
         let mut exhausted = NoFrames;
         let mut give_up: Option<Tai> = None;
+        // Set when `stop` is seen: the drain ends by then.
+        let mut stop_by: Option<Tai> = None;
         loop {
-            let src: &mut dyn Source = if give_up.is_some() { &mut exhausted } else { source };
+            let stopped = stop.load(Ordering::Relaxed);
+            if stopped && stop_by.is_none() {
+                self.station.shutdown();
+                stop_by = Some(self.nic.now() + DRAIN_GRACE + self.ring_span());
+            }
+            let src: &mut dyn Source = if give_up.is_some() || stopped { &mut exhausted } else { source };
             self.step(src, sink)?;
             if self.station.drained() && self.nic.unfinished() == 0 {
                 break;
             }
             let now = self.nic.now();
+            if stop_by.is_some_and(|t| now > t) {
+                self.abandon_posted(sink);
+                break;
+            }
             match give_up {
                 None if now - start > self.cfg.max_duration => {
                     self.station.shutdown();
