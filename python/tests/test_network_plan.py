@@ -165,3 +165,29 @@ def test_time_limit_bounds_the_command(tmp_path):
     code, err = run("network", path, "--out", str(tmp_path / "p"), "--time-limit", "0.001")
     assert code == 2 and "time limit" in err
     assert math.isfinite(0)
+
+
+def test_talker_slot_size_is_the_station_planners_choice():
+    # the network planner computes the slot size in integers; it must be what keepon-plan solve would pick
+    from keepon_plan.model import InputError, parse_flowset
+    from keepon_plan.network.stations import smallest_slot
+    from keepon_plan.network.topology import Stream
+    from keepon_plan.params import choose_slot_bytes
+
+    cases = [((250_000, 500_000), (128, 300)), ((100_000,), (1230,)), ((500_000, 1_000_000, 2_000_000), (64, 100, 80))]
+    for periods, frames in cases:
+        for rate in (10**9, 10**10, 100 * 10**6):
+            streams = [
+                Stream(f"f{i}", "t", ("l",), p, b, p, 0, 7, None)
+                for i, (p, b) in enumerate(zip(periods, frames, strict=True))
+            ]
+            text = f"[link]\nrate = {rate}\n" + "".join(
+                f'[[flow]]\nname = "f{i}"\nclass = "c"\nperiod = {p}\nframe_bytes = {b}\n'
+                for i, (p, b) in enumerate(zip(periods, frames, strict=False))
+            )
+            fs = parse_flowset(text)
+            try:
+                expected = choose_slot_bytes(fs)
+            except InputError:
+                expected = None
+            assert smallest_slot(rate, streams) == expected, (periods, frames, rate)

@@ -121,7 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     print(
-        "| topology | switches | stations | streams | placed | verified | read s | plan s | write s | verify s | total s |"
+        "| topology | switches | stations | streams | placed | verified | read s | plan s | write s | verify s "
+        "| total s |"
     )
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     worst = 0

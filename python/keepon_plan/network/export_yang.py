@@ -134,10 +134,11 @@ def station_entries(ring, owners_tc: dict[int, int]) -> tuple[int, list[tuple[in
     for tc in owners_tc.values():
         used |= 1 << tc
     free = 0xFF & ~used
+    num, den = delta.numerator, delta.denominator  # slot s starts at ⌈s·δ⌉ ns, as the runtime rounds txtimes
     entries: list[list[int]] = []
     for s in range(total):
         states = 1 << owners_tc[s % n] if s % n in owners_tc else free
-        length = slot_start_ns(s + 1, delta) - slot_start_ns(s, delta)
+        length = -(-(s + 1) * num // den) - -(-s * num // den)
         if entries and entries[-1][0] == states:
             entries[-1][1] += length
         else:
@@ -175,7 +176,7 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
         by_switch[name] = [(port, gate_table(net.base_time, cycle, entries, STATION_LIMITS))]
     for device, ports in sorted(by_switch.items()):
         doc = interfaces_document(ports)
-        for suffix, text in ((".json", json.dumps(doc, indent=1) + "\n"), (".xml", to_xml(doc))):
+        for suffix, text in ((".json", json.dumps(doc) + "\n"), (".xml", to_xml(doc))):
             path = out / "yang" / f"{device}{suffix}"
             path.write_text(text, encoding="utf-8")
             written.append(path)

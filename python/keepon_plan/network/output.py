@@ -76,7 +76,9 @@ def write_plan(
 ) -> None:
     (out / "stations").mkdir(parents=True, exist_ok=True)
     (out / "switches").mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
+    head = json.dumps({k: v for k, v in plan.items() if k != "streams"})[:-1]
+    body = ",\n ".join(json.dumps(s) for s in plan["streams"])  # one stream per line (and json's C encoder)
+    (out / "plan.json").write_text(f'{head}, "streams": [\n {body}\n]}}\n', encoding="utf-8")
     departures = {s["name"]: s["departure_ps"] for s in plan["streams"]}
     rows = ["stream,talker,listener,route,departure_ns,latency_ns,max_latency_ns,jitter_ns,max_jitter_ns"]
     for r in routed:
@@ -95,4 +97,4 @@ def write_plan(
         by_switch.setdefault(g.switch, []).append(g)
     for sw in net.switches:
         doc = switch_document(net, sw, by_switch.get(sw, []))
-        (out / "switches" / f"{sw}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        (out / "switches" / f"{sw}.json").write_text(json.dumps(doc) + "\n", encoding="utf-8")

@@ -9,12 +9,13 @@ every link of its route.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..model import FlowSet, InputError, parse_flowset, to_problem
+from ..model import MAX_SLOT_BYTES, MIN_SLOT_BYTES, FlowSet, InputError, parse_flowset, to_problem
 from ..params import RingChoice, choose
-from ..units import format_duration, format_rate
+from ..units import PREAMBLE_SFD_IFG_BYTES, format_duration, format_rate
 from .topology import PS_PER_NS, Network, Stream
 
 
@@ -41,8 +42,8 @@ def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
         f'rate = "{format_rate(link.rate)}"',
         "[ring]",
     ]
-    for key in ("slot_bytes", "slots", "batch"):
-        value = getattr(st, key)
+    slot_bytes = st.slot_bytes if st.slot_bytes is not None else smallest_slot(link.rate, streams)
+    for key, value in (("slot_bytes", slot_bytes), ("slots", st.slots), ("batch", st.batch)):
         if value is not None:
             lines.append(f"{key} = {value}")
     for tc in sorted({s.traffic_class for s in streams}):
@@ -56,6 +57,23 @@ def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
             f"frame_bytes = {s.frame_bytes}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def smallest_slot(rate: int, streams: list[Stream]) -> int | None:
+    """The slot size :func:`keepon_plan.params.choose_slot_bytes` picks, in integer arithmetic (it is on every
+    talker's path, and the station planner's search divides 9000 fractions); ``None`` lets it explain a failure.
+
+    A slot of ``w`` bytes on the wire divides every period iff ``w`` divides the bytes the gcd of the periods
+    carries, ``gcd·rate/8e9``; the smallest such ``w`` holding the largest frame (and 20 bytes of overhead) wins.
+    """
+    per_gcd, rest = divmod(math.gcd(*(s.period_ns for s in streams)) * rate, 8 * 10**9)
+    if rest:
+        return None
+    lo = max(s.frame_bytes for s in streams) + PREAMBLE_SFD_IFG_BYTES
+    for wire in range(max(lo, MIN_SLOT_BYTES + PREAMBLE_SFD_IFG_BYTES), MAX_SLOT_BYTES + PREAMBLE_SFD_IFG_BYTES + 1):
+        if per_gcd % wire == 0:
+            return wire - PREAMBLE_SFD_IFG_BYTES
+    return None
 
 
 def station_rings(net: Network) -> dict[str, StationRing]:

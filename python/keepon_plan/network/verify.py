@@ -54,8 +54,8 @@ def _station_flows(path: Path) -> tuple[int, int, dict[str, tuple[int, int, list
     return delta, n, flows
 
 
-def _gate_opens(doc: dict) -> dict[str, tuple[int, list[tuple[int, int, int]]]]:
-    """Per port: (cycle ps, [(start ps, end ps, gate states)]) from a switch's GCL file."""
+def _gate_opens(doc: dict) -> dict[str, tuple[int, list[tuple[int, int, int]], list[int]]]:
+    """Per port: (cycle ps, [(start ps, end ps, gate states)], [start ps]) from a switch's GCL file."""
     out = {}
     for p in doc.get("ports", []):
         t = 0
@@ -67,14 +67,14 @@ def _gate_opens(doc: dict) -> dict[str, tuple[int, list[tuple[int, int, int]]]]:
             raise ValueError(
                 f"switch {doc['switch']!r} port {p['port']!r}: entries sum to {t} ns, cycle {p['cycle_ns']}"
             )
-        out[p["port"]] = (p["cycle_ns"] * 1000, spans)
+        out[p["port"]] = (p["cycle_ns"] * 1000, spans, [a for a, _, _ in spans])
     return out
 
 
-def _open_throughout(cycle: int, spans: list[tuple[int, int, int]], tc: int, t: int, length: int) -> bool:
+def _open_throughout(gate: tuple, tc: int, t: int, length: int) -> bool:
     """Whether gate ``tc`` is open during ``[t, t + length)`` (mod cycle), across entries and cycle wraps."""
+    cycle, spans, starts = gate
     t %= cycle
-    starts = [s for s, _, _ in spans]
     end = t + length
     while t < end:
         i = bisect.bisect_right(starts, t % cycle) - 1
@@ -188,7 +188,7 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                     g = gates.get(u, {}).get(port)
                     if g is None:
                         bad.append(f"stream {s.name!r}: switch {u!r} port {port!r} has no gate control list")
-                    elif not _open_throughout(g[0], g[1], s.traffic_class, t, tx):
+                    elif not _open_throughout(g, s.traffic_class, t, tx):
                         bad.append(
                             f"stream {s.name!r} instance {l}: on switch {u!r} port {port!r} the gate of traffic class "
                             f"{s.traffic_class} is not open for the whole transmission [{t}, {t + tx}) ps"
