@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..model import InputError
+
 PERIODS = ("500us", "1ms", "2ms")
 
 
@@ -133,7 +135,11 @@ def run(args: argparse.Namespace) -> int:
                 if args.write:
                     Path(args.write).mkdir(parents=True, exist_ok=True)
                     (Path(args.write) / f"{topo}-{s}-{m}.toml").write_text(text, encoding="utf-8")
-                r = run_one(text, args.time_limit)
+                try:
+                    r = run_one(text, args.time_limit)
+                except InputError as exc:  # e.g. a gate list beyond supported_list_max: reported, not fatal
+                    print(f"| {topo} | {s} | {s * args.per_switch} | {m} | – | – | bad input: {exc.message} |||||")
+                    continue
                 if r["status"] == "plan" and not r["verified"]:
                     worst = 4
                 print(

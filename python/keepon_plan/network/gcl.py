@@ -4,7 +4,9 @@ A port's cycle is the lcm of the periods of the streams it sends (whole ns), sta
 Each frame's transmission ``[t, t + tx)`` (ps) opens the gate of its traffic class over ``[⌊t⌋, ⌈t + tx⌉)`` ns,
 taken modulo the cycle. Outside every window the gates of the classes no stream on the port uses are open (best
 effort), so a scheduled frame never waits behind one: Qbv starts a frame only if it ends before its gate closes.
-Entries longer than the port's ``supported_interval_max`` are split; a list longer than ``supported_list_max`` or a
+A best-effort gap shorter than the shortest Ethernet frame (64 bytes plus 20 of preamble and gap) could carry
+nothing, so it is given to the window before it: lists get shorter and every window only grows. Entries longer
+than the port's ``supported_interval_max`` are split; a list longer than ``supported_list_max`` or a
 cycle longer than ``supported_cycle_max`` is an error naming the port.
 """
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from ..model import InputError
 from .routing import RoutedStream
 from .topology import Network
+
+MIN_FRAME_WIRE_BYTES = 64 + 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,18 @@ def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int,
             entries[-1][1] += b1 - b0
         else:
             entries.append([state, b1 - b0])
+    link = net.link(sw, nb)
+    assert link is not None
+    useless = -(-(MIN_FRAME_WIRE_BYTES * link.byte_ps()) // 1000)  # ns: no best-effort frame fits in less
+    merged: list[list[int]] = []
+    for k, (state, interval) in enumerate(entries):
+        if merged and state == best_effort and interval < useless and k + 1 < len(entries):
+            merged[-1][1] += interval
+        elif merged and merged[-1][0] == state:
+            merged[-1][1] += interval
+        else:
+            merged.append([state, interval])
+    entries = merged
     split: list[tuple[int, int]] = []
     for state, interval in entries:
         while interval > switch.supported_interval_max:
