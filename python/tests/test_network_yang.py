@@ -18,7 +18,14 @@ def modules():
     try:
         return ensure_modules()
     except ModulesUnavailable as exc:
-        pytest.skip(f"the published YANG modules cannot be fetched here: {exc}")
+        pytest.fail(f"the vendored YANG modules are not the pinned ones: {exc}")
+
+
+def test_vendored_modules_are_the_pinned_ones():
+    from keepon_plan.network.yang_modules import MODULES, module_dir
+
+    assert sorted(p.name for p in module_dir().glob("*.yang")) == sorted(MODULES)
+    ensure_modules()  # raises on a checksum mismatch (and would fetch a missing file)
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,12 @@
-"""The published YANG modules the exports are validated against: which, from where, fetched in the build.
+"""The published YANG modules the exports are validated against: vendored beside this file, pinned by checksum.
 
-They are not vendored. The IETF modules (RFC 8343, RFC 6991, IANA) are under the Simplified BSD licence and could
-be, but the IEEE 802.1 published modules only say "Copyright (C) IEEE (2023) ... see the standard itself for full
-legal notices", and the YangModels/yang repository's IEEE README grants a copyright release for the modules under
-``experimental/ieee`` only. So all are fetched, at one pinned commit of YangModels/yang and checked against the
-SHA-256 sums below, into ``$KEEPON_YANG_DIR`` or ``~/.cache/keepon-plan/yang/COMMIT``:
+They are copied unchanged from one commit of the YangModels/yang repository (``yang/README.md`` says which, and
+under what terms: the IETF modules under the Simplified BSD licence, the IEEE ones under the repository's copyright
+release for ``standard/ieee``). :func:`ensure_modules` checks each against its SHA-256 below; to fetch them again
+(into ``$KEEPON_YANG_DIR`` if set, else the vendored directory):
 
-    python -m keepon_plan.network.yang_modules                 # from raw.githubusercontent.com
-    python -m keepon_plan.network.yang_modules --git-dir DIR   # from a local clone/mirror of YangModels/yang
+    python -m keepon_plan.network.yang_modules --git-dir CLONE/.git   # from a local clone or mirror
+    python -m keepon_plan.network.yang_modules                        # from raw.githubusercontent.com
 """
 
 from __future__ import annotations
@@ -73,10 +72,7 @@ class ModulesUnavailable(Exception):
 
 def module_dir() -> Path:
     env = os.environ.get("KEEPON_YANG_DIR")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "keepon-plan" / "yang" / COMMIT
+    return Path(env) if env else Path(__file__).resolve().parent / "yang"
 
 
 def _good(path: Path, digest: str) -> bool:
