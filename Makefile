@@ -91,6 +91,7 @@ qemu-test:
 
 bench:
 	$(CARGO) bench -p keepon --bench core
+	$(CARGO) bench -p keepon --bench daemon_idle
 
 table3: build
 	./target/release/keepon table3

@@ -1,12 +1,20 @@
 //! Client connections: accepting them within the per-uid and total budgets, reading with backpressure,
 //! writing without waiting, and closing them once nothing is owed.
+//!
+//! Readiness comes from epoll (`mio`, edge-triggered): a connection is read only after the kernel said it has
+//! data (written only after it said there is room), and stays marked so until a read (write) finds none. A poll
+//! visits only the *active* connections — those with data to read, a whole request to parse, replies to write
+//! or nothing more owed — so an idle connection costs nothing per poll: one `epoll_wait` covers them all.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use crate::api::{frame_message, Response};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::api::{frame_message, message_len, Response};
 
 use super::config::Limits;
 
@@ -31,6 +39,10 @@ pub struct Conn {
     pub reading: bool,
     /// The connection failed (write error): it is closed at once; its outcomes are orphaned.
     pub broken: bool,
+    /// The kernel reported data (or end of stream) that no read has yet found exhausted.
+    pub readable: bool,
+    /// The kernel reported room to write that no write has yet found exhausted.
+    pub writable: bool,
 }
 
 impl Conn {
@@ -49,31 +61,45 @@ impl Conn {
         self.broken || (!self.reading && self.in_flight == 0 && self.wbuf.is_empty())
     }
 
-    /// Read what has arrived, up to the read buffer's limit, without waiting. End of stream or an error
-    /// ends reading (not the connection: outcomes may still be owed).
+    /// Read what has arrived, up to the read buffer's limit, without waiting; nothing (no system call) unless
+    /// the kernel reported data since the last read that found none. End of stream or an error ends reading
+    /// (not the connection: outcomes may still be owed).
     pub fn read_some(&mut self, limits: &Limits) {
         let mut chunk = [0u8; 16 * 1024];
-        while self.reading && !self.broken && self.rbuf.len() < limits.read_buffer {
+        while self.readable && self.reading && !self.broken && self.rbuf.len() < limits.read_buffer {
             let room = (limits.read_buffer - self.rbuf.len()).min(chunk.len());
             match self.stream.read(&mut chunk[..room]) {
                 Ok(0) => self.reading = false,
                 Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => self.reading = false,
             }
         }
     }
 
+    /// A whole request (or broken framing) waits in the read buffer.
+    fn has_request(&self) -> bool {
+        !matches!(message_len(&self.rbuf), Ok(None))
+    }
+
+    /// Something to do at the next poll (else the connection waits for a readiness event).
+    fn busy(&self, limits: &Limits) -> bool {
+        self.done()
+            || (self.readable && self.reading && self.rbuf.len() < limits.read_buffer)
+            || (self.writable && !self.wbuf.is_empty())
+            || (self.takes_requests(limits) && self.has_request())
+    }
+
     /// Write buffered replies without waiting.
     fn write_some(&mut self) {
-        while !self.wbuf.is_empty() && !self.broken {
+        while self.writable && !self.wbuf.is_empty() && !self.broken {
             match self.stream.write(&self.wbuf) {
                 Ok(0) => self.broken = true,
                 Ok(n) => {
                     self.wbuf.drain(..n);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => self.writable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => self.broken = true,
             }
@@ -91,12 +117,25 @@ pub struct Usage {
 }
 
 /// Every open connection and what each uid holds.
-#[derive(Default)]
 pub struct Conns {
     pub map: BTreeMap<u64, Conn>,
     pub usage: HashMap<u32, Usage>,
     next: u64,
+    /// Readiness of the connections (token = connection id) and of the listener ([`LISTENER`]).
+    poll: Poll,
+    events: Events,
+    /// The listener had connections pending that no accept has yet found exhausted.
+    pending: bool,
+    /// The connections a poll visits (see the module docs); the others wait for a readiness event.
+    active: BTreeSet<u64>,
 }
+
+/// The listener's token (connection ids count up from 0 and never reach it).
+const LISTENER: Token = Token(usize::MAX);
+
+/// Readiness events taken per poll (more wait for the next `epoll_wait`, which reports them again only if new
+/// data arrives; their connections' flags stay set meanwhile, so none is lost: see [`Conns::ready`]).
+const EVENTS_PER_POLL: usize = 1024;
 
 /// uid and gid of the peer of a connected UNIX socket.
 fn peer_credentials(s: &UnixStream) -> std::io::Result<(u32, u32)> {
@@ -129,6 +168,70 @@ pub struct Accepted {
 }
 
 impl Conns {
+    /// No connections yet; `listener` (if any) is watched for new ones.
+    pub fn new(listener: Option<&UnixListener>) -> std::io::Result<Conns> {
+        let poll = Poll::new()?;
+        if let Some(l) = listener {
+            poll.registry().register(&mut SourceFd(&l.as_raw_fd()), LISTENER, Interest::READABLE)?;
+        }
+        Ok(Conns {
+            map: BTreeMap::new(),
+            usage: HashMap::new(),
+            next: 0,
+            poll,
+            events: Events::with_capacity(EVENTS_PER_POLL),
+            pending: true,
+            active: BTreeSet::new(),
+        })
+    }
+
+    /// A connection, marked active (whatever is done with it, e.g. a reply queued, is seen to this poll).
+    pub fn get_mut(&mut self, cid: u64) -> Option<&mut Conn> {
+        let c = self.map.get_mut(&cid)?;
+        self.active.insert(cid);
+        Some(c)
+    }
+
+    /// The active connections, from `cursor` on and then round to it.
+    pub fn active_from(&self, cursor: u64) -> Vec<u64> {
+        self.active.range(cursor..).chain(self.active.range(..cursor)).copied().collect()
+    }
+
+    /// Mark every connection active (a shutdown or an epoll failure: each is looked at once more).
+    fn all_active(&mut self) {
+        self.active.extend(self.map.keys().copied());
+    }
+
+    /// Take the readiness the kernel reports now (without waiting) into the connections' flags.
+    pub fn ready(&mut self) {
+        loop {
+            if let Err(e) = self.poll.poll(&mut self.events, Some(std::time::Duration::ZERO)) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                // epoll_wait on our own epoll fd cannot fail otherwise; were it to, read everyone (correct, as
+                // before readiness existed, only costlier).
+                self.pending = true;
+                self.map.values_mut().for_each(|c| (c.readable, c.writable) = (true, true));
+                self.all_active();
+            }
+            break;
+        }
+        for e in self.events.iter() {
+            match e.token() {
+                LISTENER => self.pending = true,
+                Token(id) => {
+                    let id = id as u64;
+                    if let Some(c) = self.map.get_mut(&id) {
+                        c.readable |= e.is_readable() || e.is_read_closed() || e.is_error();
+                        c.writable |= e.is_writable() || e.is_write_closed() || e.is_error();
+                        self.active.insert(id);
+                    }
+                }
+            }
+        }
+    }
+
     /// Accept every pending connection within the limits; `allowed` gives a peer's classes from its
     /// credentials, and whether one of them is a real-time class. A connection over a limit gets an error
     /// reply naming the limit and is closed.
@@ -139,11 +242,16 @@ impl Conns {
         allowed: impl Fn(u32, u32) -> (Vec<bool>, bool),
     ) -> Accepted {
         let mut a = Accepted::default();
-        loop {
+        while self.pending {
             let s = match listener.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return a, // WouldBlock: nothing more pending
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.pending = false;
+                    break;
+                }
+                // Out of descriptors or memory: the rest stay pending, tried again next poll.
+                Err(_) => break,
             };
             let Ok((uid, gid)) = peer_credentials(&s) else { continue };
             if s.set_nonblocking(true).is_err() {
@@ -164,6 +272,15 @@ impl Conns {
                 a.refused += 1;
                 continue;
             }
+            let id = self.next;
+            let registered = self.poll.registry().register(
+                &mut SourceFd(&s.as_raw_fd()),
+                Token(id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
+                continue; // (out of memory for epoll: the peer sees its connection closed)
+            }
             self.usage.entry(uid).or_default().connections += 1;
             let (allowed, real_time) = allowed(uid, gid);
             let conn = Conn {
@@ -177,29 +294,40 @@ impl Conns {
                 release_times: false,
                 reading: true,
                 broken: false,
+                // A new connection may hold data already (written before the accept), and has room.
+                readable: true,
+                writable: true,
             };
-            self.map.insert(self.next, conn);
+            self.map.insert(id, conn);
+            self.active.insert(id);
             self.next += 1;
             a.taken += 1;
         }
+        a
     }
 
-    /// Write what can be written; close connections that broke or owe nothing more. Returns how many broke.
-    pub fn flush(&mut self) -> u64 {
+    /// Write what can be written; close connections that broke or owe nothing more; keep active only those with
+    /// something left to do. Returns how many broke.
+    pub fn flush(&mut self, limits: &Limits) -> u64 {
         let mut broke = 0;
-        let usage = &mut self.usage;
-        self.map.retain(|_, c| {
+        let active = std::mem::take(&mut self.active);
+        for cid in active {
+            let Some(c) = self.map.get_mut(&cid) else { continue };
             c.write_some();
             broke += u64::from(c.broken);
             if c.done() {
-                if let Some(u) = usage.get_mut(&c.uid) {
+                let c = self.map.remove(&cid).expect("present");
+                let _ = self.poll.registry().deregister(&mut SourceFd(&c.stream.as_raw_fd()));
+                if let Some(u) = self.usage.get_mut(&c.uid) {
                     u.connections = u.connections.saturating_sub(1);
+                    if u.connections == 0 && u.in_flight == 0 {
+                        self.usage.remove(&c.uid);
+                    }
                 }
-                return false;
+            } else if c.busy(limits) {
+                self.active.insert(cid);
             }
-            true
-        });
-        self.usage.retain(|_, u| u.connections > 0 || u.in_flight > 0);
+        }
         broke
     }
 
@@ -214,5 +342,6 @@ impl Conns {
         for c in self.map.values() {
             let _ = c.stream.shutdown(std::net::Shutdown::Read);
         }
+        self.all_active();
     }
 }

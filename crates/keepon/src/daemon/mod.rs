@@ -172,7 +172,7 @@ impl Releases {
         if let Some(u) = conns.usage.get_mut(&uid) {
             u.in_flight = u.in_flight.saturating_sub(1);
         }
-        if let Some(c) = conns.map.get_mut(&cid) {
+        if let Some(c) = conns.get_mut(cid) {
             c.in_flight = c.in_flight.saturating_sub(1);
             c.respond(&Response::Released { tag, released: released.map(|t| t.0), stamped });
         }
@@ -209,7 +209,7 @@ fn deliver(
     stats: &mut DaemonStats,
 ) {
     let Some((cid, tag, uid)) = owner.remove(&id) else { return };
-    let Some(c) = conns.map.get_mut(&cid) else {
+    let Some(c) = conns.get_mut(cid) else {
         stats.orphaned += 1;
         if let Some(u) = conns.usage.get_mut(&uid) {
             u.in_flight = u.in_flight.saturating_sub(1);
@@ -441,7 +441,7 @@ fn serve_bound<N: Nic>(
     let start = driver.nic.now();
     let classes = cfg.ownership.classes();
     let mut stats = DaemonStats::default();
-    let mut conns = Conns::default();
+    let mut conns = Conns::new(bound.as_ref().map(|b| &b.listener)).map_err(|e| format!("epoll: {e}"))?;
     let mut owner: Owners = HashMap::new();
     let mut releases = Releases::default();
     let mut next_frame = 0u64;
@@ -488,6 +488,8 @@ fn serve_bound<N: Nic>(
     loop {
         let now = driver.nic.now();
         let stopping = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| now - start > d);
+        // One epoll_wait: which connections (and whether the listener) have something to read.
+        conns.ready();
         if let Some(b) = bound.as_ref() {
             let a = conns.accept_all(&b.listener, limits, allowed);
             stats.connections += a.taken;
@@ -544,7 +546,7 @@ fn serve_bound<N: Nic>(
         // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
         // robin, within the per-poll budget.
         let mut budget = limits.requests_per_poll;
-        let order: Vec<u64> = conns.map.range(cursor..).chain(conns.map.range(..cursor)).map(|(&k, _)| k).collect();
+        let order = conns.active_from(cursor);
         for real_time in [true, false] {
             for &cid in &order {
                 let Some(c) = conns.map.get_mut(&cid).filter(|c| c.real_time == real_time) else { continue };
@@ -560,7 +562,10 @@ fn serve_bound<N: Nic>(
                 serve_requests(cid, c, &mut conns.usage, &ctx, b, &mut feed, &mut owner, &mut next_frame, &mut stats);
             }
         }
-        stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
+        // Buffers change only on active connections: with none, the sum is what it was.
+        if !order.is_empty() {
+            stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
+        }
 
         // The station: one poll while the link runs; outcomes go back to their clients.
         if let Stop::No | Stop::Draining(_) | Stop::LinkDrain(_) = phase {
@@ -611,7 +616,7 @@ fn serve_bound<N: Nic>(
             );
             underruns_said = (stats.underruns, now + UNDERRUN_LOG_EVERY);
         }
-        stats.dropped += conns.flush();
+        stats.dropped += conns.flush(limits);
         if let Stop::Flushing(until) = phase {
             if conns.map.is_empty() || driver.nic.now() > until {
                 break;
@@ -629,7 +634,7 @@ mod tests {
     /// One subscribed connection (id 0, uid 7) with `n` frames in flight.
     fn one_conn(n: usize) -> (Conns, std::os::unix::net::UnixStream) {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut conns = Conns::default();
+        let mut conns = Conns::new(None).unwrap();
         conns.map.insert(
             0,
             Conn {
@@ -643,6 +648,8 @@ mod tests {
                 release_times: true,
                 reading: true,
                 broken: false,
+                readable: true,
+                writable: true,
             },
         );
         conns.usage.insert(7, Usage { connections: 1, in_flight: n });

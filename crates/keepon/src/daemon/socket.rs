@@ -37,7 +37,7 @@ pub fn claim(path: &Path, mode: u32) -> Result<BoundSocket, String> {
             }
         },
     }
-    let listener = UnixListener::bind(path).map_err(|e| format!("cannot bind {shown}: {e}"))?;
+    let listener = UnixListener::bind(path).map_err(|e| format!("daemon.socket {shown}: cannot bind: {e}"))?;
     let m = std::fs::symlink_metadata(path).map_err(|e| format!("cannot inspect {shown}: {e}"))?;
     let bound = BoundSocket { listener, path: path.into(), id: (m.dev(), m.ino()) };
     match listener_setup(&bound, mode) {
