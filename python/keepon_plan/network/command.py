@@ -156,6 +156,10 @@ def add_network_parsers(sub, seconds) -> None:
     p.add_argument("plan", metavar="DIR")
     p.set_defaults(func=cmd_network_verify)
 
+    from .push import add_push_parser
+
+    add_push_parser(sub)
+
     p = sub.add_parser("network-bench", help="scale benchmark of the network planner on generated topologies")
     from .bench import add_arguments, run
 
