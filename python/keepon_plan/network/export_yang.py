@@ -149,9 +149,7 @@ def station_entries(ring, owners_tc: dict[int, int]) -> tuple[int, list[tuple[in
 def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, departures: dict[str, int]) -> list[Path]:
     """Write ``yang/NAME.json`` and ``yang/NAME.xml`` for every switch with a scheduled port and every talker."""
     from ..model import to_problem
-    from ..units import parse_mask
 
-    del parse_mask
     (out / "yang").mkdir(parents=True, exist_ok=True)
     written = []
     by_switch: dict[str, list[tuple[str, dict]]] = {}

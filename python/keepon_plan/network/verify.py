@@ -135,9 +135,11 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         if sorted(r[-1] for r in routes if r) != sorted(s.listeners):
             bad.append(f"stream {s.name!r}: its routes do not reach exactly its listeners {list(s.listeners)}")
             continue
-        wire = (
-            (delta // _byte_ps(net.link(s.talker, routes[0][1]).rate)) - 20 if net.link(s.talker, routes[0][1]) else 0
-        )
+        first = net.link(s.talker, routes[0][1]) if len(routes[0]) > 1 else None
+        if first is None:
+            bad.append(f"stream {s.name!r}: its route does not leave the talker on its link")
+            continue
+        wire = delta // _byte_ps(first.rate) - 20  # the talker's slot size: keepon pads every frame to it
         claimed = {h["link"]: h["start_ps"] for h in e.get("hops", [])}
         p_ps = s.period_ns * 1000
         # each directed link of the tree once: (u, v) -> offset from the departure
@@ -176,7 +178,7 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                             f"stream {s.name!r}: plan.json puts hop {u}→{v} at {claimed.get(f'{u}->{v}')} ps, the "
                             f"replay at {a + d} ps"
                         )
-            if owned is not None and slot % ring not in owned:
+            if slot % ring not in owned:
                 bad.append(f"stream {s.name!r} instance {l}: talker slot {slot} (ring slot {slot % ring}) not owned")
             for (u, v), d in tree.items():
                 link = net.link(u, v)
