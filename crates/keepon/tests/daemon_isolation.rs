@@ -41,11 +41,16 @@ fn frame(len: usize, seq: u64, txtime: i64) -> Vec<u8> {
 
 /// Run `f` on a new thread whose credentials are uid/gid 65534.
 fn as_nobody<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
+    as_uid(NOBODY, f)
+}
+
+/// Run `f` on a thread whose credentials are `uid` (and gid `uid`).
+fn as_uid<T: Send + 'static>(uid: u32, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
     std::thread::spawn(move || {
         // SAFETY: raw system calls with integer arguments; they change only this thread's credentials.
         unsafe {
-            assert_eq!(libc::syscall(libc::SYS_setresgid, NOBODY, NOBODY, NOBODY), 0);
-            assert_eq!(libc::syscall(libc::SYS_setresuid, NOBODY, NOBODY, NOBODY), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresgid, uid, uid, uid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
         }
         f()
     })
@@ -257,5 +262,62 @@ fn non_reading_info_flood_stays_bounded() {
     // Per connection at most read_buffer + reply_backlog + one reply (defaults 64 KiB + 64 KiB).
     assert!(stats.peak_buffered <= 17 * (128 << 10) + (64 << 10), "{stats:?}");
     assert!(grew_mib < 64, "RSS grew by {grew_mib} MiB");
+    assert_real_time_intact(&rt, &stats);
+}
+
+/// Issue 23 point 3: four uids with no allow rule, then eight best-effort-only uids, each open as many idle
+/// connections as the daemon takes (the default limits: 256 in all, 32 per uid) and hold them. Users with no rule
+/// share at most 8, and the last 32 connections stay reserved for users of a real-time class: root still
+/// connects and every one of its real-time frames is sent.
+#[test]
+fn idle_connections_of_other_users_leave_the_real_time_user_room() {
+    if !is_root() {
+        println!("skipping: needs root (threads acting as other uids)");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let best_effort: Vec<u32> = std::iter::once(NOBODY).chain(60_001..60_008).collect();
+    let unlisted: Vec<u32> = (61_001..61_005).collect();
+    let rules: String =
+        best_effort[1..].iter().map(|u| format!("[[daemon.allow]]\nuid = {u}\nclasses = [\"tc-2\"]\n")).collect();
+    let d = start("", &rules);
+    let release = Arc::new(AtomicBool::new(false));
+    let hold = |uids: &[u32]| -> Vec<JoinHandle<usize>> {
+        uids.iter()
+            .map(|&uid| {
+                let (sock, release) = (d.sock.clone(), release.clone());
+                as_uid(uid, move || {
+                    // A connection is held if the daemon answers on it (a refused one gets an error, then EOF).
+                    let mut held = Vec::new();
+                    for _ in 0..40 {
+                        let Ok(mut c) = Client::connect(&sock) else { break };
+                        c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+                        if c.info().is_ok() {
+                            held.push(c);
+                        }
+                    }
+                    let n = held.len();
+                    while !release.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    n
+                })
+            })
+            .collect()
+    };
+    let first = hold(&unlisted);
+    std::thread::sleep(Duration::from_millis(1000));
+    let second = hold(&best_effort);
+    std::thread::sleep(Duration::from_millis(1500));
+    let rt = real_time_round(&d.sock, 50);
+    release.store(true, Ordering::Relaxed);
+    let held_unlisted: usize = first.into_iter().map(|h| h.join().unwrap()).sum();
+    let held_be: usize = second.into_iter().map(|h| h.join().unwrap()).sum();
+    let stats = d.finish();
+    let sent = rt.iter().filter(|d| matches!(d, Delivery::Sent { .. })).count();
+    println!("held: {held_unlisted} by users without a rule, {held_be} by best-effort users; real-time {sent}/50");
+    assert_eq!(held_unlisted, 8, "users without a rule share daemon.max_connections_unlisted");
+    assert_eq!(held_unlisted + held_be, 256 - 32, "all but the reserve (daemon.reserved_connections)");
+    assert!(stats.refused > 0, "{stats:?}");
     assert_real_time_intact(&rt, &stats);
 }

@@ -32,6 +32,10 @@ struct DaemonSection {
     #[serde(default)]
     requests_per_poll: Option<i64>,
     #[serde(default)]
+    reserved_connections: Option<i64>,
+    #[serde(default)]
+    max_connections_unlisted: Option<i64>,
+    #[serde(default)]
     allow: Vec<AllowRule>,
 }
 
@@ -72,6 +76,13 @@ pub struct Limits {
     /// classes (`requests_per_poll`, default 64); connections that may use a real-time class are served
     /// first and are not counted.
     pub requests_per_poll: usize,
+    /// Of `max_connections`, how many only peers that may use a real-time class can take
+    /// (`reserved_connections`, default 32, 0 for none; less than `max_connections`): best-effort-only and
+    /// unlisted peers, however many they are, leave these free.
+    pub reserved_connections: usize,
+    /// Open connections in all from peers that may use no class at all — no allow rule matches them; they can
+    /// only ask `Info` and `Time` (`max_connections_unlisted`, default 8; 0 refuses them).
+    pub max_connections_unlisted: usize,
 }
 
 impl Default for Limits {
@@ -85,20 +96,24 @@ impl Default for Limits {
             reply_backlog: 64 << 10,
             max_queued: 4096,
             requests_per_poll: 64,
+            reserved_connections: 32,
+            max_connections_unlisted: 8,
         }
     }
 }
 
-/// The keys of [`Limits`].
-const LIMIT_KEYS: [&str; 8] = [
-    "max_in_flight",
-    "max_in_flight_per_uid",
-    "max_connections",
-    "max_connections_per_uid",
-    "read_buffer",
-    "reply_backlog",
-    "max_queued",
-    "requests_per_poll",
+/// The keys of [`Limits`] and the least value each takes.
+const LIMIT_KEYS: [(&str, usize); 10] = [
+    ("max_in_flight", 1),
+    ("max_in_flight_per_uid", 1),
+    ("max_connections", 1),
+    ("max_connections_per_uid", 1),
+    ("read_buffer", MAX_MESSAGE + 4),
+    ("reply_backlog", 1),
+    ("max_queued", 1),
+    ("requests_per_poll", 1),
+    ("reserved_connections", 0),
+    ("max_connections_unlisted", 0),
 ];
 
 /// Largest value any limit may take (a guard against typos such as an extra digit group).
@@ -133,9 +148,11 @@ impl DaemonConfig {
     /// positive (each error names its key).
     pub fn from_config(cfg: &Config) -> Result<DaemonConfig, ConfigError> {
         let table = cfg.raw.daemon.clone().ok_or_else(|| ConfigError("no [daemon] section (daemon.socket)".into()))?;
-        for key in LIMIT_KEYS {
+        for (key, min) in LIMIT_KEYS {
             if let Some(v) = table.get(key).filter(|v| !v.is_integer()) {
-                return Err(ConfigError(format!("daemon.{key} = {v}: must be a whole number from 1 to {LIMIT_MAX}")));
+                return Err(ConfigError(format!(
+                    "daemon.{key} = {v}: must be a whole number from {min} to {LIMIT_MAX}"
+                )));
             }
         }
         let d: DaemonSection =
@@ -174,7 +191,26 @@ impl DaemonConfig {
             reply_backlog: limit("reply_backlog", d.reply_backlog, def.reply_backlog, 1)?,
             max_queued: limit("max_queued", d.max_queued, def.max_queued, 1)?,
             requests_per_poll: limit("requests_per_poll", d.requests_per_poll, def.requests_per_poll, 1)?,
+            reserved_connections: limit("reserved_connections", d.reserved_connections, def.reserved_connections, 0)?,
+            max_connections_unlisted: limit(
+                "max_connections_unlisted",
+                d.max_connections_unlisted,
+                def.max_connections_unlisted,
+                0,
+            )?,
         };
+        if limits.reserved_connections >= limits.max_connections {
+            let (r, m) = (limits.reserved_connections, limits.max_connections);
+            // Only the default may exceed a small max_connections: then the reserve shrinks to leave one shared.
+            if d.reserved_connections.is_some() {
+                return Err(ConfigError(format!(
+                    "daemon.reserved_connections = {r}: must be less than daemon.max_connections ({m}), so that \
+                     best-effort users can connect at all"
+                )));
+            }
+        }
+        let limits =
+            Limits { reserved_connections: limits.reserved_connections.min(limits.max_connections - 1), ..limits };
         if d.socket.as_os_str().is_empty() {
             return Err(ConfigError("daemon.socket is empty".into()));
         }
@@ -243,11 +279,23 @@ mod tests {
         assert_eq!(parse("").unwrap().limits, Limits::default());
         let l = parse("max_in_flight = 7\nreply_backlog = 100").unwrap();
         assert_eq!((l.max_in_flight, l.limits.max_in_flight, l.limits.reply_backlog), (7, 7, 100));
-        for bad in ["max_in_flight = 0", "max_connections = -1", "max_queued = 2000000000", "read_buffer = 1024"] {
-            let key = bad.split(' ').next().unwrap();
+        for bad in [
+            "max_in_flight = 0",
+            "max_connections = -1",
+            "max_queued = 2000000000",
+            "read_buffer = 1024",
+            "reserved_connections = -1",
+            "max_connections = 10\nreserved_connections = 10",
+            "max_connections_unlisted = 1.5",
+        ] {
+            let key = bad.lines().last().unwrap().split(' ').next().unwrap();
             let e = parse(bad).unwrap_err().0;
             assert!(e.contains(&format!("daemon.{key}")), "{bad}: {e}");
         }
         assert!(parse("max_in_flight = \"many\"").unwrap_err().0.contains("max_in_flight"));
+        // A small max_connections shrinks the default reserve, leaving one connection to share.
+        let l = parse("max_connections = 4").unwrap().limits;
+        assert_eq!((l.max_connections, l.reserved_connections), (4, 3));
+        assert_eq!(parse("max_connections_unlisted = 0").unwrap().limits.max_connections_unlisted, 0);
     }
 }

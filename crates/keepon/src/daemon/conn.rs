@@ -128,6 +128,10 @@ pub struct Conns {
     pending: bool,
     /// The connections a poll visits (see the module docs); the others wait for a readiness event.
     active: BTreeSet<u64>,
+    /// Open connections of peers that may use no real-time class (they share what the reserve leaves).
+    shared: usize,
+    /// Of these, peers that may use no class at all.
+    unlisted: usize,
 }
 
 /// The listener's token (connection ids count up from 0 and never reach it).
@@ -182,6 +186,8 @@ impl Conns {
             events: Events::with_capacity(EVENTS_PER_POLL),
             pending: true,
             active: BTreeSet::new(),
+            shared: 0,
+            unlisted: 0,
         })
     }
 
@@ -258,10 +264,25 @@ impl Conns {
                 continue;
             }
             let used = self.usage.get(&uid).map_or(0, |u| u.connections);
+            let (allowed, real_time) = allowed(uid, gid);
+            let unlisted = !allowed.iter().any(|&a| a);
+            let shared = limits.max_connections - limits.reserved_connections;
             let over = if self.map.len() >= limits.max_connections {
                 Some(format!("the daemon has {} connections (daemon.max_connections)", self.map.len()))
             } else if used >= limits.max_connections_per_uid {
                 Some(format!("uid {uid} has {used} connections (daemon.max_connections_per_uid)"))
+            } else if !real_time && self.shared >= shared {
+                Some(format!(
+                    "the {} connections open to best-effort and unlisted users are all taken; the other {} are kept \
+                     for users of real-time classes (daemon.reserved_connections)",
+                    self.shared, limits.reserved_connections
+                ))
+            } else if unlisted && self.unlisted >= limits.max_connections_unlisted {
+                Some(format!(
+                    "uid {uid} may use no class, and users without an allow rule have {} connections \
+                     (daemon.max_connections_unlisted)",
+                    self.unlisted
+                ))
             } else {
                 None
             };
@@ -282,7 +303,8 @@ impl Conns {
                 continue; // (out of memory for epoll: the peer sees its connection closed)
             }
             self.usage.entry(uid).or_default().connections += 1;
-            let (allowed, real_time) = allowed(uid, gid);
+            self.shared += usize::from(!real_time);
+            self.unlisted += usize::from(unlisted);
             let conn = Conn {
                 stream: s,
                 uid,
@@ -317,6 +339,8 @@ impl Conns {
             broke += u64::from(c.broken);
             if c.done() {
                 let c = self.map.remove(&cid).expect("present");
+                self.shared = self.shared.saturating_sub(usize::from(!c.real_time));
+                self.unlisted = self.unlisted.saturating_sub(usize::from(!c.allowed.iter().any(|&a| a)));
                 let _ = self.poll.registry().deregister(&mut SourceFd(&c.stream.as_raw_fd()));
                 if let Some(u) = self.usage.get_mut(&c.uid) {
                     u.connections = u.connections.saturating_sub(1);

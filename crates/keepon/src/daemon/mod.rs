@@ -32,6 +32,8 @@
 //! | `max_in_flight_per_uid` | 16384 | frames without an outcome per uid, all its connections together (more: `queue-full`) |
 //! | `max_connections` | 256 | open connections in all (more: an error reply, then closed) |
 //! | `max_connections_per_uid` | 32 | open connections per uid (more: an error reply, then closed) |
+//! | `reserved_connections` | 32 | of `max_connections`, kept for peers that may use a real-time class (0 for none; less than `max_connections`) |
+//! | `max_connections_unlisted` | 8 | open connections in all of peers no allow rule gives a class (they can only ask `Info`/`Time`; 0 refuses them) |
 //! | `read_buffer` | 65536 | bytes of unparsed requests held per connection (≥ 16388, one largest message) |
 //! | `reply_backlog` | 65536 | bytes of unsent replies per connection beyond which its requests are not read |
 //! | `max_queued` | 4096 | frames per class waiting in the daemon for room in the station (more: `queue-full`) |
