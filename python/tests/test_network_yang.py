@@ -110,3 +110,15 @@ def test_taprio_scripts_match_the_gate_lists(plan):
             (e["gate_states"], e["interval_ns"]) for e in port["entries"]
         ]
         assert sum(int(n) for _, n in entries) == port["cycle_ns"]
+
+
+def test_xml_and_json_exports_are_the_same_data(modules, plan):
+    # yanglint reads each XML file and prints it as RFC 7951 JSON: the same tree as the JSON file written beside it
+    import subprocess
+
+    from keepon_plan.network.yang_modules import TOP
+
+    for xml in sorted((plan / "yang").glob("*.xml")):
+        cmd = ["yanglint", "-t", "config", "-f", "json", "-p", str(modules), *(str(modules / m) for m in TOP), str(xml)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        assert json.loads(done.stdout) == json.loads(xml.with_suffix(".json").read_text()), xml.name
