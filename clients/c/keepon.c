@@ -32,7 +32,7 @@ enum {
     RELEASED_LEN = 4 + 8 + 8,
     SUBMIT_HEADER = 4 + 8 + 8,
     OUTCOME_LEN = 32,
-    INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5,
+    INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5 + 4,
     INFO_WINDOW = 8 + 8,
     TIME_REPLY_LEN = 6 + 8 * 8,
     /* Most bytes of unread responses kept (a daemon caps frames in flight, so this is never reached by a
@@ -162,6 +162,7 @@ static int parse_info(const uint8_t *b, size_t n, struct keepon_msg *msg, struct
         i->base_time = (int64_t)get_u64(b + 38);
         i->cycle_num = get_u64(b + 46);
         i->cycle_den = get_u64(b + 54);
+        i->host = get_u32(b + 62);
     }
     size_t at = INFO_FIXED, out = 0, nw = 0;
     unsigned nclasses = 0;

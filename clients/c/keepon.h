@@ -191,10 +191,17 @@ struct keepon_window {
 };
 
 /** Windows a struct keepon_info holds, all classes together: as many as a KEEPON_MAX_MESSAGE-byte reply
- * carries (62 fixed bytes, a class of 3 bytes, 16 bytes a window). */
-#define KEEPON_INFO_MAX_WINDOWS ((KEEPON_MAX_MESSAGE - 62 - 3) / 16)
+ * carries (66 fixed bytes, a class of 3 bytes, 16 bytes a window). */
+#define KEEPON_INFO_MAX_WINDOWS ((KEEPON_MAX_MESSAGE - 66 - 3) / 16)
 
 /** The link as the daemon describes it. Times are TAI ns. */
+/* keepon_info.host: the daemon's poll loop runs SCHED_FIFO; its memory is locked; the poll loop is pinned to a
+ * CPU; the host refused something the daemon's [realtime] section asked for (its status line says what). */
+#define KEEPON_HOST_FIFO 1u
+#define KEEPON_HOST_MEMORY_LOCKED 2u
+#define KEEPON_HOST_PINNED 4u
+#define KEEPON_HOST_REFUSED 8u
+
 struct keepon_info {
     uint64_t rate_bps;
     uint32_t slot_bytes;
@@ -205,6 +212,7 @@ struct keepon_info {
     int64_t base_time;   /**< a cycle starts here (and every cycle before and after) */
     uint64_t cycle_num;  /**< the cycle time is cycle_num / cycle_den ns exactly */
     uint64_t cycle_den;  /**< never 0 */
+    uint32_t host;       /**< what the host granted the daemon: KEEPON_HOST_* flags */
     unsigned nclasses;
     uint16_t class_at[256];            /**< private: offsets into names (use keepon_info_class) */
     uint16_t window_at[256];           /**< private: class i's first window in windows (use keepon_info_windows) */

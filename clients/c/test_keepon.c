@@ -397,11 +397,11 @@ static void time_client_checks(void) {
 }
 
 /* The Info of the Rust test `responses_round_trip`: 1 Gb/s, 1230-byte slots, ring 32, batch 8, now 5, cycle start
- * 6, base time 1 s, cycle 21504/10 ns; class "a" with windows (0, 10000) and (40000, 20000), class "bb" best
- * effort. 103 bytes: the 62 fixed, "a" (4 + 2 × 16 = 36, ending at 98), "bb" (5). */
-#define INFO_FIXED_BYTES 62
+ * 6, base time 1 s, cycle 21504/10 ns, host flags FIFO | REFUSED; class "a" with windows (0, 10000) and
+ * (40000, 20000), class "bb" best effort. 107 bytes: the 66 fixed, "a" (4 + 2 × 16 = 36, ending at 102), "bb" (5). */
+#define INFO_FIXED_BYTES 66
 static size_t info_bytes(uint8_t *b) {
-    memset(b, 0, 103);
+    memset(b, 0, 107);
     b[0] = 1;
     b[1] = 0x81;
     put64(b + 2, 1000000000);
@@ -414,13 +414,14 @@ static size_t info_bytes(uint8_t *b) {
     put64(b + 38, 1000000000);
     put64(b + 46, 21504);
     put64(b + 54, 10);
-    memcpy(b + 62, "\x01" "a" "\x02\x00", 4);
-    put64(b + 66, 0);
-    put64(b + 74, 10000);
-    put64(b + 82, 40000);
-    put64(b + 90, 20000);
-    memcpy(b + 98, "\x02" "bb" "\x00\x00", 5);
-    return 103;
+    b[62] = KEEPON_HOST_FIFO | KEEPON_HOST_REFUSED;
+    memcpy(b + 66, "\x01" "a" "\x02\x00", 4);
+    put64(b + 70, 0);
+    put64(b + 78, 10000);
+    put64(b + 86, 40000);
+    put64(b + 94, 20000);
+    memcpy(b + 102, "\x02" "bb" "\x00\x00", 5);
+    return 107;
 }
 
 static void info_codec_checks(void) {
@@ -433,7 +434,7 @@ static void info_codec_checks(void) {
     CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_OK && m.kind == KEEPON_MSG_INFO && m.raw_kind == 0x81 &&
               info.rate_bps == 1000000000 && info.slot_bytes == 1230 && info.ring == 32 && info.batch == 8 &&
               info.now == 5 && info.cycle_start == 6 && info.base_time == 1000000000 && info.cycle_num == 21504 &&
-              info.cycle_den == 10 && info.nclasses == 2 && strcmp(keepon_info_class(&info, 0), "a") == 0 &&
+              info.cycle_den == 10 && info.host == (KEEPON_HOST_FIFO | KEEPON_HOST_REFUSED) && info.nclasses == 2 && strcmp(keepon_info_class(&info, 0), "a") == 0 &&
               strcmp(keepon_info_class(&info, 1), "bb") == 0 && keepon_info_class(&info, 2) == NULL,
           "info: %s", m.text);
     w = keepon_info_windows(&info, 0, &count);
@@ -447,32 +448,32 @@ static void info_codec_checks(void) {
           "no class 2");
     CHECK(keepon_parse(ib, n, &m, NULL) == KEEPON_OK && m.kind == KEEPON_MSG_INFO, "info without storage");
 
-    /* Cut anywhere: valid only at a class boundary (62: no classes, 98: "a" alone); otherwise a protocol error
+    /* Cut anywhere: valid only at a class boundary (66: no classes, 102: "a" alone); otherwise a protocol error
      * that leaves *info as it was. */
     for (size_t cut = 0; cut < n; cut++) {
         uint8_t *heap = malloc(cut ? cut : 1);
         memcpy(heap, ib, cut);
         memcpy(&before, &info, sizeof info);
         int rc = keepon_parse(heap, cut, &m, &info);
-        if (cut == 62 || cut == 98)
-            CHECK(rc == KEEPON_OK && info.nclasses == (unsigned)(cut == 98) && info.cycle_den == 10, "info cut to %zu", cut);
+        if (cut == 66 || cut == 102)
+            CHECK(rc == KEEPON_OK && info.nclasses == (unsigned)(cut == 102) && info.cycle_den == 10, "info cut to %zu", cut);
         else
             CHECK(rc == KEEPON_EPROTO && memcmp(&before, &info, sizeof info) == 0, "info cut to %zu: %d", cut, rc);
         free(heap);
         keepon_parse(ib, n, &m, &info);
     }
     /* The Rust test `garbage_is_an_error_not_a_panic`: one byte short of the windows it promises. */
-    CHECK(keepon_parse(ib, 97, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
+    CHECK(keepon_parse(ib, 101, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
           "windows cut short: %s", m.text);
-    CHECK(keepon_parse(ib, 102, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
+    CHECK(keepon_parse(ib, 106, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
           "window count cut short: %s", m.text);
-    CHECK(keepon_parse(ib, 61, &m, &info) == KEEPON_EPROTO &&
-              strcmp(m.text, "info reply of 61 bytes is shorter than 62") == 0,
+    CHECK(keepon_parse(ib, 65, &m, &info) == KEEPON_EPROTO &&
+              strcmp(m.text, "info reply of 65 bytes is shorter than 66") == 0,
           "info too short: %s", m.text);
-    ib[64] = 0xff; /* "a" promises 0xff02 windows */
+    ib[68] = 0xff; /* "a" promises 0xff02 windows */
     CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: class cut short") == 0,
           "a window count beyond the message: %s", m.text);
-    ib[64] = 0;
+    ib[68] = 0;
     put64(ib + 54, 0);
     CHECK(keepon_parse(ib, n, &m, &info) == KEEPON_EPROTO && strcmp(m.text, "info reply: cycle denominator 0") == 0,
           "cycle denominator 0: %s", m.text);

@@ -37,7 +37,15 @@ RELEASED_LEN = 20
 
 SUBMIT_HEADER = 4 + 8 + 8
 OUTCOME_LEN = 32
-INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5
+INFO_FIXED = 2 + 8 + 4 * 3 + 8 * 5 + 4
+#: ``Info.host``: the daemon's poll loop runs SCHED_FIFO.
+HOST_FIFO = 1
+#: ``Info.host``: the daemon's memory is locked.
+HOST_MEMORY_LOCKED = 2
+#: ``Info.host``: the daemon's poll loop is pinned to a CPU.
+HOST_PINNED = 4
+#: ``Info.host``: the host refused something the daemon's ``[realtime]`` section asked for.
+HOST_REFUSED = 8
 
 #: Outcome status bytes.
 STATUS_SENT = 0
@@ -131,6 +139,8 @@ class Info:
     classes: tuple[str, ...]
     #: Each class's windows, by class index: ``((offset, length), ...)`` ns; empty for best effort.
     windows: tuple[tuple[tuple[int, int], ...], ...]
+    #: What the host granted the daemon: ``HOST_*`` flags.
+    host: int = 0
 
     @property
     def slot_ns(self) -> tuple[int, int]:
@@ -299,7 +309,9 @@ def parse_response(b: bytes) -> Message:
     if kind == K_INFO_REPLY:
         if len(b) < INFO_FIXED:
             raise ProtocolError(f"info reply of {len(b)} bytes is shorter than {INFO_FIXED}")
-        rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den = struct.unpack_from("<QIIIqqqQQ", b, 2)
+        rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den, host = struct.unpack_from(
+            "<QIIIqqqQQI", b, 2
+        )
         if den == 0:
             raise ProtocolError("info reply: cycle denominator 0")
         classes, windows, at = [], [], INFO_FIXED
@@ -319,7 +331,7 @@ def parse_response(b: bytes) -> Message:
             windows.append(tuple(zip(w[::2], w[1::2], strict=True)))
             at += 16 * count
         return Info(
-            rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den, tuple(classes), tuple(windows)
+            rate, slot_bytes, ring, batch, now, cycle_start, base_time, num, den, tuple(classes), tuple(windows), host
         )
     if kind == K_ERROR:
         return ErrorReply(b[2:].decode("utf-8", errors="replace"))

@@ -25,7 +25,14 @@ from keepon_client import (
     UnknownReason,
     reason_from_code,
 )
-from keepon_client.protocol import encode_info, encode_submit, frame_message, parse_response, split_messages
+from keepon_client.protocol import (
+    HOST_FIFO,
+    encode_info,
+    encode_submit,
+    frame_message,
+    parse_response,
+    split_messages,
+)
 
 # -- the byte protocol, without a daemon -------------------------------------------------------------------------
 
@@ -94,7 +101,7 @@ def test_outcomes_parse_including_a_newer_daemons_values():
 
 def info_bytes(classes: list[tuple[bytes, list[tuple[int, int]]]], den: int = 10) -> bytes:
     """An Info reply with the fixed values of the Rust test `responses_round_trip` and these classes."""
-    b = bytes([1, 0x81]) + struct.pack("<QIIIqqqQQ", 10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, den)
+    b = bytes([1, 0x81]) + struct.pack("<QIIIqqqQQI", 10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, den, HOST_FIFO)
     for name, windows in classes:
         b += bytes([len(name)]) + name + struct.pack("<H", len(windows))
         b += b"".join(struct.pack("<QQ", off, length) for off, length in windows)
@@ -103,14 +110,14 @@ def info_bytes(classes: list[tuple[bytes, list[tuple[int, int]]]], den: int = 10
 
 def test_info_error_and_unknown_kinds_parse():
     b = info_bytes([(b"a", []), (b"bb", [])])
-    assert len(b) == 62 + 4 + 5
-    assert parse_response(b) == Info(10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), ((), ()))
+    assert len(b) == 66 + 4 + 5
+    assert parse_response(b) == Info(10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), ((), ()), HOST_FIFO)
     assert Info(10**8, 1230, 32, 8, 5, 6, 0, 3_200_000, 1, (), ()).slot_ns == (1250 * 8 * 10**9, 10**8)
     assert parse_response(bytes([1, 0x83]) + b"bad") == ErrorReply("bad")
     assert parse_response(bytes([1, 0x8F, 9])) == UnknownMessage(0x8F, b"\x09")
     # The former layout (a 38-byte fixed part, then names alone) is too short or cut short now.
     old = bytes([1, 0x81]) + struct.pack("<QIIIqq", 10**8, 1230, 32, 8, 5, 6) + b"\x01a\x02bb"
-    for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:61], b + b"\x05ab", old):
+    for bad in (b"", b"\x01", bytes([2, 0x82]), outcome_bytes(0, 0, 1)[:31], b[:65], b + b"\x05ab", old):
         with pytest.raises(ProtocolError):
             parse_response(bad)
 
@@ -119,12 +126,14 @@ def test_info_windows_parse_and_a_class_cut_short_is_malformed():
     """The Info of the Rust test `responses_round_trip`: class "a" with two windows, "bb" best effort."""
     b = info_bytes([(b"a", [(0, 10_000), (40_000, 20_000)]), (b"bb", [])])
     info = parse_response(b)
-    assert info == Info(10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), (((0, 10_000), (40_000, 20_000)), ()))
+    assert info == Info(
+        10**9, 1230, 32, 8, 5, 6, 10**9, 21_504, 10, ("a", "bb"), (((0, 10_000), (40_000, 20_000)), ()), HOST_FIFO
+    )
     assert (info.base_time, info.cycle_num, info.cycle_den) == (10**9, 21_504, 10)
-    # Valid only where a class ends: 62 (no classes) and 98 ("a" alone); anywhere else the class is cut short.
+    # Valid only where a class ends: 66 (no classes) and 102 ("a" alone); anywhere else the class is cut short.
     for cut in range(len(b)):
-        if cut in (62, 98):
-            assert len(parse_response(b[:cut]).classes) == (cut == 98)
+        if cut in (66, 102):
+            assert len(parse_response(b[:cut]).classes) == (cut == 102)
         else:
             with pytest.raises(ProtocolError, match=r"shorter|cut short"):
                 parse_response(b[:cut])

@@ -12,6 +12,8 @@
 //!                     class (UTF-8, class_len bytes) | frame (L2 bytes without FCS)
 //! response Info     : ver=1 | kind=0x81 | rate_bps u64 | slot_bytes u32 | ring u32 | batch u32 |
 //!                     now i64 | cycle_start i64 | base_time i64 | cycle_num u64 | cycle_den u64 |
+//!                     host u32 (bit 0: poll loop SCHED_FIFO, bit 1: memory locked, bit 2: poll loop pinned,
+//!                               bit 3: the host refused something `[realtime]` asked for) |
 //!                     classes, to the end: name_len u8 | name (UTF-8) | windows u16 |
 //!                                          windows × (offset_ns u64 | length_ns u64)
 //! response Outcome  : ver=1 | kind=0x82 | status (0 sent, 1 rejected, 2 sent off schedule) | reason u8 | tag u64 | slot u64 |
@@ -82,7 +84,16 @@ const RELEASED_LEN: usize = 4 + 8 + 8;
 pub const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 const TIME_REPLY_LEN: usize = 6 + 8 * 8;
 /// Fixed part of an `Info` reply before the classes.
-const INFO_FIXED: usize = 2 + 8 + 4 * 3 + 8 * 5;
+const INFO_FIXED: usize = 2 + 8 + 4 * 3 + 8 * 5 + 4;
+
+/// `Info::host`: the poll loop runs `SCHED_FIFO`.
+pub const HOST_FIFO: u32 = 1;
+/// `Info::host`: the daemon's memory is locked.
+pub const HOST_MEMORY_LOCKED: u32 = 2;
+/// `Info::host`: the poll loop is pinned to a CPU.
+pub const HOST_PINNED: u32 = 4;
+/// `Info::host`: the host refused something `[realtime]` asked for (the daemon's status line says what).
+pub const HOST_REFUSED: u32 = 8;
 const SUBMIT_HEADER: usize = 4 + 8 + 8;
 
 /// A request from a client.
@@ -133,6 +144,9 @@ pub struct Info {
     pub classes: Vec<String>,
     /// Each class's windows in the cycle, (offset, length) in ns (empty for best effort), by class index.
     pub windows: Vec<Vec<(u64, u64)>>,
+    /// What the host granted the daemon ([`HOST_FIFO`], [`HOST_MEMORY_LOCKED`], [`HOST_PINNED`],
+    /// [`HOST_REFUSED`]).
+    pub host: u32,
 }
 
 /// A class's windows in the cycle: runs of consecutive ring slots it owns, as (offset, length) in whole ns —
@@ -400,6 +414,7 @@ impl Response {
                     cycle_start: u64_at(b, 30) as i64,
                     base_time: u64_at(b, 38) as i64,
                     cycle,
+                    host: u32_at(b, 62),
                     classes,
                     windows,
                 }))
@@ -500,6 +515,7 @@ impl Response {
                 b.extend_from_slice(&i.base_time.to_le_bytes());
                 b.extend_from_slice(&i.cycle.0.to_le_bytes());
                 b.extend_from_slice(&i.cycle.1.to_le_bytes());
+                b.extend_from_slice(&i.host.to_le_bytes());
                 for (k, c) in i.classes.iter().enumerate() {
                     // At most 255 bytes, cut at a character boundary.
                     let cut = (0..=c.len().min(255)).rev().find(|&i| c.is_char_boundary(i)).unwrap_or(0);
@@ -801,6 +817,7 @@ mod tests {
                 cycle_start: 6,
                 base_time: 1_000_000_000,
                 cycle: (21_504, 10),
+                host: HOST_FIFO | HOST_REFUSED,
                 classes: vec!["a".into(), "bb".into()],
                 windows: vec![vec![(0, 10_000), (40_000, 20_000)], vec![]],
             }),
@@ -833,6 +850,7 @@ mod tests {
             cycle_start: 0,
             base_time: 0,
             cycle: (1, 1),
+            host: 0,
             classes: vec!["a".into()],
             windows: vec![vec![(0, 1)]],
         })

@@ -406,6 +406,9 @@ pub struct RawConfig {
     /// `[ptp]`, read by `keepon daemon` ([`crate::ptpconf`]).
     #[serde(default)]
     pub ptp: Option<toml::Table>,
+    /// `[realtime]`, read by `keepon daemon` ([`crate::realtime`]).
+    #[serde(default)]
+    pub realtime: Option<toml::Table>,
 }
 
 /// A flow as the runtime uses it.

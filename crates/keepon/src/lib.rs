@@ -14,6 +14,7 @@ pub mod listen;
 pub mod netrun;
 pub mod pcap;
 pub mod ptpconf;
+pub mod realtime;
 pub mod record;
 pub mod report;
 pub mod run;

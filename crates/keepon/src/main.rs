@@ -13,6 +13,7 @@ use keepon::config::{parse_duration, Config};
 use keepon::daemon::{serve_with, DaemonConfig, PtpLink};
 use keepon::netrun::run_on_network_time;
 use keepon::ptpconf::PtpConfig;
+use keepon::realtime::Realtime;
 use keepon::record;
 use keepon::run::{drive, run_sim, RunOptions};
 use keepon::{listen, report, table3, talk, TIMING_DIAGRAM};
@@ -261,12 +262,19 @@ fn run(cli: Cli) -> Result<(), String> {
                     ));
                 }
                 let opts = backend.options();
+                let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
                 let (nic, _) = backend::open(&cfg, &opts, true)?;
+                // The station's loop runs on this thread (the talker on another, which inherits this).
+                let applied = realtime.apply();
                 println!(
-                    "keepon run: {} · network time ([ptp]), waiting up to {} s for synchronisation",
+                    "keepon run: {} · network time ([ptp]), waiting up to {} s for synchronisation · {}",
                     nic.describe(),
-                    sync_wait.as_secs()
+                    sync_wait.as_secs(),
+                    applied.describe()
                 );
+                if let Some(w) = applied.warning() {
+                    eprintln!("keepon run: {w}");
+                }
                 let link = ptp_link(&cfg, &opts)?;
                 on_signals();
                 let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), &STOP)?;
@@ -309,8 +317,16 @@ fn run(cli: Cli) -> Result<(), String> {
             let dcfg = DaemonConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
             let ptp = PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
             let opts = backend.options();
+            let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
             let (nic, _) = backend::open(&cfg, &opts, true)?;
-            println!("keepon daemon: {} · socket {}", nic.describe(), dcfg.socket.display());
+            // The poll loop runs on this thread: what it asks of the host is applied here.
+            let applied = realtime.apply();
+            let mut dcfg = dcfg;
+            dcfg.host = applied.flags();
+            println!("keepon daemon: {} · socket {} · {}", nic.describe(), dcfg.socket.display(), applied.describe());
+            if let Some(w) = applied.warning() {
+                eprintln!("keepon daemon: {w}");
+            }
             let link = if ptp.is_some() { ptp_link(&cfg, &opts)? } else { None };
             on_signals();
             let d = duration.map(|d| Nanos(d.as_nanos() as i64));

@@ -185,8 +185,10 @@ fn daemon_talk_listen_through_a_bridge() {
     let (lcsv, tcsv, ncsv) = (d.join("L.csv"), d.join("T.csv"), nobody_dir.join("N.csv"));
 
     let topo = bridged("kc");
+    // The daemon is started plainly, as root: it asks for SCHED_FIFO and locked memory itself ([realtime]
+    // defaults) and says what it got.
     let realtime = can_chrt();
-    println!("namespaces {} / {}; daemon under SCHED_FIFO: {realtime}", topo.talker, topo.listener);
+    println!("namespaces {} / {}; the host grants SCHED_FIFO: {realtime}", topo.talker, topo.listener);
 
     // Listener first; it is ready once it says it receives.
     let mut listener = Proc::spawn(
@@ -204,7 +206,7 @@ fn daemon_talk_listen_through_a_bridge() {
     let mut daemon = Proc::spawn(
         "daemon",
         &d,
-        in_netns(&topo.talker, realtime)
+        in_netns(&topo.talker, false)
             .args(["daemon", "--config"])
             .arg(&dcfg)
             .args(["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "--filler", "reserved-address"])
@@ -338,6 +340,8 @@ fn daemon_talk_listen_through_a_bridge() {
     assert!(ran >= DAEMON_DURATION, "the daemon stopped after {ran:?}, before its duration");
     assert!(ran < DAEMON_DURATION + Duration::from_secs(3), "the daemon took {ran:?} to stop");
     assert!(!sock.exists(), "the daemon removed its socket");
+    let fifo = daemon_out.contains("poll loop SCHED_FIFO 50, memory locked");
+    assert_eq!(fifo, realtime, "the daemon's own real-time request, where the host grants it\n{daemon_out}");
     let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
     let malformed = number_before(&daemon_out, "malformed").expect("daemon summary");
     let dropped = number_before(&daemon_out, "connections dropped").expect("daemon summary");

@@ -141,6 +141,9 @@ pub struct DaemonConfig {
     pub limits: Limits,
     /// Credential rules.
     pub allow: Vec<AllowRule>,
+    /// What the host granted the poll loop (`Info::host`: [`crate::realtime::Applied::flags`]), set by whoever
+    /// applied `[realtime]` before serving; 0 when nothing was asked.
+    pub host: u32,
 }
 
 impl DaemonConfig {
@@ -214,7 +217,14 @@ impl DaemonConfig {
         if d.socket.as_os_str().is_empty() {
             return Err(ConfigError("daemon.socket is empty".into()));
         }
-        Ok(DaemonConfig { socket: d.socket, mode, max_in_flight: limits.max_in_flight, limits, allow: d.allow })
+        Ok(DaemonConfig {
+            socket: d.socket,
+            mode,
+            max_in_flight: limits.max_in_flight,
+            limits,
+            allow: d.allow,
+            host: 0,
+        })
     }
 
     /// The configuration of a station serving only this process (`keepon run` on network time): the socket
@@ -231,6 +241,7 @@ impl DaemonConfig {
                     max_in_flight: limits.max_in_flight,
                     limits,
                     allow: Vec::new(),
+                    host: 0,
                 }
             }
         };

@@ -540,6 +540,7 @@ fn serve_bound<N: Nic>(
                 cycle_start: st.cycle_start_at_or_after(ahead).map_or(0, |t| t.0),
                 base_time: st.base_time().0,
                 cycle: (cycle.num(), cycle.den()),
+                host: dcfg.host,
                 classes: Vec::new(),
                 windows: Vec::new(),
             }
