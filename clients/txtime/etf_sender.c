@@ -116,12 +116,14 @@ static int drain_errqueue(int fd) {
                 memcpy(&ee, CMSG_DATA(c), sizeof ee);
                 if (ee.ee_origin == SO_EE_ORIGIN_TXTIME) {
                     int64_t t = (int64_t)((uint64_t)ee.ee_data << 32 | ee.ee_info);
-                    printf("errq txtime errno=%s code=%s txtime=%" PRId64 " level=%s len=%zd\n",
+                    /* The software timestamp the kernel puts before the error (the skb's tstamp: ETF's txtime). */
+                    int64_t ts0 = have_ts ? (int64_t)ts.ts[0].tv_sec * 1000000000 + ts.ts[0].tv_nsec : -1;
+                    printf("errq txtime errno=%s code=%s txtime=%" PRId64 " ts0=%" PRId64 " level=%s len=%zd\n",
                            errname((int)ee.ee_errno),
                            ee.ee_code == SO_EE_CODE_TXTIME_INVALID_PARAM ? "INVALID_PARAM"
                            : ee.ee_code == SO_EE_CODE_TXTIME_MISSED      ? "MISSED"
                                                                          : "other",
-                           t, level, n);
+                           t, ts0, level, n);
                 } else if (ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING) {
                     int64_t sw = have_ts ? (int64_t)ts.ts[0].tv_sec * 1000000000 + ts.ts[0].tv_nsec : -1;
                     int64_t hw = have_ts ? (int64_t)ts.ts[2].tv_sec * 1000000000 + ts.ts[2].tv_nsec : -1;
@@ -243,12 +245,16 @@ int main(int argc, char **argv) {
         uint64_t tx = (uint64_t)t.txtime;
         memcpy(CMSG_DATA(c), &tx, sizeof tx);
         ssize_t r = sendmsg(fd, &m, 0);
+        int err = errno;
+        /* When the send returned (CLOCK_TAI): a txtime before it may rightly have passed during the call. */
+        int64_t done = tai_now();
         if (r < 0) {
-            printf("send key=%u flow=%d seq=%" PRIu64 " txtime=%" PRId64 " error=%s\n", key, t.flow, t.seq, t.txtime,
-                   errname(errno));
+            printf("send key=%u flow=%d seq=%" PRIu64 " txtime=%" PRId64 " done=%" PRId64 " error=%s\n", key, t.flow,
+                   t.seq, t.txtime, done, errname(err));
             refused++;
         } else {
-            printf("send key=%u flow=%d seq=%" PRIu64 " txtime=%" PRId64 " ok\n", key, t.flow, t.seq, t.txtime);
+            printf("send key=%u flow=%d seq=%" PRIu64 " txtime=%" PRId64 " done=%" PRId64 " ok\n", key, t.flow, t.seq,
+                   t.txtime, done);
             sent++;
         }
         key++;

@@ -55,7 +55,10 @@
  *     - any other rejection (not-owned, slot-taken, forbidden, unknown-class, oversize, too-far-ahead,
  *       queue-full, ...): EINVAL SO_EE_CODE_TXTIME_INVALID_PARAM.
  *     Both error kinds carry the txtime (ee_info low 32 bits, ee_data high 32 bits) and the frame as payload,
- *     under SOL_PACKET/PACKET_TX_TIMESTAMP, and are queued only with SOF_TXTIME_REPORT_ERRORS, like ETF.
+ *     under SOL_PACKET/PACKET_TX_TIMESTAMP, and are queued only with SOF_TXTIME_REPORT_ERRORS, like ETF. Before
+ *     the error come the timestamps the kernel gives an ETF error (the skb's timestamp, which is the txtime): an
+ *     SO_TIMESTAMPING message with ts[0] = the txtime where the socket asked for SOF_TIMESTAMPING_SOFTWARE, and
+ *     SO_TIMESTAMP(NS) with the txtime where those are on.
  *     - keepon sends the frame: with SO_TIMESTAMPING TX_HARDWARE|RAW_HARDWARE the error queue gets a TX
  *       timestamp with ts[2] = the frame's slot time on keepon's clock (TAI, exact where the NIC paces the link);
  *       with TX_SOFTWARE|SOFTWARE, ts[0] = when the host handed the frame to the kernel, as a kernel software TX
@@ -65,6 +68,9 @@
  *       (minus the kernel's TAI offset when the message is read). One message per frame, queued once both are
  *       known (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with OPT_TSONLY). A
  *       frame sent off its scheduled slot after an underrun is reported sent, like any other.
+ *     ON THE WIRE, keepon differs from ETF in two ways (until its byte clock lands): a frame leaves at the start
+ *     of the slot that holds its txtime, up to one slot (δ) before the txtime, which ETF never does; and it is
+ *     padded to the slot size (the program's bytes, then padding the receiving stack ignores).
  *     KEEPON_TXTIME_LOG=1 logs every frame's keepon outcome (with keepon's own reason) to stderr.
  *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN (no reconnection); if it goes
  *     away, every frame still waiting for its outcome is reported MISSED.
@@ -107,6 +113,18 @@
 #ifndef SO_TIMESTAMPING_OLD
 #define SO_TIMESTAMPING_OLD 37
 #endif
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#endif
+#ifndef SO_TIMESTAMPNS_OLD
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#endif
+#ifndef SO_TIMESTAMPNS_NEW
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 #ifndef SO_TIMESTAMPING_NEW
 #define SO_TIMESTAMPING_NEW 65
 #endif
@@ -138,6 +156,7 @@ struct ksock {
     uint32_t txflags;     /* SOF_TXTIME_* */
     uint32_t tsflags;     /* SOF_TIMESTAMPING_* */
     int ts_new;           /* the program set SO_TIMESTAMPING_NEW */
+    int rcvts;            /* SO_TIMESTAMP(NS)_OLD/_NEW the program turned on (0: off) */
     uint32_t tskey;
     int udp;              /* a UDP (IPv4) socket: keepon sends its datagrams as Ethernet/IPv4/UDP frames */
     int dgram;            /* an AF_PACKET SOCK_DGRAM socket: keepon puts the Ethernet header before its data */
@@ -817,6 +836,16 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
         logf_("keepon_txtime: fd %d (%s): SO_TXTIME clockid %d flags %#x\n", fd,
               dom == AF_INET ? "UDP" : type == SOCK_DGRAM ? "AF_PACKET SOCK_DGRAM" : "AF_PACKET", (int)t->clockid,
               t->flags);
+    } else if ((name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMP_NEW ||
+                name == SO_TIMESTAMPNS_NEW) &&
+               val && len >= sizeof(int)) {
+        /* Remembered for every socket, as SO_TIMESTAMPING: turning either on selects it, off turns both off. */
+        int on;
+        memcpy(&on, val, sizeof on);
+        lock();
+        struct ksock *k = record_of(fd);
+        if (k) k->rcvts = on ? name : 0;
+        unlock();
     } else if ((name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW) && val && len >= sizeof(int)) {
         /* Remembered for every socket: SO_TXTIME may come later. */
         int flags;
@@ -890,6 +919,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
     k->queued--;
     uint32_t tsflags = k->tsflags;
     int ts_type = k->ts_new ? SO_TIMESTAMPING_NEW : SO_TIMESTAMPING_OLD;
+    int rcvts = k->rcvts;
     int udp = k->udp;
     unlock();
 
@@ -903,7 +933,25 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
     }
     if (copied < e->len) m->msg_flags |= MSG_TRUNC;
     size_t used = 0;
-    if (e->tstamp) {
+    if (!e->tstamp) {
+        /* A txtime error, as ETF's comes: the skb's timestamp is its txtime, which the kernel puts before the
+         * error as a software timestamp (SOF_TIMESTAMPING_SOFTWARE) and as SO_TIMESTAMP(NS) where those are on. */
+        int64_t txtime = (int64_t)((uint64_t)e->ee.ee_data << 32 | e->ee.ee_info);
+        if (rcvts == SO_TIMESTAMPNS_OLD || rcvts == SO_TIMESTAMPNS_NEW) {
+            struct timespec t = {.tv_sec = txtime / 1000000000, .tv_nsec = txtime % 1000000000};
+            put_cmsg(m, &used, SOL_SOCKET, rcvts, &t, sizeof t);
+        } else if (rcvts == SO_TIMESTAMP_OLD || rcvts == SO_TIMESTAMP_NEW) {
+            struct timeval t = {.tv_sec = txtime / 1000000000, .tv_usec = txtime % 1000000000 / 1000};
+            put_cmsg(m, &used, SOL_SOCKET, rcvts, &t, sizeof t);
+        }
+        if (tsflags & SOF_TIMESTAMPING_SOFTWARE) {
+            struct timespec ts[3];
+            memset(ts, 0, sizeof ts);
+            ts[0].tv_sec = txtime / 1000000000;
+            ts[0].tv_nsec = txtime % 1000000000;
+            put_cmsg(m, &used, SOL_SOCKET, ts_type, ts, sizeof ts);
+        }
+    } else {
         struct timespec ts[3];
         memset(ts, 0, sizeof ts);
         if ((tsflags & SOF_TIMESTAMPING_TX_SOFTWARE) && (tsflags & SOF_TIMESTAMPING_SOFTWARE)) {

@@ -62,6 +62,10 @@ fn field(line: &str, name: &str) -> Option<String> {
 fn check_sender(out: &str, rx: &[Record], what: &str, level: &str) -> (usize, usize, usize) {
     for l in out.lines().filter(|l| l.starts_with("errq ")) {
         assert_eq!(field(l, "level").as_deref(), Some(level), "{what}: {l}");
+        if l.starts_with("errq txtime ") {
+            // The kernel puts the skb's timestamp — ETF's txtime — before the error (the preload does the same).
+            assert_eq!(field(l, "ts0"), field(l, "txtime"), "{what}: the timestamp of a txtime error: {l}");
+        }
         let len = if l.starts_with("errq tstamp ") { "0" } else { "100" };
         assert_eq!(field(l, "len").as_deref(), Some(len), "{what}: payload of {l}");
     }
