@@ -1,19 +1,53 @@
-"""One time limit for a whole command: synthesis, verification and export.
+"""One time limit for a whole command: start-up, synthesis, export, verification, output and exit.
 
-A :class:`Deadline` is passed down to every stage that can take long; each checks it between units of work
-(:meth:`Deadline.check`) and the stage that finds it passed raises :class:`TimeLimitExceeded`. Work that checks no
-deadline (building a solver model, a stage's own bookkeeping) is still bounded by :func:`backstop`, which raises the
-same exception from a timer signal once the deadline has passed.
+The limit is a promise about the process: ``keepon-plan solve --time-limit T`` has *exited* within ``T`` seconds of
+its start. So the clock starts when the process does (:func:`process_start`: the interpreter's start-up and imports
+count), and the time is split into phases from one end, back to front::
+
+    process start                                                                           start + limit
+    |-- start-up --|-- read --|------------- synthesis -------------|-- export, verify, write --|-- exit --|
+                                                                    ^ synthesis ends here        ^ at
+                                        (the solver's own limit ends earlier: its overrun margin)
+
+- ``Deadline.at`` is ``start + limit − EXIT_RESERVE``: every stage is done by then, and what is left is printing
+  the outcome and leaving the process (the program leaves with ``os._exit``: no interpreter teardown).
+- :meth:`Deadline.until` gives a phase its end, keeping a reserve for the phases after it (synthesis keeps what
+  export, verification and writing are estimated to need).
+- A stage checks its deadline between units of work (:meth:`Deadline.check`) and the stage that finds it passed
+  raises :class:`TimeLimitExceeded`. Python work that checks no deadline is still bounded by :func:`backstop`, which
+  raises the same exception from a timer signal at ``at``. A solver running in C++ holds the main thread, so a
+  signal cannot stop it: :func:`interrupt_at` asks it to stop from a timer thread.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+EXIT_RESERVE = 0.2
+"""Seconds kept after the last stage for reporting the outcome and leaving the process (measured: a few ms on a
+quiet machine; the rest is for a loaded one, where the process may wait that long for a core)."""
+
+
+def process_start() -> float:
+    """The ``time.monotonic()`` reading at which this process started, or now where that cannot be read.
+
+    Linux gives the start in clock ticks since boot (``/proc/self/stat``, field 22); ``CLOCK_BOOTTIME`` is the
+    clock it counts on. The tick (10 ms) rounds the start down, so the time counted is never less than the truth.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            stat = fh.read()
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # fields after "(comm)" start at field 3
+        since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic()
+    return time.monotonic() - max(0.0, since)
 
 
 class TimeLimitExceeded(Exception):
@@ -26,12 +60,16 @@ class TimeLimitExceeded(Exception):
 
 
 class Deadline:
-    """``limit`` seconds from ``start`` (``time.monotonic()``, default now); ``stage`` names the running stage."""
+    """``limit`` seconds from ``start`` (``time.monotonic()``, default now); work ends ``reserve`` s before.
 
-    def __init__(self, limit: float, start: float | None = None) -> None:
+    ``reserve`` (default 0) is what the caller keeps after :attr:`at` for itself; a command passes
+    :data:`EXIT_RESERVE`. ``stage`` names the running stage.
+    """
+
+    def __init__(self, limit: float, start: float | None = None, reserve: float = 0.0) -> None:
         self.limit = limit
         self.start = time.monotonic() if start is None else start
-        self.at = self.start + limit
+        self.at = self.start + limit - reserve
         self.stage = "start-up"
 
     def remaining(self) -> float:
@@ -39,6 +77,15 @@ class Deadline:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
+
+    def until(self, reserve: float, least: float = 0.5) -> float:
+        """The seconds from now a phase may use, keeping ``reserve`` s for the phases after it.
+
+        When the reserve does not fit, the phase still gets ``least`` of what remains (and the later phases
+        are stopped by the deadline if they need more than the rest). Never negative.
+        """
+        left = max(0.0, self.remaining())
+        return max(left - reserve, least * left)
 
     def enter(self, stage: str) -> None:
         """Name the stage now running (for the message), and check the deadline."""
@@ -58,7 +105,7 @@ def check(deadline: Deadline | None) -> None:
 
 @contextmanager
 def backstop(deadline: Deadline) -> Iterator[None]:
-    """Raise :class:`TimeLimitExceeded` in the main thread once ``deadline`` passes, whatever runs then.
+    """Raise :class:`TimeLimitExceeded` in the main thread once ``deadline`` passes, whatever Python code runs then.
 
     Uses ``SIGALRM``; where that is unavailable (another thread, another OS) only the stages' own checks apply.
     The timer is cancelled and the previous handler restored on exit.
@@ -84,3 +131,19 @@ def backstop(deadline: Deadline) -> Iterator[None]:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def interrupt_at(at: float, stop: Callable[[], None]) -> Iterator[None]:
+    """Call ``stop`` from a timer thread at ``time.monotonic()`` reading ``at``, unless the block ends first.
+
+    For a solver that runs in C++ (CP-SAT's ``stop_search``): its own time limit is a target it overruns (by about
+    0.1 s on a quiet machine, more under load), and the signal of :func:`backstop` waits until it returns.
+    """
+    timer = threading.Timer(max(0.0, at - time.monotonic()), stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

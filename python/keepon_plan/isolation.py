@@ -41,6 +41,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from . import shapes
+from .deadline import interrupt_at
 from .model import Problem
 from .offsets import EXHAUSTED as OFFSETS_EXHAUSTED
 from .offsets import PLAN as OFFSETS_PLAN
@@ -283,8 +284,14 @@ def complete_model_size(problem: Problem) -> int:
     return total
 
 
-def _complete_model(problem: Problem, lower: list[int] | None = None):
-    """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows."""
+class _OutOfTime(Exception):
+    """Synthesis passed its end while building a model (the stages' solver runs stop by themselves)."""
+
+
+def _complete_model(problem: Problem, lower: list[int] | None = None, stop: float = math.inf):
+    """One Boolean per (flow, instance, candidate slot); offsets as one-hot Booleans for free-phase flows.
+
+    Building takes seconds for millions of Booleans: raises :class:`_OutOfTime` once ``stop`` has passed."""
     cp_model = load_solver()
     model = cp_model.CpModel()
     n, horizon = problem.slots, problem.horizon
@@ -305,6 +312,8 @@ def _complete_model(problem: Problem, lower: list[int] | None = None):
                 model.add(offset[0] == 1)
         per_instance = []
         for l in range(problem.instances(f)):
+            if time.monotonic() >= stop:
+                raise _OutOfTime
             base = l * p
             lo, hi = (base, base + p - 1 + jit) if f.window is None else (base + f.window[0], base + f.window[1])
             cands = []
@@ -358,13 +367,26 @@ def _complete_model(problem: Problem, lower: list[int] | None = None):
     return model, extract, own
 
 
+CP_SAT_OVERRUN = 0.1
+"""Seconds by which CP-SAT may overrun its own time limit (measured: 0.09 s on a 1 s limit, quiet machine).
+A run's limit ends this much before the stop it is given; a timer thread stops it at the stop itself."""
+
+
 def _run(
-    model, seconds: float, seed: int, workers: int, progress: Progress | None, fixed_search: bool = False
+    model,
+    seconds: float,
+    seed: int,
+    workers: int,
+    progress: Progress | None,
+    fixed_search: bool = False,
+    stop: float = math.inf,
 ) -> tuple[int, cp_model.CpSolver]:
+    """Solve for at most ``seconds``, and in any case stop by ``stop`` (a ``time.monotonic()`` reading)."""
     cp_model = load_solver()
     solver = cp_model.CpSolver()
     if fixed_search:
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
+    seconds = min(seconds, stop - time.monotonic() - CP_SAT_OVERRUN)
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
@@ -377,7 +399,8 @@ def _run(
                 progress("  cp-sat " + line.strip())
 
         solver.log_callback = log
-    status = solver.solve(model)
+    with interrupt_at(stop, solver.stop_search):
+        status = solver.solve(model)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"internal error: invalid CP-SAT model: {model.validate()}")
     return status, solver
@@ -401,8 +424,11 @@ class Footprint:
     infeasible: bool = False
 
 
-def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers: int) -> Footprint:
-    """Minimise the ring slots class ``c`` needs on its own (complete model, objective Σ own)."""
+def class_footprint(
+    problem: Problem, c: int, seconds: float, seed: int, workers: int, stop: float = math.inf
+) -> Footprint:
+    """Minimise the ring slots class ``c`` needs on its own (complete model, objective Σ own), by ``stop`` at the
+    latest (:class:`_OutOfTime` if that passes while the model is built)."""
     cp_model = load_solver()
     sub, _ = class_subproblem(problem, c)
     if not sub.flows:
@@ -413,13 +439,13 @@ def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers
     if complete_model_size(sub) > MAX_COMPLETE_BOOLEANS:
         return Footprint(class_slots_needed(sub)[0], None, frozenset(), False)
     began = time.monotonic()
-    floor = _full_flow_bound(sub, seconds / 2, seed, workers)
+    floor = _full_flow_bound(sub, seconds / 2, seed, workers, stop)
     if floor is None:
         return Footprint(problem.slots + 1, None, frozenset(), True, infeasible=True)
-    model, extract, own = _complete_model(sub, [floor])
+    model, extract, own = _complete_model(sub, [floor], stop)
     model.minimize(sum(own[0]))
     left = max(0.05, seconds - (time.monotonic() - began))
-    status, solver = _run(model, left, seed, workers, None, fixed_search=True)
+    status, solver = _run(model, left, seed, workers, None, fixed_search=True, stop=stop)
     if status == cp_model.INFEASIBLE:
         return Footprint(problem.slots + 1, None, frozenset(), True, infeasible=True)
     bound = max(floor, class_slots_needed(sub)[0], ceil_frac(Fraction(round(solver.best_objective_bound * 1000), 1000)))
@@ -429,7 +455,7 @@ def class_footprint(problem: Problem, c: int, seconds: float, seed: int, workers
     return Footprint(bound, None, frozenset(), False)
 
 
-def _full_flow_bound(sub: Problem, seconds: float, seed: int, workers: int) -> int | None:
+def _full_flow_bound(sub: Problem, seconds: float, seed: int, workers: int, stop: float = math.inf) -> int | None:
     """A lower bound on a one-class problem's footprint from its *full* flows (``None``: proven infeasible).
 
     A flow with ``P | N`` and no jitter freedom uses every occurrence of its ``N/P`` ring slots, so no other flow
@@ -444,14 +470,14 @@ def _full_flow_bound(sub: Problem, seconds: float, seed: int, workers: int) -> i
     rest = tuple(f for f in sub.flows if f not in full)
     if not full or not rest:
         return class_slots_needed(sub)[0]
-    rest_foot = class_footprint(Problem(n, sub.classes, rest), 0, seconds, seed, workers)
+    rest_foot = class_footprint(Problem(n, sub.classes, rest), 0, seconds, seed, workers, stop)
     if rest_foot.infeasible:
         return None
     return max(class_slots_needed(sub)[0], sum(n // f.period for f in full) + rest_foot.lower)
 
 
 def pack_rotations(
-    problem: Problem, owned_sets: list[frozenset[int] | None], seconds: float, seed: int
+    problem: Problem, owned_sets: list[frozenset[int] | None], seconds: float, seed: int, stop: float = math.inf
 ) -> tuple[list[int | None], bool]:
     """Rotations ``k_c`` making the classes' ring-slot sets ``owned_sets[c] + k_c`` pairwise disjoint.
 
@@ -484,7 +510,7 @@ def pack_rotations(
             model.add_at_most_one(lits)
     weights = [len(shape) if shape else 0 for shape in owned_sets]
     model.maximize(sum(w * p for w, p in zip(weights, placed, strict=True)))
-    status, solver = _run(model, seconds, seed, 1, None)
+    status, solver = _run(model, seconds, seed, 1, None, stop=stop)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return [None] * len(owned_sets), False
     out = [next((k for k, lit in lits if solver.boolean_value(lit)), None) for lits in choice]
@@ -583,7 +609,7 @@ def _cut_search(
     cuts = 0
     full = (1 << n) - 1
     while time.monotonic() < deadline:
-        status, solver = _run(model, deadline - time.monotonic(), seed, 1, None)
+        status, solver = _run(model, deadline - time.monotonic(), seed, 1, None, stop=deadline)
         if status == cp_model.INFEASIBLE:
             return INFEASIBLE, None, cuts
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -772,10 +798,30 @@ def synthesize(
 ) -> Outcome:
     """Decide the problem: a plan, a proof of infeasibility, or unknown when ``time_limit`` runs out.
 
-    Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is deterministic).
+    Returns within ``time_limit`` seconds: every solver run is stopped at that end, and a model still being built
+    then is abandoned. Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is
+    deterministic) as long as no stage is cut short by the time limit.
     """
+    out = Outcome(UNKNOWN, reason=f"time limit {time_limit:.1f} s reached")
+    try:
+        return _staged(problem, time_limit, seed, workers, progress, stages, out)
+    except _OutOfTime:
+        out.reason = f"time limit {time_limit:.1f} s reached while building a solver model"
+        return out
+
+
+def _staged(
+    problem: Problem,
+    time_limit: float,
+    seed: int,
+    workers: int,
+    progress: Progress | None,
+    stages: tuple[str, ...],
+    out: Outcome,
+) -> Outcome:
+    """The stages of :func:`synthesize`, cheapest first, filling in ``out``."""
     start = time.monotonic()
-    out = Outcome(UNKNOWN, reason=f"time limit {time_limit} s reached")
+    stop = start + time_limit
 
     def note(stage: str, result: str, since: float) -> None:
         out.stages.append((stage, result, time.monotonic() - since))
@@ -834,7 +880,7 @@ def synthesize(
         exact_here = no_freedom or "complete" not in stages
         budget = remaining() if exact_here else min(remaining(), max(0.2, remaining() * 0.05))
         model, extract, _ = _zero_jitter_model(problem)
-        status, solver = _run(model, budget, seed, workers, progress)
+        status, solver = _run(model, budget, seed, workers, progress, stop=stop)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return plan("zero-jitter", extract(solver), "CP-SAT zero-jitter model", t)
         if status == cp_model.INFEASIBLE and no_freedom:
@@ -862,16 +908,16 @@ def synthesize(
         classes = range(len(problem.classes))
         feet: list[Footprint | None] = [None] * len(problem.classes)
         budget = 0.25
-        stop = max(FOOTPRINT_SHARE * time_limit, time.monotonic() - start + FOOTPRINT_MIN * time_limit)
+        ends = max(FOOTPRINT_SHARE * time_limit, time.monotonic() - start + FOOTPRINT_MIN * time_limit)
         # Rounds with growing budgets: cheap classes finish at once, and the sum of the proven bounds may
         # exceed the ring before the hard classes are done.
-        while time.monotonic() - start < stop:
+        while time.monotonic() - start < ends:
             todo = [c for c in classes if feet[c] is None or not feet[c].optimal]
             if not todo:
                 break
             for c in todo:
-                seconds = min(budget, max(0.05, stop - (time.monotonic() - start)))
-                foot = class_footprint(problem, c, seconds, seed, workers)
+                seconds = min(budget, max(0.05, ends - (time.monotonic() - start)))
+                foot = class_footprint(problem, c, seconds, seed, workers, stop)
                 old = feet[c]
                 if old is not None and foot.slots is None:
                     foot = replace(foot, slots=old.slots, owned=old.owned)
@@ -889,14 +935,14 @@ def synthesize(
                         f"Σ = {sum(lower)} > N = {problem.slots}",
                         t,
                     )
-                if time.monotonic() - start >= stop:
+                if time.monotonic() - start >= ends:
                     break
             budget *= 4
         lower = [f.lower if f else 0 for f in feet]
         note("footprint", f"bounds {lower} (Σ {sum(lower)} ≤ {problem.slots})", t)
         t = time.monotonic()
         owned_sets = [f.owned if f is not None and f.slots is not None else None for f in feet]
-        rotation, complete = pack_rotations(problem, owned_sets, min(max(remaining(), 0.05), 5.0), seed)
+        rotation, complete = pack_rotations(problem, owned_sets, min(remaining(), 5.0), seed, stop)
         for c, k in enumerate(rotation):
             foot = feet[c]
             if k is not None and foot is not None:
@@ -916,10 +962,10 @@ def synthesize(
             note("complete", "skipped", t)
             out.reason = f"the complete model would need {size} Booleans (limit {MAX_COMPLETE_BOOLEANS})"
             return out
-        model, extract, _ = _complete_model(problem, lower)
+        model, extract, _ = _complete_model(problem, lower, stop)
         for i, slots in hints.items():
             model.hint_flow(i, slots)
-        status, solver = _run(model, remaining(), seed, workers, progress, fixed_search=JOINT_FIXED)
+        status, solver = _run(model, remaining(), seed, workers, progress, fixed_search=JOINT_FIXED, stop=stop)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return plan("complete", extract(solver), "CP-SAT complete model", t)
         if status == cp_model.INFEASIBLE:

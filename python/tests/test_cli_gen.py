@@ -67,7 +67,7 @@ def test_jitter_of_a_period_is_bad_input_in_every_command(tmp_path, capsys):
     assert main(["params", str(flows)]) == 3
 
 
-def test_verify_period_not_whole_slots_is_bad_input(tmp_path, capsys):
+def test_period_not_whole_slots_is_bad_input_in_every_command(tmp_path, capsys):
     plan = tmp_path / "plan.toml"
     assert main(["solve", str(EXAMPLES / "nonharmonic.toml"), "--out", str(plan)]) == 0
     flows = tmp_path / "flows.toml"
@@ -80,6 +80,10 @@ def test_verify_period_not_whole_slots_is_bad_input(tmp_path, capsys):
     assert f"{flows}:{line}:" in capsys.readouterr().err
     # ... and so does `verify` (it said "invalid", exit 1).
     assert main(["verify", str(flows), str(plan)]) == 3
+    err = capsys.readouterr().err
+    assert f"{flows}:{line}:" in err and "period 245000 ns is not a whole number of slots" in err, err
+    # ... and so does `params` (it printed a table and exited 0).
+    assert main(["params", str(flows)]) == 3
     err = capsys.readouterr().err
     assert f"{flows}:{line}:" in err and "period 245000 ns is not a whole number of slots" in err, err
     # Without slot_bytes in the flow set, the plan's slot size is the one that does not fit the period.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..deadline import Deadline
+from ..deadline import Deadline, interrupt_at
 from .routing import RoutedStream
 
 PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
@@ -36,7 +36,8 @@ def _pairs(routed: list[RoutedStream]) -> dict[tuple[str, str], list[tuple[int, 
     return users
 
 
-def _solve(routed, slot_ps, links, time_limit: float, seed: int):
+def _solve(routed, slot_ps, links, time_limit: float, seed: int, stop: float = math.inf):
+    """Solve for ``time_limit`` seconds and stop by ``stop`` (a ``time.monotonic()`` reading) in any case."""
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
@@ -73,7 +74,8 @@ def _solve(routed, slot_ps, links, time_limit: float, seed: int):
     solver.parameters.max_time_in_seconds = max(0.01, time_limit)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
-    status = solver.solve(m)
+    with interrupt_at(stop, solver.stop_search):
+        status = solver.solve(m)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         dep = {r.stream.name: solver.value(v) * slot_ps[r.stream.talker] for r, v in zip(routed, s, strict=True)}
         return PLAN, dep, ""
@@ -85,7 +87,7 @@ def _solve(routed, slot_ps, links, time_limit: float, seed: int):
 def solve_exact(routed: list[RoutedStream], slot_ps: dict[str, int], deadline: Deadline, seed: int = 0) -> ExactOutcome:
     """Decide the whole instance; on a proof, find a link whose streams alone are infeasible for the reason."""
     links = _pairs(routed)
-    status, dep, why = _solve(routed, slot_ps, list(links), deadline.remaining() * 0.8, seed)
+    status, dep, why = _solve(routed, slot_ps, list(links), deadline.remaining() * 0.8, seed, deadline.at)
     if status == PLAN:
         return ExactOutcome(PLAN, dep or {})
     if status == UNKNOWN:
@@ -96,7 +98,7 @@ def solve_exact(routed: list[RoutedStream], slot_ps: dict[str, int], deadline: D
         if len(group) < 2 or deadline.remaining() <= 0:
             continue
         sub = [routed[i] for i in sorted({i for i, _, _ in group})]
-        st, _, _ = _solve(sub, slot_ps, [link], deadline.remaining() * 0.5, seed)
+        st, _, _ = _solve(sub, slot_ps, [link], deadline.remaining() * 0.5, seed, deadline.at)
         if st == INFEASIBLE:
             names = ", ".join(r.stream.name for r in sub)
             return ExactOutcome(
