@@ -140,6 +140,9 @@ def interrupt_at(at: float, stop: Callable[[], None]) -> Iterator[None]:
     For a solver that runs in C++ (CP-SAT's ``stop_search``): its own time limit is a target it overruns (by about
     0.1 s on a quiet machine, more under load), and the signal of :func:`backstop` waits until it returns.
     """
+    if not math.isfinite(at):
+        yield
+        return
     timer = threading.Timer(max(0.0, at - time.monotonic()), stop)
     timer.daemon = True
     timer.start()

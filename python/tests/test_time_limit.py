@@ -5,6 +5,7 @@ The programs run as a user runs them (a new process), and the wall time measured
 started to after it has been reaped, must be below the limit: start-up, the solver's overrun and exit are the
 command's to budget, not the test's."""
 
+import math
 import re
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from conftest import EXAMPLES
 import keepon_plan.cli as cli
 import keepon_plan.isolation as isolation
 from keepon_plan.cli import main
-from keepon_plan.deadline import process_start
+from keepon_plan.deadline import interrupt_at, process_start
 from keepon_plan.gen import flowset_text
 
 # Periods of 32, 9, 7, 11 and 13 slots (δ = 10 µs): horizon lcm = 288 288 slots, 130 609 instances. Each flow has
@@ -144,3 +145,17 @@ def test_the_limit_counts_from_the_process_start():
     counted = float(done.stdout)
     assert 0 < counted < wall + 0.02  # the start is read in clock ticks (10 ms), rounded down
     assert process_start() <= time.monotonic()
+
+
+def test_interrupt_at_stops_a_solver_at_its_time_and_not_without_one():
+    calls = []
+    with interrupt_at(time.monotonic() + 0.05, lambda: calls.append(time.monotonic())):
+        time.sleep(0.3)
+    assert len(calls) == 1
+    with (
+        interrupt_at(math.inf, lambda: calls.append(0.0)),
+        interrupt_at(time.monotonic() + 5, lambda: calls.append(0.0)),
+    ):
+        pass
+    time.sleep(0.05)
+    assert len(calls) == 1
