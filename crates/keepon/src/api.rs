@@ -25,6 +25,8 @@
 //! response Released : ver=1 | kind=0x85 | flags u8 (bit 0: time valid, bit 1: kernel TX stamp) | 0 | tag u64 |
 //!                     released i64
 //! response Subscribed: ver=1 | kind=0x86 | flags u8 (as the daemon now does them)
+//! request  Stats    : ver=1 | kind=5
+//! response Stats    : ver=1 | kind=0x87 | UTF-8 text: the daemon's metrics in the Prometheus text format
 //! ```
 //!
 //! **Release times** (opt-in per connection, `Subscribe` with bit 0, like `SOF_TIMESTAMPING_TX_SOFTWARE` next to
@@ -78,6 +80,8 @@ const K_TIME_REPLY: u8 = 0x84;
 const K_SUBSCRIBE: u8 = 4;
 const K_RELEASED: u8 = 0x85;
 const K_SUBSCRIBED: u8 = 0x86;
+const K_STATS: u8 = 5;
+const K_STATS_REPLY: u8 = 0x87;
 const RELEASED_LEN: usize = 4 + 8 + 8;
 
 /// How long the daemon waits for a sent frame's release report before it says it has none.
@@ -108,6 +112,8 @@ pub enum Request {
         /// A `Released` message after the outcome of every sent frame.
         release_times: bool,
     },
+    /// Ask for the daemon's metrics (replied with `Stats`).
+    Stats,
     /// Send a frame.
     Submit {
         /// Client's identifier, echoed in the outcome.
@@ -273,6 +279,9 @@ pub enum Response {
         /// `released` is the kernel's TX timestamp (not interpolated).
         stamped: bool,
     },
+    /// Reply to `Stats`: the daemon's metrics in the Prometheus text exposition format (what `keepon status`
+    /// shows and the metrics file holds).
+    Stats(String),
     /// Reply to `Subscribe`: what the daemon now reports.
     Subscribed {
         /// Release times are on.
@@ -322,6 +331,7 @@ impl Request {
         match check_header(b)? {
             K_INFO => Ok(Request::Info),
             K_TIME => Ok(Request::Time),
+            K_STATS => Ok(Request::Stats),
             K_SUBSCRIBE => match b {
                 [_, _, flags] if flags & !1 == 0 => Ok(Request::Subscribe { release_times: flags & 1 != 0 }),
                 [_, _, flags] => perr(format!("subscribe flags {flags:#04x} has unknown bits")),
@@ -360,6 +370,7 @@ impl Request {
             Request::Info => vec![VERSION, K_INFO],
             Request::Time => vec![VERSION, K_TIME],
             Request::Subscribe { release_times } => vec![VERSION, K_SUBSCRIBE, u8::from(*release_times)],
+            Request::Stats => vec![VERSION, K_STATS],
             Request::Submit { tag, class, txtime, frame } => {
                 let name = &class.as_bytes()[..class.len().min(255)];
                 let mut b = Vec::with_capacity(SUBMIT_HEADER + name.len() + frame.len());
@@ -458,6 +469,9 @@ impl Response {
                 [_, _, flags] if flags & !1 == 0 => Ok(Response::Subscribed { release_times: flags & 1 != 0 }),
                 _ => perr("malformed subscribed reply"),
             },
+            K_STATS_REPLY => std::str::from_utf8(&b[2..])
+                .map(|t| Response::Stats(t.to_owned()))
+                .map_err(|_| ProtocolError("stats reply is not UTF-8".into())),
             K_TIME_REPLY => {
                 if b.len() != TIME_REPLY_LEN {
                     return perr(format!("time reply of {} bytes, expected {TIME_REPLY_LEN}", b.len()));
@@ -563,6 +577,11 @@ impl Response {
                 b
             }
             Response::Subscribed { release_times } => vec![VERSION, K_SUBSCRIBED, u8::from(*release_times)],
+            Response::Stats(t) => {
+                let mut b = vec![VERSION, K_STATS_REPLY];
+                b.extend_from_slice(t.as_bytes());
+                b
+            }
             Response::Time(t) => {
                 let flags = u8::from(t.offset.is_some())
                     | (u8::from(t.path_delay.is_some()) << 1)
@@ -675,6 +694,14 @@ impl Client {
     pub fn time(&mut self) -> io::Result<TimeInfo> {
         self.ask(&Request::Time, |r| match r {
             Response::Time(t) => Ok(t),
+            other => Err(other),
+        })
+    }
+
+    /// The daemon's metrics (Prometheus text format). Outcomes that arrive first are kept for [`Client::recv`].
+    pub fn stats(&mut self) -> io::Result<String> {
+        self.ask(&Request::Stats, |r| match r {
+            Response::Stats(t) => Ok(t),
             other => Err(other),
         })
     }

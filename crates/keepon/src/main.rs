@@ -157,6 +157,15 @@ enum Cmd {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// A running daemon's state: link, host, sync, schedule alignment, per-class counters, underruns, clients.
+    Status {
+        /// The daemon's socket.
+        #[arg(long, default_value = "/run/keepon.sock")]
+        socket: PathBuf,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Per-flow statistics of a records file.
     Report {
         /// Records (CSV) from `keepon run` or `keepon listen`.
@@ -369,6 +378,15 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
             }
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
+            Ok(())
+        }
+        Cmd::Status { socket, json } => {
+            let st = keepon::status::query(&socket)?;
+            if json {
+                println!("{}", st.json(&socket));
+            } else {
+                print!("{}", st.render(&socket));
+            }
             Ok(())
         }
         Cmd::Report { records, plot } => {

@@ -104,7 +104,7 @@ impl Ledger<'_> {
                 }
             }
             Response::Error(e) => return Err(format!("daemon: {e}")),
-            Response::Info(_) | Response::Time(_) | Response::Subscribed { .. } => {}
+            Response::Info(_) | Response::Time(_) | Response::Subscribed { .. } | Response::Stats(_) => {}
         }
         Ok(())
     }

@@ -36,6 +36,8 @@ struct DaemonSection {
     #[serde(default)]
     max_connections_unlisted: Option<i64>,
     #[serde(default)]
+    metrics_file: Option<PathBuf>,
+    #[serde(default)]
     allow: Vec<AllowRule>,
 }
 
@@ -141,6 +143,9 @@ pub struct DaemonConfig {
     pub limits: Limits,
     /// Credential rules.
     pub allow: Vec<AllowRule>,
+    /// Write the metrics (Prometheus text format) here every second (`metrics_file`; default none), e.g. for
+    /// node_exporter's textfile collector.
+    pub metrics_file: Option<PathBuf>,
     /// What the host granted the poll loop (`Info::host`: [`crate::realtime::Applied::flags`]), set by whoever
     /// applied `[realtime]` before serving; 0 when nothing was asked.
     pub host: u32,
@@ -217,6 +222,9 @@ impl DaemonConfig {
         if d.socket.as_os_str().is_empty() {
             return Err(ConfigError("daemon.socket is empty".into()));
         }
+        if d.metrics_file.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+            return Err(ConfigError("daemon.metrics_file is empty".into()));
+        }
         Ok(DaemonConfig {
             socket: d.socket,
             mode,
@@ -224,6 +232,7 @@ impl DaemonConfig {
             limits,
             allow: d.allow,
             host: 0,
+            metrics_file: d.metrics_file,
         })
     }
 
@@ -242,6 +251,7 @@ impl DaemonConfig {
                     limits,
                     allow: Vec::new(),
                     host: 0,
+                    metrics_file: None,
                 }
             }
         };

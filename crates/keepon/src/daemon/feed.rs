@@ -50,6 +50,11 @@ impl Feed {
         self.queues.iter().map(VecDeque::len).sum()
     }
 
+    /// Per class: frames waiting here or handed to the station without an outcome yet.
+    pub fn per_class(&self) -> Vec<usize> {
+        self.queues.iter().zip(&self.in_station).map(|(q, n)| q.len() + n).collect()
+    }
+
     /// Take every frame still waiting here (at shutdown).
     pub fn take_all(&mut self) -> Vec<(FrameId, ClassId)> {
         self.queues.iter_mut().flat_map(|q| q.drain(..)).map(|(_, f)| (f.id, f.class)).collect()

@@ -80,6 +80,7 @@
 mod config;
 mod conn;
 mod feed;
+pub mod metrics;
 mod socket;
 mod sync;
 pub use sync::MEASUREMENT_LOG_HEADER;
@@ -118,6 +119,9 @@ pub const DEFAULT_PTP_MAC: [u8; 6] = [0x02, 0x6b, 0x65, 0x65, 0x70, 0x01];
 /// Underruns are logged at most this often.
 const UNDERRUN_LOG_EVERY: Nanos = Nanos::from_ms(10_000);
 
+/// How often the metrics file is rewritten.
+const METRICS_EVERY: Nanos = Nanos::from_ms(1_000);
+
 /// How long a stopping daemon keeps writing outcomes to clients after the link has drained.
 pub const FLUSH_GRACE: Nanos = Nanos::from_ms(1_000);
 
@@ -140,6 +144,24 @@ pub struct DaemonStats {
     pub underruns: u64,
     /// Most bytes held in connection buffers (unparsed requests and unsent replies) at any poll.
     pub peak_buffered: usize,
+    /// Outcomes by class (index), for the metrics.
+    pub classes: Vec<metrics::ClassCounters>,
+    /// Rejections of frames naming no class of the configuration.
+    pub unknown_class: metrics::ClassCounters,
+}
+
+impl DaemonStats {
+    /// Count one frame's outcome (`class` `None`: it named no class).
+    fn count(&mut self, class: Option<ClassId>, result: Result<(), Reason>) {
+        let c = match class.and_then(|c| self.classes.get_mut(usize::from(c.0))) {
+            Some(c) => c,
+            None => &mut self.unknown_class,
+        };
+        match result {
+            Ok(()) => c.sent += 1,
+            Err(why) => c.rejected[why.index()] += 1,
+        }
+    }
 }
 
 /// Who submitted a frame: connection, the client's tag, uid.
@@ -253,6 +275,7 @@ fn route(events: &mut Vec<Event>, r: Routes, station: &mut keepon_core::station:
             Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
             Event::Outcome(Outcome { id, class, result }) => {
                 feed.settled(class);
+                stats.count(Some(class), result.as_ref().map(|_| ()).map_err(|why| *why));
                 let result = result.map(|s| Delivery::Sent {
                     slot: s.slot,
                     time: s.time.0,
@@ -301,6 +324,7 @@ fn serve_requests(
     owner: &mut Owners,
     next_frame: &mut u64,
     stats: &mut DaemonStats,
+    wanted: &mut Vec<u64>,
 ) {
     let mut at = 0;
     while *budget > 0 && c.takes_requests(ctx.limits) {
@@ -330,6 +354,8 @@ fn serve_requests(
                 ..ctx.info.clone()
             })),
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
+            // Answered after this poll's requests, when the metrics are rendered (once for all who asked).
+            Ok(Request::Stats) => wanted.push(cid),
             Ok(Request::Subscribe { release_times }) => {
                 // Frames already sent keep what they had; the choice holds for outcomes from now on.
                 c.release_times = release_times;
@@ -369,6 +395,7 @@ fn serve_requests(
                     }
                 };
                 if let Err(why) = why {
+                    stats.count(ctx.cfg.ownership.class_named(&class), Err(why));
                     c.respond(&Response::Outcome { tag, delivery: Delivery::Rejected(why) });
                 }
             }
@@ -442,7 +469,10 @@ fn serve_bound<N: Nic>(
     let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
     let start = driver.nic.now();
     let classes = cfg.ownership.classes();
-    let mut stats = DaemonStats::default();
+    let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
+    let backend = driver.nic.describe();
+    let mut wanted: Vec<u64> = Vec::new();
+    let (mut metrics_next, mut metrics_failed) = (Tai(i64::MIN), false);
     let mut conns = Conns::new(bound.as_ref().map(|b| &b.listener)).map_err(|e| format!("epoll: {e}"))?;
     let mut owner: Owners = HashMap::new();
     let mut releases = Releases::default();
@@ -562,7 +592,50 @@ fn serve_bound<N: Nic>(
                 }
                 let mut unlimited = usize::MAX;
                 let b = if real_time { &mut unlimited } else { &mut budget };
-                serve_requests(cid, c, &mut conns.usage, &ctx, b, &mut feed, &mut owner, &mut next_frame, &mut stats);
+                serve_requests(
+                    cid,
+                    c,
+                    &mut conns.usage,
+                    &ctx,
+                    b,
+                    &mut feed,
+                    &mut owner,
+                    &mut next_frame,
+                    &mut stats,
+                    &mut wanted,
+                );
+            }
+        }
+        // Metrics: to those who asked this poll, and to the metrics file when it is due.
+        let file_due = dcfg.metrics_file.is_some() && now >= metrics_next;
+        if !wanted.is_empty() || file_due {
+            let view = metrics::View {
+                backend: &backend,
+                rate_bps: cfg.geometry.rate().bps(),
+                slot_bytes: cfg.geometry.slot_bytes(),
+                ring: cfg.ownership.ring(),
+                uptime_s: (now - start).0 as f64 / 1e9,
+                time: &ctx.time,
+                host: dcfg.host,
+                names: &names,
+                stats: &stats,
+                queued: feed.per_class(),
+                open_connections: conns.map.len(),
+            };
+            let text = metrics::render(&view);
+            for cid in wanted.drain(..) {
+                if let Some(c) = conns.get_mut(cid) {
+                    c.respond(&Response::Stats(metrics::fit(&text)));
+                }
+            }
+            if let (true, Some(path)) = (file_due, &dcfg.metrics_file) {
+                metrics_next = now + METRICS_EVERY;
+                if let Err(e) = metrics::write_file(path, &text) {
+                    if !metrics_failed {
+                        eprintln!("keepon daemon: cannot write daemon.metrics_file {}: {e}", path.display());
+                        metrics_failed = true;
+                    }
+                }
             }
         }
         // Buffers change only on active connections: with none, the sum is what it was.
@@ -574,7 +647,8 @@ fn serve_bound<N: Nic>(
         if let Stop::No | Stop::Draining(_) | Stop::LinkDrain(_) = phase {
             if let Stop::Draining(until) = phase {
                 if (driver.station.in_flight() == 0 && feed.queued() == 0) || now > until {
-                    for (id, _) in feed.take_all() {
+                    for (id, class) in feed.take_all() {
+                        stats.count(Some(class), Err(Reason::Shutdown));
                         deliver(id, Err(Reason::Shutdown), now, &mut owner, &mut conns, &mut releases, &mut stats);
                     }
                     driver.station.shutdown();

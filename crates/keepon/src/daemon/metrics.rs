@@ -1,0 +1,317 @@
+//! The daemon's metrics in the Prometheus text exposition format (version 0.0.4): what `keepon status` shows (the
+//! `Stats` request) and what the metrics file holds (`daemon.metrics_file`, for node_exporter's textfile
+//! collector). One rendering serves both, so they cannot disagree.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `keepon_info` | gauge (1) | `backend`, `rate_bps`, `slot_bytes`, `ring` |
+//! | `keepon_uptime_seconds` | gauge | |
+//! | `keepon_sync_state` | gauge (1 for the state it is in) | `state`: `free-running`, `synchronised`, `not-synchronised` |
+//! | `keepon_ptp_offset_ns`, `keepon_ptp_path_delay_ns` | gauge (absent when unknown) | |
+//! | `keepon_clock_rate_ppt` | gauge | |
+//! | `keepon_grid_alignment_ns` | gauge | `quantile`: `0.5`, `0.99`, `1` |
+//! | `keepon_frames_sent_total` | counter | `class` |
+//! | `keepon_frames_rejected_total` | counter (non-zero reasons only) | `class` (empty: no such class), `reason` |
+//! | `keepon_class_queued` | gauge: frames handed in without an outcome | `class` |
+//! | `keepon_underruns_total` | counter | |
+//! | `keepon_connections` | gauge: open | |
+//! | `keepon_connections_accepted_total`, `keepon_connections_refused_total`, `keepon_connections_dropped_total`, `keepon_requests_malformed_total` | counter | |
+//! | `keepon_host` | gauge (0/1) | `what`: `fifo`, `memory_locked`, `pinned`, `refused` |
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use keepon_core::outcome::Reason;
+
+use crate::api::{SyncState, TimeInfo, HOST_FIFO, HOST_MEMORY_LOCKED, HOST_PINNED, HOST_REFUSED};
+
+use super::DaemonStats;
+
+/// Outcomes of one class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassCounters {
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames rejected, by [`Reason::index`].
+    pub rejected: [u64; Reason::COUNT],
+}
+
+impl Default for ClassCounters {
+    fn default() -> Self {
+        ClassCounters { sent: 0, rejected: [0; Reason::COUNT] }
+    }
+}
+
+/// Everything one rendering reads.
+pub struct View<'a> {
+    /// The backend's description.
+    pub backend: &'a str,
+    /// Line rate, b/s.
+    pub rate_bps: u64,
+    /// Slot size, bytes.
+    pub slot_bytes: u32,
+    /// Ring slots.
+    pub ring: u32,
+    /// Seconds since serving began.
+    pub uptime_s: f64,
+    /// Synchronisation, clock and grid alignment.
+    pub time: &'a TimeInfo,
+    /// What the host granted ([`crate::api::Info::host`]).
+    pub host: u32,
+    /// Class names, by index.
+    pub names: &'a [String],
+    /// The daemon's counters.
+    pub stats: &'a DaemonStats,
+    /// Per class: frames handed in without an outcome (in the daemon's queue or in the station).
+    pub queued: Vec<usize>,
+    /// Open client connections.
+    pub open_connections: usize,
+}
+
+/// A label value, escaped as the format asks (backslash, double quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn head(s: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The metrics, rendered.
+pub fn render(v: &View) -> String {
+    let mut s = String::new();
+    head(&mut s, "keepon_info", "gauge", "The station: backend and link.");
+    let _ = writeln!(
+        s,
+        "keepon_info{{backend=\"{}\",rate_bps=\"{}\",slot_bytes=\"{}\",ring=\"{}\"}} 1",
+        label(v.backend),
+        v.rate_bps,
+        v.slot_bytes,
+        v.ring
+    );
+    head(&mut s, "keepon_uptime_seconds", "gauge", "Seconds since the daemon started serving.");
+    let _ = writeln!(s, "keepon_uptime_seconds {:.3}", v.uptime_s);
+    head(&mut s, "keepon_sync_state", "gauge", "1 for the synchronisation state the station is in.");
+    for (state, name) in [
+        (SyncState::FreeRunning, "free-running"),
+        (SyncState::Synchronised, "synchronised"),
+        (SyncState::NotSynchronised, "not-synchronised"),
+    ] {
+        let _ = writeln!(s, "keepon_sync_state{{state=\"{name}\"}} {}", u8::from(v.time.sync == state));
+    }
+    if let Some(o) = v.time.offset {
+        head(&mut s, "keepon_ptp_offset_ns", "gauge", "The PTP servo's last offset from the master, ns.");
+        let _ = writeln!(s, "keepon_ptp_offset_ns {o}");
+    }
+    if let Some(d) = v.time.path_delay {
+        head(&mut s, "keepon_ptp_path_delay_ns", "gauge", "The PTP mean path delay, ns.");
+        let _ = writeln!(s, "keepon_ptp_path_delay_ns {d}");
+    }
+    head(&mut s, "keepon_clock_rate_ppt", "gauge", "The EPHC's rate correction, parts per trillion.");
+    let _ = writeln!(s, "keepon_clock_rate_ppt {}", v.time.freq_ppt);
+    if let Some((p50, p99, max)) = v.time.alignment {
+        head(&mut s, "keepon_grid_alignment_ns", "gauge", "|slot start - schedule| on the EPHC, ns.");
+        for (q, x) in [("0.5", p50), ("0.99", p99), ("1", max)] {
+            let _ = writeln!(s, "keepon_grid_alignment_ns{{quantile=\"{q}\"}} {x}");
+        }
+    }
+    head(&mut s, "keepon_frames_sent_total", "counter", "Frames sent, by class.");
+    for (name, c) in v.names.iter().zip(&v.stats.classes) {
+        let _ = writeln!(s, "keepon_frames_sent_total{{class=\"{}\"}} {}", label(name), c.sent);
+    }
+    head(&mut s, "keepon_frames_rejected_total", "counter", "Frames rejected, by class and reason.");
+    let classes = v.names.iter().map(String::as_str).chain(std::iter::once(""));
+    for (name, c) in classes.zip(v.stats.classes.iter().chain(std::iter::once(&v.stats.unknown_class))) {
+        for r in Reason::ALL {
+            let n = c.rejected[r.index()];
+            if n > 0 {
+                let _ = writeln!(
+                    s,
+                    "keepon_frames_rejected_total{{class=\"{}\",reason=\"{}\"}} {n}",
+                    label(name),
+                    r.as_str()
+                );
+            }
+        }
+    }
+    head(&mut s, "keepon_class_queued", "gauge", "Frames handed in without an outcome yet, by class.");
+    for (name, q) in v.names.iter().zip(&v.queued) {
+        let _ = writeln!(s, "keepon_class_queued{{class=\"{}\"}} {q}", label(name));
+    }
+    let st = v.stats;
+    for (name, kind, help, x) in [
+        ("keepon_underruns_total", "counter", "Times the link went idle (the host fell behind).", st.underruns),
+        ("keepon_connections", "gauge", "Open client connections.", v.open_connections as u64),
+        ("keepon_connections_accepted_total", "counter", "Client connections accepted.", st.connections),
+        ("keepon_connections_refused_total", "counter", "Connections refused over a limit.", st.refused),
+        (
+            "keepon_connections_dropped_total",
+            "counter",
+            "Connections closed for broken framing or a failed write.",
+            st.dropped,
+        ),
+        ("keepon_requests_malformed_total", "counter", "Malformed requests answered with an error.", st.malformed),
+    ] {
+        head(&mut s, name, kind, help);
+        let _ = writeln!(s, "{name} {x}");
+    }
+    head(&mut s, "keepon_host", "gauge", "What the host granted the poll loop ([realtime]).");
+    for (what, bit) in
+        [("fifo", HOST_FIFO), ("memory_locked", HOST_MEMORY_LOCKED), ("pinned", HOST_PINNED), ("refused", HOST_REFUSED)]
+    {
+        let _ = writeln!(s, "keepon_host{{what=\"{what}\"}} {}", u8::from(v.host & bit != 0));
+    }
+    s
+}
+
+/// The metrics cut to what one reply message holds (whole lines, and a comment saying so); the metrics file
+/// has them all.
+pub fn fit(text: &str) -> String {
+    let room = crate::api::MAX_MESSAGE - 2;
+    if text.len() <= room {
+        return text.to_owned();
+    }
+    const CUT: &str = "# cut to one message: daemon.metrics_file has every metric\n";
+    let end = text[..room - CUT.len()].rfind('\n').map_or(0, |i| i + 1);
+    format!("{}{CUT}", &text[..end])
+}
+
+/// Replace the metrics file with `text` (written beside it, then renamed: a reader never sees half a file).
+pub fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// One sample of the text format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Metric name.
+    pub name: String,
+    /// Labels, by name.
+    pub labels: BTreeMap<String, String>,
+    /// Value.
+    pub value: f64,
+}
+
+/// Parse the text format (as [`render`] writes it; comments skipped). Errors name the line.
+pub fn parse(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| format!("metrics line {}: {why}: `{line}`", i + 1);
+        let (series, value) = line.rsplit_once(' ').ok_or_else(|| bad("no value"))?;
+        let value: f64 = value.parse().map_err(|_| bad("the value is not a number"))?;
+        let (name, labels) = match series.split_once('{') {
+            None => (series, BTreeMap::new()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').ok_or_else(|| bad("labels not closed"))?;
+                (name, parse_labels(body).map_err(|e| bad(&e))?)
+            }
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            return Err(bad("not a metric name"));
+        }
+        out.push(Sample { name: name.to_owned(), labels, value });
+    }
+    Ok(out)
+}
+
+fn parse_labels(body: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut labels = BTreeMap::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"").ok_or("a label without =\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c)) => value.push(c),
+                    None => return Err("a label value ends in a backslash".into()),
+                },
+                Some((j, '"')) => break j,
+                Some((_, c)) => value.push(c),
+                None => return Err("a label value not closed".into()),
+            }
+        };
+        labels.insert(key.trim_start_matches(',').to_owned(), value);
+        rest = &after[end + 1..];
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{PortRole, ServoCode};
+
+    #[test]
+    fn renders_what_it_parses() {
+        let mut stats = DaemonStats { underruns: 3, connections: 5, ..DaemonStats::default() };
+        stats.classes = vec![ClassCounters::default(); 2];
+        stats.classes[0].sent = 7;
+        stats.classes[1].rejected[Reason::Forbidden.index()] = 2;
+        stats.unknown_class.rejected[Reason::UnknownClass.index()] = 1;
+        let time = TimeInfo {
+            sync: SyncState::Synchronised,
+            port: PortRole::Slave,
+            servo: ServoCode::Locked,
+            ephc_now: 0,
+            host_now: 0,
+            offset: Some(-12),
+            freq_ppt: 50_000_000,
+            path_delay: None,
+            alignment: Some((1, 8, 9)),
+        };
+        let names = vec!["ctrl".to_string(), "odd \"name\"".to_string()];
+        let v = View {
+            backend: "sim",
+            rate_bps: 1_000_000_000,
+            slot_bytes: 1230,
+            ring: 32,
+            uptime_s: 1.5,
+            time: &time,
+            host: HOST_FIFO,
+            names: &names,
+            stats: &stats,
+            queued: vec![4, 0],
+            open_connections: 2,
+        };
+        let text = render(&v);
+        let samples = parse(&text).unwrap();
+        let get = |name: &str, labels: &[(&str, &str)]| {
+            samples
+                .iter()
+                .find(|s| {
+                    s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .map(|s| s.value)
+        };
+        assert_eq!(get("keepon_frames_sent_total", &[("class", "ctrl")]), Some(7.0));
+        assert_eq!(
+            get("keepon_frames_rejected_total", &[("class", "odd \"name\""), ("reason", "forbidden")]),
+            Some(2.0)
+        );
+        assert_eq!(get("keepon_frames_rejected_total", &[("class", ""), ("reason", "unknown-class")]), Some(1.0));
+        assert_eq!(get("keepon_sync_state", &[("state", "synchronised")]), Some(1.0));
+        assert_eq!(get("keepon_ptp_offset_ns", &[]), Some(-12.0));
+        assert_eq!(get("keepon_ptp_path_delay_ns", &[]), None);
+        assert_eq!(get("keepon_grid_alignment_ns", &[("quantile", "0.99")]), Some(8.0));
+        assert_eq!(get("keepon_class_queued", &[("class", "ctrl")]), Some(4.0));
+        assert_eq!(get("keepon_underruns_total", &[]), Some(3.0));
+        assert_eq!(get("keepon_host", &[("what", "fifo")]), Some(1.0));
+        assert_eq!(get("keepon_host", &[("what", "refused")]), Some(0.0));
+        // Every sample has a # TYPE line before it.
+        for s in &samples {
+            assert!(text.contains(&format!("# TYPE {} ", s.name)), "{}", s.name);
+        }
+        assert!(parse("keepon_x{a=\"b} 1").unwrap_err().contains("line 1"));
+        assert!(parse("keepon_x one").unwrap_err().contains("not a number"));
+    }
+}

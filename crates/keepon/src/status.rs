@@ -1,0 +1,202 @@
+//! `keepon status`: a running daemon's state in one look — link and backend, what the host granted, sync state
+//! and offset, the schedule and how well the wire keeps to it, per-class counters (sent, rejected by reason,
+//! queued), underruns and clients — or, with `--json`, the same for scripts. It asks the daemon `Info`, `Time` and
+//! `Stats` over its socket, as any client would.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::api::{Client, Info, SyncState, TimeInfo, HOST_FIFO, HOST_MEMORY_LOCKED, HOST_PINNED, HOST_REFUSED};
+use crate::daemon::metrics::{self, Sample};
+
+/// What the daemon said.
+pub struct Status {
+    /// Its `Info`.
+    pub info: Info,
+    /// Its `Time`.
+    pub time: TimeInfo,
+    /// Its metrics.
+    pub samples: Vec<Sample>,
+}
+
+/// Ask the daemon at `socket`.
+pub fn query(socket: &Path) -> Result<Status, String> {
+    let shown = socket.display();
+    let mut c = Client::connect(socket).map_err(|e| format!("cannot connect to the daemon at {shown}: {e}"))?;
+    c.set_timeout(Some(std::time::Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let info = c.info().map_err(|e| format!("{shown}: info: {e}"))?;
+    let time = c.time().map_err(|e| format!("{shown}: time: {e}"))?;
+    let text = c.stats().map_err(|e| format!("{shown}: stats: {e}"))?;
+    let samples = metrics::parse(&text)?;
+    Ok(Status { info, time, samples })
+}
+
+impl Status {
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.samples
+            .iter()
+            .find(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .map(|s| s.value)
+    }
+
+    fn count(&self, name: &str) -> u64 {
+        self.value(name, &[]).unwrap_or(0.0) as u64
+    }
+
+    /// Per class: (sent, queued, rejected by reason).
+    fn classes(&self) -> Vec<(String, u64, u64, BTreeMap<String, u64>)> {
+        let mut names = self.info.classes.clone();
+        let unknown =
+            self.samples.iter().any(|s| s.name == "keepon_frames_rejected_total" && s.labels["class"].is_empty());
+        if unknown {
+            names.push(String::new());
+        }
+        names
+            .into_iter()
+            .map(|n| {
+                let sent = self.value("keepon_frames_sent_total", &[("class", &n)]).unwrap_or(0.0) as u64;
+                let queued = self.value("keepon_class_queued", &[("class", &n)]).unwrap_or(0.0) as u64;
+                let rejected = self
+                    .samples
+                    .iter()
+                    .filter(|s| s.name == "keepon_frames_rejected_total" && s.labels.get("class") == Some(&n))
+                    .map(|s| (s.labels["reason"].clone(), s.value as u64))
+                    .collect();
+                (n, sent, queued, rejected)
+            })
+            .collect()
+    }
+
+    fn sync_name(&self) -> &'static str {
+        match self.time.sync {
+            SyncState::FreeRunning => "free-running (no [ptp])",
+            SyncState::Synchronised => "synchronised",
+            SyncState::NotSynchronised => "not synchronised",
+        }
+    }
+
+    fn host_words(&self) -> Vec<&'static str> {
+        let h = self.info.host;
+        let mut w = vec![if h & HOST_FIFO != 0 { "poll loop SCHED_FIFO" } else { "poll loop not real-time" }];
+        w.push(if h & HOST_MEMORY_LOCKED != 0 { "memory locked" } else { "memory not locked" });
+        if h & HOST_PINNED != 0 {
+            w.push("pinned to a CPU");
+        }
+        if h & HOST_REFUSED != 0 {
+            w.push("WARNING: the host refused part of [realtime] (see the daemon's log)");
+        }
+        w
+    }
+
+    /// For people.
+    pub fn render(&self, socket: &Path) -> String {
+        let i = &self.info;
+        let backend = self
+            .samples
+            .iter()
+            .find(|s| s.name == "keepon_info")
+            .and_then(|s| s.labels.get("backend").cloned())
+            .unwrap_or_default();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "keepon daemon at {} (up {:.0} s)",
+            socket.display(),
+            self.value("keepon_uptime_seconds", &[]).unwrap_or(0.0)
+        );
+        let _ = writeln!(s, "  link: {backend}");
+        let _ = writeln!(
+            s,
+            "        {} Mb/s, {} B slots, ring {}, batch {}",
+            i.rate_bps / 1_000_000,
+            i.slot_bytes,
+            i.ring,
+            i.batch
+        );
+        let _ = writeln!(s, "  host: {}", self.host_words().join(", "));
+        let t = &self.time;
+        let mut sync = format!("  sync: {}", self.sync_name());
+        if let Some(o) = t.offset {
+            let _ = write!(sync, ", offset {o} ns");
+        }
+        if let Some(d) = t.path_delay {
+            let _ = write!(sync, ", path delay {d} ns");
+        }
+        let _ = writeln!(s, "{sync}, clock rate {:+.3} ppm", t.freq_ppt as f64 / 1e6);
+        let _ = write!(s, "  schedule: base time {} ns, cycle {} ns", i.base_time, i.cycle.0 as f64 / i.cycle.1 as f64);
+        match t.alignment {
+            Some((p50, p99, max)) => {
+                let _ = writeln!(s, "; slot start − schedule p50 {p50} ns, p99 {p99} ns, max {max} ns");
+            }
+            None => s.push('\n'),
+        }
+        let _ = writeln!(s, "  classes:");
+        for (name, sent, queued, rejected) in self.classes() {
+            let shown = if name.is_empty() { "(no such class)".to_string() } else { name };
+            let mut line = format!("    {shown:<16} sent {sent}, queued {queued}");
+            if !rejected.is_empty() {
+                let r: Vec<String> = rejected.iter().map(|(why, n)| format!("{why} {n}")).collect();
+                let _ = write!(line, ", rejected {}", r.join(", "));
+            }
+            let _ = writeln!(s, "{line}");
+        }
+        let _ = writeln!(
+            s,
+            "  underruns {} · connections {} open ({} accepted, {} refused, {} dropped) · {} malformed requests",
+            self.count("keepon_underruns_total"),
+            self.count("keepon_connections"),
+            self.count("keepon_connections_accepted_total"),
+            self.count("keepon_connections_refused_total"),
+            self.count("keepon_connections_dropped_total"),
+            self.count("keepon_requests_malformed_total"),
+        );
+        s
+    }
+
+    /// For scripts.
+    pub fn json(&self, socket: &Path) -> Value {
+        let i = &self.info;
+        let t = &self.time;
+        let classes: Vec<Value> = self
+            .classes()
+            .into_iter()
+            .map(|(name, sent, queued, rejected)| json!({"name": name, "sent": sent, "queued": queued, "rejected": rejected}))
+            .collect();
+        json!({
+            "socket": socket.display().to_string(),
+            "uptime_s": self.value("keepon_uptime_seconds", &[]),
+            "link": {
+                "rate_bps": i.rate_bps, "slot_bytes": i.slot_bytes, "ring": i.ring, "batch": i.batch,
+                "backend": self.samples.iter().find(|s| s.name == "keepon_info").and_then(|s| s.labels.get("backend")),
+            },
+            "host": {
+                "fifo": i.host & HOST_FIFO != 0, "memory_locked": i.host & HOST_MEMORY_LOCKED != 0,
+                "pinned": i.host & HOST_PINNED != 0, "refused": i.host & HOST_REFUSED != 0,
+            },
+            "sync": {
+                "state": match t.sync {
+                    SyncState::FreeRunning => "free-running",
+                    SyncState::Synchronised => "synchronised",
+                    SyncState::NotSynchronised => "not-synchronised",
+                },
+                "offset_ns": t.offset, "path_delay_ns": t.path_delay, "freq_ppt": t.freq_ppt,
+            },
+            "schedule": {
+                "base_time_ns": i.base_time, "cycle_num": i.cycle.0, "cycle_den": i.cycle.1,
+                "alignment_ns": t.alignment.map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})),
+            },
+            "classes": classes,
+            "underruns": self.count("keepon_underruns_total"),
+            "connections": {
+                "open": self.count("keepon_connections"),
+                "accepted": self.count("keepon_connections_accepted_total"),
+                "refused": self.count("keepon_connections_refused_total"),
+                "dropped": self.count("keepon_connections_dropped_total"),
+            },
+            "malformed_requests": self.count("keepon_requests_malformed_total"),
+        })
+    }
+}
