@@ -198,8 +198,21 @@ fn without_ptp_the_clock_runs_free_and_nothing_is_gated() {
     let t = d.client.time().unwrap();
     assert_eq!((t.sync, t.port), (SyncState::FreeRunning, PortRole::None));
     assert!((t.ephc_now - t.host_now).abs() < 1_000_000, "{t:?}");
-    let txtime = tc_txtime(&mut d.client);
-    assert!(matches!(d.submit(1, "tc", Some(txtime)), Delivery::Sent { .. }));
+    // Sent, ungated. A host stall can underrun the link and cost the frame its slot (`underrun`, `late`): that
+    // is timing, not gating, so such a try is said and repeated.
+    let mut sent = false;
+    for tag in 1..=5 {
+        let txtime = tc_txtime(&mut d.client);
+        match d.submit(tag, "tc", Some(txtime)) {
+            Delivery::Sent { .. } => {
+                sent = true;
+                break;
+            }
+            Delivery::Rejected(r @ (Reason::Underrun | Reason::Late)) => println!("try {tag}: {r:?} (a host stall)"),
+            other => panic!("without [ptp] nothing is gated: {other:?}"),
+        }
+    }
+    assert!(sent, "no frame sent in 5 tries");
     let out = talk(dir.path());
     let text = String::from_utf8_lossy(&out.stdout);
     // Every frame gets an outcome (on a loaded host a few may be `late` or lost to an underrun: that is timing,
