@@ -26,8 +26,8 @@ fn unit() -> String {
 /// The value of `key=` in the unit (the last one, as systemd takes it).
 fn key(unit: &str, key: &str) -> String {
     unit.lines()
-        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
         .unwrap_or_else(|| panic!("no {key}= in the unit"))
         .to_string()
 }
