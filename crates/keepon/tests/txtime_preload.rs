@@ -671,3 +671,63 @@ fn preload_when_the_daemon_dies_mid_run() {
     assert!(missed >= 5, "frames after the kill are reported missed: {stamped} sent, {missed} missed");
     assert!(prog.output().contains("the daemon went away"), "the preload says why: {}", prog.output());
 }
+
+/// Issue 19's case: an `SO_TXTIME` program timed on whole TAI seconds, under the preload, for a class that owns 2
+/// of 20 slots (a 2 ms cycle: every whole second starts a cycle of the schedule, whose base time is 0). Before the
+/// schedule was on network time, the cycle's phase was wherever the link happened to come up: 0 of 360 frames sent
+/// in two runs, all in a third. Now three runs, each with a daemon started afresh, send every frame (but where a
+/// host stall underran the simulated link, which the daemon reports).
+#[test]
+fn a_program_timed_on_whole_tai_seconds_hits_its_windows_in_every_run() {
+    if !is_root() {
+        println!("skipping: needs root (AF_PACKET socket in a network namespace)");
+        return;
+    }
+    let Some((lib, sender)) = build() else { return };
+    for run in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let sock = d.join("keepon.sock");
+        let cfg = config(&sock).replace("slots = 32             # cycle 3.2 ms", "slots = 20").replace(
+            "batch = 24             # 2.4 ms posted ahead: a host stall shorter than that does not underrun",
+            "batch = 16",
+        );
+        // The program sends every frame at once, up to 1.7 s ahead: the daemon must accept that far.
+        let cfg = cfg
+            .replace("slot_masks = \"0x01,0x20002,0\"", "slot_masks = \"0x3,0\"")
+            .replace("poll_period = \"50us\"", "poll_period = \"50us\"\nmax_advance = \"3s\"");
+        std::fs::write(d.join("D.toml"), cfg).unwrap();
+        let (ns, _guard) = support::lone_namespace("kpw");
+        let mut daemon = Proc::spawn(
+            "daemon",
+            d,
+            &mut daemon_cmd(None, &d.join("D.toml"), &["--backend", "sim", "--duration", "4s"]),
+        );
+        assert!(wait_until(Duration::from_secs(5), || sock.exists()), "daemon socket\n{}", daemon.output());
+        // The next whole TAI second at least half a second away; frames at +0 and +100 µs (ring slots 0 and 1),
+        // every 10 ms.
+        let now = support::tai_now_ns();
+        let base = (now + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000 + 1_000_000_000;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &ns]).arg(&sender);
+        cmd.args(["lo", &base.to_string(), "10000000", "20", "3", "0", "100000"]);
+        preload_env(&mut cmd, &lib, &sock, "lo");
+        let mut prog = Proc::spawn("etf-sender", d, &mut cmd);
+        let out = prog.success(Duration::from_secs(10));
+        let daemon_out = daemon.success(Duration::from_secs(10));
+        let underruns = number_before(&daemon_out, "underruns").expect("daemon summary");
+        let log = parse_log(&out);
+        let sent = log.stamps.len();
+        println!(
+            "run {run}: {sent} of {} frames sent at whole-second offsets ({underruns} underruns)",
+            log.sends.len()
+        );
+        assert_eq!(log.sends.len(), 40);
+        assert!(
+            sent == 40 || underruns > 0 && log.errors.iter().all(|e| e.1 == "MISSED"),
+            "run {run}: {sent} of 40 sent, errors {:?}\n{}",
+            log.errors,
+            prog.output()
+        );
+    }
+}
