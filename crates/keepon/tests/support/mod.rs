@@ -22,6 +22,13 @@ pub fn ip(args: &[&str]) {
 /// Network namespaces deleted when the guard goes out of scope (also on panic).
 pub struct Namespaces(Vec<String>);
 
+impl Namespaces {
+    /// A guard for these namespace names (each deleted on drop, whether or not it was created yet).
+    pub fn new(names: Vec<String>) -> Namespaces {
+        Namespaces(names)
+    }
+}
+
 impl Drop for Namespaces {
     fn drop(&mut self) {
         for n in &self.0 {
