@@ -684,7 +684,7 @@ def decide_by_shapes(
         return shapes.pack(concrete, n, deadline)
 
     def too_many_slots(how: str) -> tuple[str, None, str]:
-        names = ", ".join(f"{label(k)} ≥ {m}" for k, m in enumerate(minimum))
+        names = ", ".join(f"{label(k)} ≥ {m}{because[k]}" for k, m in enumerate(minimum))
         reason = f"shapes: {how}each flow group alone needs at least this many ring slots ({names})"
         return INFEASIBLE, None, f"{reason}: Σ = {sum(minimum)} > N = {n}"
 
@@ -697,14 +697,30 @@ def decide_by_shapes(
         return PLAN, tuple(slots[i] for i in range(len(problem.flows))), ""
 
     # Each group's exact size by Hall's condition on time arcs (fast unless a group has very many offset
-    # classes; then it keeps the bound it reached).
+    # classes; then it keeps the bound it reached). First bounds from small subsets of each group's flows, in a
+    # fixed budget of work (cheap, and often the whole group's size: then the group's own search starts there
+    # and only has to find a set, not refute every smaller size).
     minimum = [class_slots_needed(sub)[0] for _, sub in parts]
+    because = [""] * len(parts)
     witness: list[int | None] = [None] * len(parts)
     footprints = [hall.GroupFootprint(sub) for _, sub in parts]
     hall_deadline = min(deadline, time.monotonic() + HALL_SHARE * max(0.0, deadline - time.monotonic()))
+    for k, (idx, sub) in enumerate(parts):
+        try:
+            bound, which = hall.subset_bound(sub, minimum[k], hall_deadline)
+        except shapes.Timeout:
+            break
+        if which:
+            minimum[k] = bound
+            because[k] = f" (its flows {'+'.join(problem.flows[idx[i]].name for i in which)} alone)"
+            if progress is not None:
+                progress(f"  shapes: {label(k)} ≥ {bound}{because[k]} by Hall's condition; Σ ≥ {sum(minimum)} of {n}")
+        if sum(minimum) > n:
+            return too_many_slots("by Hall's condition on time arcs, ")
     for k, footprint in enumerate(footprints):
         bound, witness[k], _ = footprint.minimum(minimum[k], hall_deadline)
-        minimum[k] = max(minimum[k], bound)
+        if bound > minimum[k]:
+            minimum[k], because[k] = bound, ""
         if progress is not None:
             exact = "=" if witness[k] is not None else "≥"
             progress(f"  shapes: {label(k)} {exact} {minimum[k]} by Hall's condition; Σ ≥ {sum(minimum)} of {n}")

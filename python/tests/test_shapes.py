@@ -10,6 +10,7 @@ from test_isolation import check_plan, flowset_text
 from keepon_plan import shapes
 from keepon_plan.bench import SLOT_BYTES, SLOTS
 from keepon_plan.gen import generate
+from keepon_plan.hall import GroupFootprint
 from keepon_plan.isolation import (
     INFEASIBLE,
     PLAN,
@@ -142,13 +143,19 @@ def test_decide_by_shapes_agrees_with_brute_force(seed):
 
 def test_shapes_stage_proves_a_generated_70_percent_set_infeasible():
     # Non-harmonic 70 % set 15: the per-class CP-SAT footprints only reach Σ = 32 = N; the shapes stage shows
-    # that one flow group alone needs 7 ring slots besides its full flow's 4 (enumeration agrees, in 25 s).
+    # that one flow group alone needs 7 ring slots besides its full flow's 4 (enumeration agrees, in 25 s). Two of
+    # that group's flows alone already need 6, which with the other groups' capacity bounds is a proof.
     problem = to_problem(generate("nonharmonic", 70, 15), SLOT_BYTES, SLOTS)
     lines: list[str] = []
     status, slots, reason = decide_by_shapes(problem, float("inf"), progress=lines.append)
     assert status == INFEASIBLE and slots is None
-    assert "tc-6: f0+f2+f10 ≥ 7" in reason and "Σ = 35 > N = 32" in reason
-    assert lines and lines[-1].endswith("Σ ≥ 35 of 32"), lines  # progress names each group's bound as it rises
+    assert "tc-6: f0+f2+f10 ≥ 6 (its flows f0+f2 alone)" in reason and "Σ = 33 > N = 32" in reason
+    assert lines and lines[-1].endswith("Σ ≥ 33 of 32"), lines  # progress names each group's bound as it rises
+    # The whole group's own search agrees, and goes further.
+    group = next(
+        sub for idx, sub in shapes.units(problem) if [problem.flows[i].name for i in idx] == ["f0", "f2", "f10"]
+    )
+    assert GroupFootprint(group).minimum(6)[0] == 7
 
 
 def test_shapes_stage_gives_up_cleanly_on_a_tiny_deadline():
