@@ -5,6 +5,7 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
+use crate::provenance::Sens;
 use crate::{casestudy, fig15, fig16, fig17, fig18, fig19, table3};
 
 /// The experiments `keepon eval` knows.
@@ -27,6 +28,32 @@ fn with_csv(
     Ok(summary)
 }
 
+/// Append the sensitivity section to the summary at `out/NAME-summary.md` and write the raw rows to
+/// `out/NAME-sensitivity.csv`; returns the whole summary.
+fn with_sensitivity(out: &Path, name: &str, summary: String, sens: &Sens, extra: &str) -> Result<String, String> {
+    let csv_path = out.join(format!("{name}-sensitivity.csv"));
+    fs::write(&csv_path, sens.csv()).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+    let mut all = summary;
+    all.push_str(extra);
+    if extra.is_empty() {
+        all.push_str(&sens.render());
+    }
+    let sum_path = out.join(format!("{name}-summary.md"));
+    fs::write(&sum_path, &all).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
+    Ok(all)
+}
+
+/// `--seed` given to an experiment without random draws: refused, not silently ignored.
+fn no_seed(name: &str, seed: Option<u64>) -> Result<(), String> {
+    match seed {
+        Some(s) => Err(format!(
+            "--seed {s}: {name} has no random draws (its host model has no jitter and its clock is exact), so a \
+             seed would change nothing; run it without --seed"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Largest `--frames` accepted (10⁷ frames at 1 ms are almost three simulated hours per cell).
 pub const MAX_FRAMES: u64 = 10_000_000;
 
@@ -39,7 +66,8 @@ pub struct EvalOptions {
     /// Frames per cell (fig15, fig16), ring cycles per point (fig17, fig18), ms per cell (fig19, table3) or hyperperiods (casestudy); `None` = the
     /// experiment's default.
     pub frames: Option<u64>,
-    /// Seed; `None` = 1.
+    /// Seed; `None` = 1. Stochastic results are also reported over [`crate::provenance::SEEDS`] seeds from it
+    /// on. fig19 and table3 have no random draws and refuse a seed.
     pub seed: Option<u64>,
 }
 
@@ -56,32 +84,44 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
         "fig15" => {
             let mut p = fig15::Params::paper(opts.frames.unwrap_or(20_000));
             p.seed = opts.seed.unwrap_or(1);
-            with_csv(out, "fig15", |w| Ok(fig15::render(&p, &fig15::run(&p, w, &mut progress)?)))
+            let summary = with_csv(out, "fig15", |w| Ok(fig15::render(&p, &fig15::run(&p, w, &mut progress)?)))?;
+            let sens = fig15::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "fig15", summary, &sens, "")
         }
         "fig16" => {
             let mut p = fig16::Params::paper(opts.frames.unwrap_or(5_000));
             p.seed = opts.seed.unwrap_or(1);
-            with_csv(out, "fig16", |w| Ok(fig16::render(&p, &fig16::run(&p, w, &mut progress)?)))
+            let summary = with_csv(out, "fig16", |w| Ok(fig16::render(&p, &fig16::run(&p, w, &mut progress)?)))?;
+            let sens = fig16::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "fig16", summary, &sens, "")
         }
         "fig17" => {
             let mut p = fig17::Params::paper(opts.frames.unwrap_or(2_000));
             p.seed = opts.seed.unwrap_or(1);
-            with_csv(out, "fig17", |w| Ok(fig17::render(&p, &fig17::run(&p, w, &mut progress)?)))
+            let summary = with_csv(out, "fig17", |w| Ok(fig17::render(&p, &fig17::run(&p, w, &mut progress)?)))?;
+            let sens = fig17::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "fig17", summary, &sens, "")
         }
         "fig18" => {
             let mut p = fig18::Params::paper(opts.frames.unwrap_or(2_000));
             p.seed = opts.seed.unwrap_or(1);
-            with_csv(out, "fig18", |w| Ok(fig18::render(&p, &fig18::run(&p, w, &mut progress)?)))
+            let summary = with_csv(out, "fig18", |w| Ok(fig18::render(&p, &fig18::run(&p, w, &mut progress)?)))?;
+            let sens = fig18::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "fig18", summary, &sens, "")
         }
         "fig19" => {
             let span_ms = opts.frames.unwrap_or(50) as i64;
             if span_ms > table3::MAX_SPAN_MS {
                 return Err(format!("--frames {span_ms}: fig19 takes ms per point, at most {}", table3::MAX_SPAN_MS));
             }
+            no_seed("fig19", opts.seed)?;
             let p = fig19::Params::paper(span_ms);
-            with_csv(out, "fig19", |w| Ok(fig19::render(&p, &fig19::run(&p, w, &mut progress)?)))
+            let summary = with_csv(out, "fig19", |w| Ok(fig19::render(&p, &fig19::run(&p, w, &mut progress)?)))?;
+            let sens = fig19::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "fig19", summary, &sens, "")
         }
         "table3" => {
+            no_seed("table3", opts.seed)?;
             let span_ms = opts.frames.unwrap_or(100) as i64;
             if span_ms > table3::MAX_SPAN_MS {
                 return Err(format!("--frames {span_ms}: table3 takes ms per cell, at most {}", table3::MAX_SPAN_MS));
@@ -97,10 +137,10 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             }
             let csv_path = out.join("table3.csv");
             fs::write(&csv_path, csv).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
-            let summary = table3::render(model, span, &cells);
-            let sum_path = out.join("table3-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            progress("table3: host model sweep");
+            let (sens, ranges) = table3::sensitivity(model, span)?;
+            let summary = table3::render(model, span, &cells, Some(&ranges));
+            with_sensitivity(out, "table3", summary, &sens, "")
         }
         "casestudy" => {
             if opts.frames.is_some_and(|f| f > MAX_HYPERPERIODS) {
@@ -117,9 +157,8 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             fs::write(&gcl_path, sched.taprio(p.net.period))
                 .map_err(|e| format!("cannot write {}: {e}", gcl_path.display()))?;
             let summary = casestudy::render(&p, &sched, &all);
-            let sum_path = out.join("casestudy-summary.md");
-            fs::write(&sum_path, &summary).map_err(|e| format!("cannot write {}: {e}", sum_path.display()))?;
-            Ok(summary)
+            let (sens, md) = casestudy::sensitivity(&p, &mut progress)?;
+            with_sensitivity(out, "casestudy", summary, &sens, &md)
         }
         _ => Err(format!("unknown experiment `{name}`; known: {}", EXPERIMENTS.join(", "))),
     }

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use crate::baseline::{LaunchTime, StockEtf};
 use crate::keepon::{self, KeeponSetup, SLOT_BYTES};
 use crate::model::{Background, Stream, TxRecord};
+use crate::provenance::{label, Basis, Sens, LEGEND, SEEDS};
 use crate::realism::{RealismSpec, Wire};
 use crate::stats::Jitter;
 
@@ -183,12 +184,12 @@ pub fn render(p: &Params, cells: &[Cell]) -> String {
         s,
         "jitter = standard deviation of consecutive inter-arrival times at an i210-like receiver (8 ns timestamps)\n"
     );
-    let _ = writeln!(s, "| model | background | frame B | sent | late | lost | jitter ns (rx) | jitter ns (PHY, unquantised) | min..max inter-arrival − period ns |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "| model | background | frame B | sent | late | lost | jitter ns (rx) | jitter ns (PHY, unquantised) | min..max inter-arrival − period ns | how obtained |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---|---|");
     for c in cells {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.0}..{:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.0}..{:.0} | {} |",
             c.model,
             c.background,
             c.frame_bytes,
@@ -198,15 +199,164 @@ pub fn render(p: &Params, cells: &[Cell]) -> String {
             c.rx.sd,
             c.tx.sd,
             c.rx.min - p.period as f64,
-            c.rx.max - p.period as f64
+            c.rx.max - p.period as f64,
+            how(c.model, c.background)
         );
     }
-    let _ = writeln!(s, "\n| model | idle: ours (mean over sizes) | idle: paper | ours/paper | busy: ours |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(s, "\n| model | idle: ours (mean over sizes) | idle: paper | ours/paper | busy: ours | how obtained (idle) | how obtained (busy) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|---|");
     for (m, paper) in MODELS.iter().zip(PAPER_IDLE_NS) {
         let idle = mean_jitter(cells, m, "idle");
         let busy = mean_jitter(cells, m, "busy");
-        let _ = writeln!(s, "| {m} | {idle:.2} | {paper} | {:.2} | {busy:.2} |", idle / paper);
+        let _ = writeln!(
+            s,
+            "| {m} | {idle:.2} | {paper} | {:.2} | {busy:.2} | {} | {} |",
+            idle / paper,
+            how(m, "idle"),
+            how(m, "busy")
+        );
     }
+    let _ = writeln!(s, "| paper's values | | | | | {} | busy: only in the paper's figure (\"similar trends\"), no number in its text |", label(Basis::Paper, "§6.2"));
+    let _ = writeln!(s, "\n{LEGEND}");
     s
+}
+
+/// How a model's jitter in this experiment was obtained.
+pub fn how(model: &str, background: &str) -> String {
+    let base = match model {
+        "keepon" => label(
+            Basis::Chosen,
+            "exact slot grid (mechanism), measured through the receiver's 8 ns quantisation of a chosen crystal pair (+12/−2.5 ppm)",
+        ),
+        "launchtime" => label(Basis::Fitted, "PHC error correlation time 12 ms tuned to 7.7 ns"),
+        _ => label(Basis::Fitted, "timer latency log-normal shape 1.0 (median 150 ns) tuned to 480.1 ns"),
+    };
+    if background == "busy" {
+        format!("{base}; {}", label(Basis::Chosen, "busy load 50 % in 1230 B frames"))
+    } else {
+        base
+    }
+}
+
+/// Frames per point of the sensitivity sweeps (at most the run's own).
+pub const SWEEP_FRAMES: u64 = 5_000;
+
+/// Idle jitter of one model at 1230 B with `frames` frames, seed `seed`, realism `r`, models `lt`/`st`.
+fn idle_jitter(model: usize, p: &Params, frames: u64, seed: u64, bg: Background) -> Result<f64, String> {
+    let bytes = *p.sizes.last().unwrap_or(&SLOT_BYTES);
+    let stream = Stream { period: p.period, advance: p.advance, frame_bytes: bytes, count: frames };
+    let recs = match model {
+        0 => keepon_records(&stream, bg, seed)?,
+        1 => p.launchtime.run(&stream, &bg, &p.realism.tx, seed),
+        _ => p.stock.run(&stream, &bg, seed),
+    };
+    let mut wire = Wire::new(p.realism, seed, 10 * model as u64);
+    Ok(crate::measure::deliver(&recs, &mut wire, "", &mut std::io::sink())?.rx.sd)
+}
+
+/// keepon's records for one stream (Fig 15's setup).
+fn keepon_records(stream: &Stream, bg: Background, seed: u64) -> Result<Vec<TxRecord>, String> {
+    let setup = KeeponSetup {
+        stream: *stream,
+        offsets: vec![0],
+        background: bg,
+        reserved: Vec::new(),
+        slot_bytes: SLOT_BYTES,
+        batch: 8,
+        host: keepon::Host::example(),
+        seed,
+    };
+    Ok(keepon::run(&setup, &mut |_| {})?.records.into_iter().next().unwrap_or_default())
+}
+
+/// Sweep every fitted or chosen constant of Fig 15 and the seed (idle background, the largest frame size,
+/// at most [`SWEEP_FRAMES`] frames per point).
+pub fn sensitivity(p: &Params, progress: &mut dyn FnMut(&str)) -> Result<Sens, String> {
+    let frames = p.frames.min(SWEEP_FRAMES);
+    let bytes = *p.sizes.last().unwrap_or(&SLOT_BYTES);
+    let mut sens = Sens::default();
+    let seed = p.seed.wrapping_mul(1_000).wrapping_add(999);
+    // keepon: the receiver's crystal (the transmitter stays at +12 ppm). keepon's frames do not depend on it.
+    let stream = Stream { period: p.period, advance: p.advance, frame_bytes: bytes, count: frames };
+    let recs = keepon_records(&stream, Background::IDLE, seed)?;
+    for rx_ppm in [-20.0, -15.0, -10.0, -7.5, -5.0, -2.5, 0.0, 2.5, 5.0, 10.0, 15.0, 20.0] {
+        let mut r = p.realism;
+        r.rx.ppm = rx_ppm;
+        let mut wire = Wire::new(r, seed, 0);
+        let j = crate::measure::deliver(&recs, &mut wire, "", &mut std::io::sink())?.rx.sd;
+        sens.point(
+            "receiver crystal, ppm (transmitter +12)",
+            Basis::Chosen,
+            "−2.5",
+            &format!("{rx_ppm}"),
+            "keepon idle jitter ns",
+            j,
+            "3.7",
+        );
+    }
+    progress("fig15 sensitivity: crystal pair");
+    for (name, tau) in [("1 ms", 1e6), ("3 ms", 3e6), ("12 ms", 12e6), ("30 ms", 30e6), ("100 ms", 1e8), ("1 s", 1e9)] {
+        let mut q = p.clone();
+        q.launchtime.sync_tau = tau;
+        let j = idle_jitter(1, &q, frames, seed, Background::IDLE)?;
+        sens.point("i210 PHC error correlation time", Basis::Fitted, "12 ms", name, "i210 idle jitter ns", j, "7.7");
+    }
+    for sigma in [0.5, 0.75, 1.0, 1.25, 1.5] {
+        let mut q = p.clone();
+        q.stock.timer_sigma = sigma;
+        let j = idle_jitter(2, &q, frames, seed, Background::IDLE)?;
+        sens.point(
+            "stock timer latency shape σ",
+            Basis::Fitted,
+            "1.0",
+            &format!("{sigma}"),
+            "stock idle jitter ns",
+            j,
+            "480.1",
+        );
+    }
+    for median in [50.0, 150.0, 450.0] {
+        let mut q = p.clone();
+        q.stock.timer_median = median;
+        let j = idle_jitter(2, &q, frames, seed, Background::IDLE)?;
+        sens.point(
+            "stock timer latency median, ns",
+            Basis::Fitted,
+            "150",
+            &format!("{median}"),
+            "stock idle jitter ns",
+            j,
+            "480.1",
+        );
+    }
+    progress("fig15 sensitivity: baselines' fitted constants");
+    for load in [0.1, 0.25, 0.5, 0.75] {
+        let bg = Background { load, frame_bytes: 1230 };
+        for (mi, m) in MODELS.iter().enumerate() {
+            let j = idle_jitter(mi, p, frames, seed, bg)?;
+            sens.point(
+                "busy background load",
+                Basis::Chosen,
+                "0.5",
+                &format!("{load}"),
+                &format!("{m} busy jitter ns"),
+                j,
+                "\"similar trends\" (figure only)",
+            );
+        }
+    }
+    progress("fig15 sensitivity: busy load");
+    for k in 0..SEEDS {
+        let sd = p.seed.wrapping_add(k);
+        let cell_seed = sd.wrapping_mul(1_000).wrapping_add(4);
+        for (mi, (m, paper)) in MODELS.iter().zip(PAPER_IDLE_NS).enumerate() {
+            let j = idle_jitter(mi, p, frames, cell_seed, Background::IDLE)?;
+            let basis = if mi == 0 { Basis::Chosen } else { Basis::Fitted };
+            sens.seed(basis, sd, &format!("{m} idle jitter ns ({bytes} B, {frames} frames)"), j, &paper.to_string());
+        }
+        let j = idle_jitter(1, p, frames, cell_seed, Background::BUSY)?;
+        sens.seed(Basis::Chosen, sd, &format!("launchtime busy jitter ns ({bytes} B, {frames} frames)"), j, "");
+    }
+    progress("fig15 sensitivity: seeds");
+    Ok(sens)
 }

@@ -22,6 +22,7 @@ use std::fmt::Write as _;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry};
 use keepon_nic::sim::HostModel;
 
+use crate::provenance::{label, Basis, Sens, LEGEND};
 use crate::table3;
 
 /// The prototype's pessimistic poll overhead: it sleeps `batch·δ − OVERHEAD`.
@@ -94,6 +95,11 @@ pub fn poll_period(geometry: SlotGeometry, batch: u32) -> Nanos {
 
 /// Simulate one point: a fillers-only link at 1 Gb/s for `span` ([`table3::fillers_only`]).
 pub fn point(sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<Point, String> {
+    point_with(host_model(), sweep, batch, slot, span)
+}
+
+/// [`point`] with another host model (the sensitivity sweeps).
+pub fn point_with(model: HostModel, sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<Point, String> {
     let ring = 256;
     if batch == 0 || batch >= ring {
         return Err(format!("batch {batch} must be within 1..{ring}"));
@@ -101,7 +107,7 @@ pub fn point(sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<
     let geometry =
         SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
     let period = poll_period(geometry, batch);
-    let (d, elapsed) = table3::fillers_only(1, host_model(), slot, ring, batch, period, span)?;
+    let (d, elapsed) = table3::fillers_only(1, model, slot, ring, batch, period, span)?;
     let cpu = d.nic.host_busy().0 as f64 / elapsed.0 as f64 * 100.0;
     Ok(Point {
         sweep,
@@ -153,8 +159,8 @@ pub fn render(p: &Params, pts: &[Point]) -> String {
         m.wake_latency.0,
         f64::from(m.wake_slack_ppm) / 1e4
     );
-    let _ = writeln!(s, "| sweep | batch | slot B | sleep µs | CPU % | wire busy % | underruns | paper CPU % |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "| sweep | batch | slot B | sleep µs | CPU % | wire busy % | underruns | paper CPU % (*paper*) | how obtained |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---|---|");
     for pt in pts {
         let paper = PAPER
             .iter()
@@ -162,15 +168,102 @@ pub fn render(p: &Params, pts: &[Point]) -> String {
             .map_or(String::new(), |x| format!("{}", x.3));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {} | {paper} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {} | {paper} | {} |",
             pt.sweep,
             pt.batch,
             pt.slot,
             pt.poll_period.0 as f64 / 1e3,
             pt.cpu,
             pt.wire_busy,
-            pt.underruns
+            pt.underruns,
+            how(pt)
         );
     }
+    let _ = writeln!(s, "\n{LEGEND}");
     s
+}
+
+/// How a point's CPU figure was obtained.
+pub fn how(pt: &Point) -> String {
+    let batch = if pt.sweep == "slot" { "; batch 32 *chosen* (the paper states batch 1)" } else { "" };
+    if pt.poll_period.0 == 0 {
+        format!("{}{batch}", label(Basis::Predicted, "busy poll: the paper's sleep rule leaves no sleep"))
+    } else if pt.sweep == "batch" && pt.batch == 54 {
+        label(Basis::Fitted, "iteration cost 2.9 µs tuned to this cell's 6.3 %")
+    } else {
+        format!("{}{batch}", label(Basis::Fitted, "depends on the iteration cost 2.9 µs fitted to the batch-54 cell"))
+    }
+}
+
+/// Sweep the fitted iteration cost, the chosen sleep overshoot and the chosen batch of the slot sweep
+/// (`span` per point; the model has no random draws, so there is no seed to sweep).
+pub fn sensitivity(p: &Params, progress: &mut dyn FnMut(&str)) -> Result<Sens, String> {
+    let span = p.span.min(Nanos::from_ms(10));
+    let mut sens = Sens::default();
+    for overhead in [500, 1_000, 2_000, 2_900, 4_000, 5_000] {
+        let mut m = host_model();
+        m.poll_overhead = Nanos(overhead);
+        for (sweep, batch, slot, paper) in
+            [("batch", 54, 300, "6.3"), ("slot", 32, 400, "26.9"), ("slot", 32, 790, "1.7")]
+        {
+            let pt = point_with(m, sweep, batch, slot, span)?;
+            sens.point(
+                "iteration cost, ns",
+                Basis::Fitted,
+                "2900",
+                &overhead.to_string(),
+                &format!("CPU % at batch {batch}, {slot} B"),
+                pt.cpu,
+                paper,
+            );
+        }
+    }
+    for wake in [1_000, 4_000, 10_000] {
+        let mut m = host_model();
+        m.wake_latency = Nanos(wake);
+        let pt = point_with(m, "slot", 32, 400, span)?;
+        sens.point(
+            "sleep wake-up latency, ns",
+            Basis::Fitted,
+            "4000 (Table 3's fit)",
+            &wake.to_string(),
+            "CPU % at batch 32, 400 B",
+            pt.cpu,
+            "26.9",
+        );
+    }
+    progress("fig19 sensitivity: host model");
+    for batch in [1, 8, 16, 24, 32, 40, 48] {
+        let mut threshold = f64::NAN;
+        for slot in (200..=1518).step_by(10) {
+            let pt = point("slot", batch, slot, span)?;
+            if pt.cpu < 99.9 {
+                threshold = f64::from(slot);
+                break;
+            }
+        }
+        sens.point(
+            "batch of the slot sweep",
+            Basis::Chosen,
+            "32",
+            &batch.to_string(),
+            "smallest slot B (10 B grid) where the core sleeps",
+            threshold,
+            "≈ 370",
+        );
+        let pt = point("slot", batch, 400, span)?;
+        sens.point(
+            "batch of the slot sweep",
+            Basis::Chosen,
+            "32",
+            &batch.to_string(),
+            "CPU % at 400 B",
+            pt.cpu,
+            "26.9",
+        );
+        let pt = point("slot", batch, 790, span)?;
+        sens.point("batch of the slot sweep", Basis::Chosen, "32", &batch.to_string(), "CPU % at 790 B", pt.cpu, "1.7");
+    }
+    progress("fig19 sensitivity: slot-sweep batch");
+    Ok(sens)
 }

@@ -19,6 +19,7 @@
 //! - [`table3`]: the paper's Table 3 (poll loop: throughput vs batch × poll period), also `keepon table3`.
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
+//! - [`provenance`]: how each number was obtained (predicted, fitted, chosen, paper); sensitivity sweeps.
 //! - [`plot`]: `keepon report --plot` (the Python plotting code on any records file).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
 #![deny(missing_docs)]
@@ -37,6 +38,7 @@ pub mod measure;
 pub mod model;
 pub mod network;
 pub mod plot;
+pub mod provenance;
 pub mod realism;
 pub mod stats;
 pub mod table3;

@@ -104,8 +104,106 @@ pub fn table(model: HostModel, span: Nanos) -> Result<Vec<Vec<(u64, u64)>>, Stri
     BATCHES.iter().map(|&b| PERIODS_US.iter().map(|&p| cell(model, b, Nanos::from_us(p), span, 1)).collect()).collect()
 }
 
-/// Render next to the paper's values.
-pub fn render(model: HostModel, span: Nanos, cells: &[Vec<(u64, u64)>]) -> String {
+/// The two cells the host model was fitted to, `(batch index, period index)`.
+pub const FITTED_CELLS: [(usize, usize); 2] = [(0, 1), (2, 3)];
+
+/// How one cell was obtained.
+pub fn how(i: usize, j: usize) -> String {
+    use crate::provenance::{label, Basis};
+    if FITTED_CELLS.contains(&(i, j)) {
+        label(Basis::Fitted, "the host model was tuned to this cell")
+    } else if PERIODS_US[j] == 0 {
+        label(Basis::Predicted, "busy poll: no sleep, the host model's sleep does not enter")
+    } else {
+        label(
+            Basis::Predicted,
+            "by the host model fitted to the two other cells (its range under that model's sweep beside it)",
+        )
+    }
+}
+
+/// The largest |ours − paper| in percentage points over the 14 cells not fitted.
+pub fn max_unfitted_error(cells: &[Vec<(u64, u64)>]) -> f64 {
+    let mut worst = 0.0f64;
+    for (i, row) in cells.iter().enumerate() {
+        for (j, c) in row.iter().enumerate() {
+            if !FITTED_CELLS.contains(&(i, j)) {
+                worst = worst.max((c.0 as f64 / 1e4 - PAPER[i][j]).abs());
+            }
+        }
+    }
+    worst
+}
+
+/// Sweep the fitted host model's constants one at a time (`span` per cell at most 20 ms; no random draws,
+/// so there is no seed to sweep). Fig 19's iteration cost (2.9 µs) is one of the values.
+/// Per cell `(min, max)` relative throughput, %, over every host model of the sweep.
+pub type CellRanges = Vec<Vec<(f64, f64)>>;
+
+/// Sweep the fitted host model's constants one at a time (`span` per cell at most 20 ms; no random draws,
+/// so there is no seed to sweep). Fig 19's iteration cost (2.9 µs) is one of the values. Returns the rows and
+/// each cell's range over all the variants.
+pub fn sensitivity(model: HostModel, span: Nanos) -> Result<(crate::provenance::Sens, CellRanges), String> {
+    use crate::provenance::{Basis, Sens};
+    let span = span.min(Nanos::from_ms(20));
+    let mut sens = Sens::default();
+    let mut ranges: CellRanges = vec![vec![(f64::INFINITY, f64::NEG_INFINITY); PERIODS_US.len()]; BATCHES.len()];
+    let mut record =
+        |sens: &mut Sens, constant: &str, default: &str, value: String, m: HostModel| -> Result<(), String> {
+            let t = table(m, span)?;
+            for (i, row) in t.iter().enumerate() {
+                for (j, c) in row.iter().enumerate() {
+                    let v = c.0 as f64 / 1e4;
+                    ranges[i][j] = (ranges[i][j].0.min(v), ranges[i][j].1.max(v));
+                }
+            }
+            let c = |i: usize, j: usize| t[i][j].0 as f64 / 1e4;
+            sens.point(constant, Basis::Fitted, default, &value, "batch 1 at 10 µs, %", c(0, 1), "16.77");
+            sens.point(constant, Basis::Fitted, default, &value, "batch 64 at 1000 µs, %", c(2, 3), "15.30");
+            sens.point(
+                constant,
+                Basis::Fitted,
+                default,
+                &value,
+                "largest |ours − paper| over the 14 other cells, pp",
+                max_unfitted_error(&t),
+                "0",
+            );
+            Ok(())
+        };
+    for o in [250, 500, 1_000, 2_900] {
+        let mut m = model;
+        m.poll_overhead = Nanos(o);
+        record(
+            &mut sens,
+            "iteration cost, ns (2900 = Fig 19's fit)",
+            &model.poll_overhead.0.to_string(),
+            o.to_string(),
+            m,
+        )?;
+    }
+    for w in [2_000, 4_000, 8_000] {
+        let mut m = model;
+        m.wake_latency = Nanos(w);
+        record(&mut sens, "sleep wake-up latency, ns", &model.wake_latency.0.to_string(), w.to_string(), m)?;
+    }
+    for ppm in [33_000, 66_000, 132_000] {
+        let mut m = model;
+        m.wake_slack_ppm = ppm;
+        record(
+            &mut sens,
+            "sleep overshoot, % of the sleep",
+            &format!("{:.1}", f64::from(model.wake_slack_ppm) / 1e4),
+            format!("{:.1}", f64::from(ppm) / 1e4),
+            m,
+        )?;
+    }
+    Ok((sens, ranges))
+}
+
+/// Render next to the paper's values; with `ranges` (from [`sensitivity`]), each cell's range under the host
+/// model's sweep.
+pub fn render(model: HostModel, span: Nanos, cells: &[Vec<(u64, u64)>], ranges: Option<&CellRanges>) -> String {
     let mut s = String::new();
     s.push_str("Table 3 — relative throughput (%), 300 B slots at 1 Gb/s (δ = 2.56 µs), SIMULATED NIC\n");
     s.push_str(&format!(
@@ -116,21 +214,21 @@ pub fn render(model: HostModel, span: Nanos, cells: &[Vec<(u64, u64)>]) -> Strin
         f64::from(model.wake_slack_ppm) / 1e4,
         span.0 / 1_000_000
     ));
-    s.push_str("model fitted to cells (1, 10 µs) and (64, 1000 µs); other cells are predictions\n\n");
-    s.push_str("batch | poll period:      0 µs          10 µs         100 µs        1000 µs\n");
-    s.push_str("      |             keepon / paper  keepon / paper  keepon / paper  keepon / paper\n");
+    s.push_str("model fitted to cells (1, 10 µs) and (64, 1000 µs)\n\n");
+    s.push_str("| batch | poll period µs | keepon % | paper % (*paper*) | underruns | keepon % over the host-model sweep | how obtained |\n");
+    s.push_str("|---:|---:|---:|---:|---:|---|---|\n");
     for (i, b) in BATCHES.iter().enumerate() {
-        s.push_str(&format!("{b:>5} |          "));
-        for (j, _) in PERIODS_US.iter().enumerate() {
-            let ours = cells[i][j].0 as f64 / 1e4;
-            s.push_str(&format!(" {ours:>6.2} / {:>6.2}", PAPER[i][j]));
+        for (j, p) in PERIODS_US.iter().enumerate() {
+            let range = ranges.map_or(String::new(), |r| format!("{:.2}–{:.2}", r[i][j].0, r[i][j].1));
+            s.push_str(&format!(
+                "| {b} | {p} | {:.2} | {:.2} | {} | {range} | {} |\n",
+                cells[i][j].0 as f64 / 1e4,
+                PAPER[i][j],
+                cells[i][j].1,
+                how(i, j)
+            ));
         }
-        s.push('\n');
     }
-    s.push_str("\nunderruns detected per cell (batch × period):\n");
-    for (i, b) in BATCHES.iter().enumerate() {
-        let u: Vec<String> = cells[i].iter().map(|c| c.1.to_string()).collect();
-        s.push_str(&format!("{b:>5} | {}\n", u.join("  ")));
-    }
+    s.push_str(&format!("\n{}\n", crate::provenance::LEGEND));
     s
 }

@@ -177,7 +177,8 @@ enum Cmd {
     },
     /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
     Eval {
-        /// Experiment: fig15, fig16, fig17, fig18, table3, casestudy.
+        /// Experiment.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(keepon_eval::cli::EXPERIMENTS))]
         name: String,
         /// Output directory.
         #[arg(long)]
@@ -412,7 +413,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let span = Nanos::from_ms(span_ms);
             let cells = table3::table(model, span)?;
-            print!("{}", table3::render(model, span, &cells));
+            print!("{}", table3::render(model, span, &cells, None));
             Ok(())
         }
     }
