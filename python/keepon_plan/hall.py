@@ -45,6 +45,19 @@ MAX_SLOTS = 512
 """Rings larger than this are not searched (the shortest paths take ``N³`` steps per node)."""
 
 
+class Work:
+    """A budget of work shared by searches, counted in array cells touched, not in seconds: a search cut by it
+    gives the same answer on any machine under any load (the deadline stays only as a safety net)."""
+
+    def __init__(self, cells: float) -> None:
+        self.left = cells
+
+    def spend(self, cells: int) -> None:
+        self.left -= cells
+        if self.left < 0:
+            raise Timeout
+
+
 class GroupFootprint:
     """Decides, for a one-class free-phase problem, whether some ring-slot set of a given size carries it."""
 
@@ -125,25 +138,23 @@ class GroupFootprint:
         x = dist[0]
         return sum(1 << i for i in range(n) if x[i + 1] - x[i] == 1)
 
-    def serving_sets(self, k: int, deadline: float = math.inf, nodes: float = math.inf) -> Iterator[int]:
+    def serving_sets(self, k: int, deadline: float = math.inf, work: Work | None = None) -> Iterator[int]:
         """For every class of offsets some set of size ``k`` serves, one such set (the shortest-path one), in
         search order; none when the group fits on no set of size ``k``. Raises :class:`Timeout` at the deadline
-        or after ``nodes`` partial assignments (a budget that does not depend on the machine's speed)."""
+        or when ``work`` runs out (each partial assignment costs its window cells and the shortest paths' ``N³``)."""
         if not self.capacity() <= k <= self.n:
             return
         length = self._arcs(k)
         self._windows(length)
         bases = [b[:, :length] for b in self._base]
-        tried = 0
+        cost = self.horizon * length + (self.n + 1) ** 3
 
         def search(j: int, windows: np.ndarray) -> Iterator[int]:
-            nonlocal tried
             if time.monotonic() > deadline:
                 raise Timeout
             for o in range(self.offsets[j]):
-                tried += 1
-                if tried > nodes:
-                    raise Timeout
+                if work is not None:
+                    work.spend(cost)
                 grown = windows + np.roll(bases[j], o, axis=0)
                 found = self._serves(grown, k)
                 if found is None:
@@ -155,22 +166,22 @@ class GroupFootprint:
 
         yield from search(0, np.zeros((self.horizon, length), dtype=np.int32))
 
-    def fits_some(self, k: int, deadline: float = math.inf, nodes: float = math.inf) -> int | None:
+    def fits_some(self, k: int, deadline: float = math.inf, work: Work | None = None) -> int | None:
         """A ring-slot set of size ``k`` the group fits on, or ``None`` when none exists (exhaustive, exact).
-        Raises :class:`Timeout` when the deadline or the node budget runs out first."""
-        return next(self.serving_sets(k, deadline, nodes), None)
+        Raises :class:`Timeout` when the deadline or the work runs out first."""
+        return next(self.serving_sets(k, deadline, work), None)
 
-    def minimum(self, lower: int, deadline: float = math.inf, nodes: float = math.inf) -> tuple[int, int | None, bool]:
+    def minimum(self, lower: int, deadline: float = math.inf, work: Work | None = None) -> tuple[int, int | None, bool]:
         """``(k, mask, done)``: ``k`` is a proven lower bound on the ring slots the group needs (at least
         ``lower``); when ``done``, it is exact and ``mask`` is a set of that size the group fits on, or ``k = N + 1``
-        and ``mask`` is ``None`` (not even the whole ring). ``done`` is false when the deadline came first, or a
-        search for one size took more than ``nodes`` partial assignments."""
+        and ``mask`` is ``None`` (not even the whole ring). ``done`` is false when the deadline or the work ran out
+        first."""
         k = max(lower, self.capacity())
         if self.n > MAX_SLOTS or self.horizon * self._arcs(min(k, self.n)) > MAX_CELLS:
             return k, None, False
         while k <= self.n:
             try:
-                found = self.fits_some(k, deadline, nodes)
+                found = self.fits_some(k, deadline, work)
             except Timeout:
                 return k, None, False
             if found is not None:
@@ -181,9 +192,9 @@ class GroupFootprint:
 
 SUBSET_SIZES = (2, 3, 4)
 """Sizes of the flow subsets whose exact minima bound their group's (:func:`subset_bound`)."""
-SUBSET_NODES = 1500
-"""Partial assignments a subset's search may try per size: a budget in work, not time, so the bound it gives
-does not depend on the machine or its load (a subset is cheap: its search tree is a fraction of the group's)."""
+SUBSET_WORK = 4e8
+"""Work (:class:`Work`, array cells) a subset's search may do per size, about 3 s on the development machine at
+most and usually far less: a subset is cheap, its search tree a fraction of its group's."""
 
 
 def subset_bound(sub: Problem, lower: int, deadline: float = math.inf) -> tuple[int, tuple[int, ...]]:
@@ -194,7 +205,7 @@ def subset_bound(sub: Problem, lower: int, deadline: float = math.inf) -> tuple[
     search tree is far smaller than its group's, and a few flows with short periods and little jitter often need
     nearly as many slots as all of them (non-harmonic 85 % set 7: 4 of 6 flows need 14 slots, found in 1.6 s;
     the whole group's search takes 63 s). Subsets of :data:`SUBSET_SIZES` flows are tried in order, each asked
-    only whether it needs more than the bound so far, each size within :data:`SUBSET_NODES` partial assignments.
+    only whether it needs more than the bound so far, each size within :data:`SUBSET_WORK`.
     Returns the bound (at least ``lower``) and the indices of the flows of the subset that gave it (empty: none
     did better). Raises :class:`Timeout` at the deadline.
     """
@@ -212,7 +223,7 @@ def subset_bound(sub: Problem, lower: int, deadline: float = math.inf) -> tuple[
             k = best + 1
             while k <= sub.slots:
                 try:
-                    if footprint.fits_some(k, deadline, SUBSET_NODES) is not None:
+                    if footprint.fits_some(k, deadline, Work(SUBSET_WORK)) is not None:
                         break
                 except Timeout:
                     if time.monotonic() > deadline:

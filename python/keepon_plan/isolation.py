@@ -559,6 +559,10 @@ FOOTPRINT_MIN = 0.1
 """The footprint stage ends by this fraction of the time limit, and runs for at least ``FOOTPRINT_MIN`` of it."""
 HALL_SHARE = 0.5
 """Hall's condition may use this fraction of the shapes stage's time for the groups' exact sizes."""
+HALL_WORK = 1e9
+"""…and at most this much work (:class:`hall.Work`, array cells: 6–7 s on the development machine), shared
+by the groups in order: the bound a group reaches then does not depend on the machine's speed or load, as long as
+the time share is not what stops it."""
 MAX_SHAPE_SETS = 400_000
 """The shapes stage gives up on a unit whose sets of one size (containing ring slot 0) exceed this."""
 
@@ -717,8 +721,9 @@ def decide_by_shapes(
                 progress(f"  shapes: {label(k)} ≥ {bound}{because[k]} by Hall's condition; Σ ≥ {sum(minimum)} of {n}")
         if sum(minimum) > n:
             return too_many_slots("by Hall's condition on time arcs, ")
+    work = hall.Work(HALL_WORK)
     for k, footprint in enumerate(footprints):
-        bound, witness[k], _ = footprint.minimum(minimum[k], hall_deadline)
+        bound, witness[k], _ = footprint.minimum(minimum[k], hall_deadline, work)
         if bound > minimum[k]:
             minimum[k], because[k] = bound, ""
         if progress is not None:

@@ -30,9 +30,9 @@ COPRIME = '[link]\nrate = "1Gbps"\n[ring]\nslot_bytes = 1230\nslots = 32\nbatch 
 )
 
 
-# Non-harmonic 85 % set 7 of the generator: no stage decides it within a few seconds, so a short limit ends in
+# Non-harmonic 85 % set 22 of the generator: no stage decides it within a minute, so a short limit ends in
 # "unknown" after CP-SAT has used its time.
-UNDECIDED = flowset_text("nonharmonic", 85, 7)
+UNDECIDED = flowset_text("nonharmonic", 85, 22)
 
 
 def program(*argv: str) -> tuple[subprocess.CompletedProcess, float]:
