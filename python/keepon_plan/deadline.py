@@ -9,8 +9,8 @@ count), and the time is split into phases from one end, back to front::
                                                                     ^ synthesis ends here        ^ at
                                         (the solver's own limit ends earlier: its overrun margin)
 
-- ``Deadline.at`` is ``start + limit − EXIT_RESERVE``: every stage is done by then, and what is left is printing
-  the outcome and leaving the process (the program leaves with ``os._exit``: no interpreter teardown).
+- ``Deadline.at`` is ``start + limit − command_reserve(limit)``: every stage is done by then, and what is left is
+  printing the outcome and leaving the process (the program leaves with ``os._exit``: no interpreter teardown).
 - :meth:`Deadline.until` gives a phase its end, keeping a reserve for the phases after it (synthesis keeps what
   export, verification and writing are estimated to need).
 - A stage checks its deadline between units of work (:meth:`Deadline.check`) and the stage that finds it passed
@@ -32,6 +32,15 @@ from contextlib import contextmanager
 EXIT_RESERVE = 0.2
 """Seconds kept after the last stage for reporting the outcome and leaving the process (measured: a few ms on a
 quiet machine; the rest is for a loaded one, where the process may wait that long for a core)."""
+LOAD_SHARE = 0.02
+"""And this share of the limit: on a loaded machine the process is not always running, and what overruns (a solver
+that returns late, a stage between two checks) overruns by more the longer the command runs (measured: a
+10 s solve stalled 1 s once with a load average of 4 on 2 cores)."""
+
+
+def command_reserve(limit: float) -> float:
+    """What a command keeps after :attr:`Deadline.at` for itself: :data:`EXIT_RESERVE` and :data:`LOAD_SHARE`."""
+    return EXIT_RESERVE + LOAD_SHARE * limit
 
 
 def process_start() -> float:
@@ -63,7 +72,7 @@ class Deadline:
     """``limit`` seconds from ``start`` (``time.monotonic()``, default now); work ends ``reserve`` s before.
 
     ``reserve`` (default 0) is what the caller keeps after :attr:`at` for itself; a command passes
-    :data:`EXIT_RESERVE`. ``stage`` names the running stage.
+    :func:`command_reserve`. ``stage`` names the running stage.
     """
 
     def __init__(self, limit: float, start: float | None = None, reserve: float = 0.0) -> None:

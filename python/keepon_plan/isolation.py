@@ -367,9 +367,11 @@ def _complete_model(problem: Problem, lower: list[int] | None = None, stop: floa
     return model, extract, own
 
 
-CP_SAT_OVERRUN = 0.1
-"""Seconds by which CP-SAT may overrun its own time limit (measured: 0.09 s on a 1 s limit, quiet machine).
-A run's limit ends this much before the stop it is given; a timer thread stops it at the stop itself."""
+CP_SAT_OVERRUN = 0.25
+"""Seconds by which CP-SAT may overrun its own time limit: 0.09 s on a 1 s limit on a quiet machine, 0.2–0.35 s for
+the complete model of an 8 500-Boolean set on the loaded development machine (loading and presolve do not look at
+the clock). A run's limit ends this much before the stop it is given; a timer thread stops it at the stop itself,
+which is as soon as CP-SAT looks at its stop flag, not sooner (the caller keeps :data:`cli.SOLVER_OVERRUN`)."""
 
 
 def _run(

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..deadline import EXIT_RESERVE, Deadline, TimeLimitExceeded, backstop
+from ..deadline import Deadline, TimeLimitExceeded, backstop, command_reserve
 from ..model import InputError
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_UNKNOWN, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -92,7 +92,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     from .topology import load_network
     from .verify import verify_plan_dir
 
-    deadline = Deadline(args.time_limit, start=args.started, reserve=EXIT_RESERVE)
+    deadline = Deadline(args.time_limit, start=args.started, reserve=command_reserve(args.time_limit))
     out = Path(args.out)
     try:
         with backstop(deadline):
