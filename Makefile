@@ -96,7 +96,8 @@ bench:
 table3: build
 	./target/release/keepon table3
 
-# The paper's evaluation on the simulated NIC: raw CSVs in $(OUT)/eval, summaries and plots in validation/.
+# The paper's evaluation on the simulated NIC: raw CSVs in $(OUT)/eval, summaries, sensitivity CSVs, the small raw
+# CSVs (fig17, fig18, fig19, table3) and plots in validation/ (committed; see .gitignore).
 EVAL_FRAMES ?= 100000
 EVAL_HYPERPERIODS ?= 10000
 EVAL_FIG16_FRAMES ?= 20000
@@ -105,34 +106,41 @@ eval: build py-env
 	./target/release/keepon eval fig15 --out $(OUT)/eval/fig15 --frames $(EVAL_FRAMES)
 	mkdir -p validation/fig15
 	cp $(OUT)/eval/fig15/fig15-summary.md validation/fig15/summary.md
+	cp $(OUT)/eval/fig15/fig15-sensitivity.csv validation/fig15/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot fig15 $(OUT)/eval/fig15/fig15.csv --out validation/fig15
 	./target/release/keepon eval fig16 --out $(OUT)/eval/fig16 --frames $(EVAL_FIG16_FRAMES)
 	mkdir -p validation/fig16
 	cp $(OUT)/eval/fig16/fig16-summary.md validation/fig16/summary.md
+	cp $(OUT)/eval/fig16/fig16-sensitivity.csv validation/fig16/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot fig16 $(OUT)/eval/fig16/fig16.csv --out validation/fig16
 	./target/release/keepon eval fig17 --out $(OUT)/eval/fig17 --frames 2000
 	mkdir -p validation/fig17
 	cp $(OUT)/eval/fig17/fig17-summary.md validation/fig17/summary.md
 	cp $(OUT)/eval/fig17/fig17.csv validation/fig17/fig17.csv
+	cp $(OUT)/eval/fig17/fig17-sensitivity.csv validation/fig17/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot fig17 $(OUT)/eval/fig17/fig17.csv --out validation/fig17
 	./target/release/keepon eval fig18 --out $(OUT)/eval/fig18 --frames $(EVAL_FIG18_CYCLES)
 	mkdir -p validation/fig18
 	cp $(OUT)/eval/fig18/fig18-summary.md validation/fig18/summary.md
 	cp $(OUT)/eval/fig18/fig18.csv validation/fig18/fig18.csv
+	cp $(OUT)/eval/fig18/fig18-sensitivity.csv validation/fig18/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot fig18 $(OUT)/eval/fig18/fig18.csv --out validation/fig18
 	./target/release/keepon eval fig19 --out $(OUT)/eval/fig19 --frames 50
 	mkdir -p validation/fig19
 	cp $(OUT)/eval/fig19/fig19-summary.md validation/fig19/summary.md
 	cp $(OUT)/eval/fig19/fig19.csv validation/fig19/fig19.csv
+	cp $(OUT)/eval/fig19/fig19-sensitivity.csv validation/fig19/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot fig19 $(OUT)/eval/fig19/fig19.csv --out validation/fig19
 	./target/release/keepon eval table3 --out $(OUT)/eval/table3 --frames 100
 	mkdir -p validation/table3
 	cp $(OUT)/eval/table3/table3-summary.md validation/table3/summary.md
 	cp $(OUT)/eval/table3/table3.csv validation/table3/table3.csv
+	cp $(OUT)/eval/table3/table3-sensitivity.csv validation/table3/sensitivity.csv
 	./target/release/keepon eval casestudy --out $(OUT)/eval/casestudy --frames $(EVAL_HYPERPERIODS)
 	mkdir -p validation/casestudy
 	cp $(OUT)/eval/casestudy/casestudy-summary.md validation/casestudy/summary.md
 	cp $(OUT)/eval/casestudy/gcl.txt validation/casestudy/gcl.txt
+	cp $(OUT)/eval/casestudy/casestudy-sensitivity.csv validation/casestudy/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot casestudy $(OUT)/eval/casestudy/casestudy.csv --out validation/casestudy
 
 clean:

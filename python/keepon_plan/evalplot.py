@@ -113,24 +113,42 @@ def jitter(ia: list[int]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in ia) / len(ia))
 
 
+# The paper's idle-background jitter at a 1 ms period (§6.2), one number per model (its sizes are not given).
+PAPER_FIG15_IDLE_NS = {"keepon": 3.7, "launchtime": 7.7, "stock-etf": 480.1}
+
+
 def plot_fig15(csv_path: Path, out: Path) -> list[Path]:
     """Write fig15.png (jitter vs frame size) and fig15-hist.png; return their paths."""
     series = read_arrivals(csv_path)
     if not series:
         raise PlotError(f"{csv_path}: no received frames")
     backgrounds = sorted({k[1] for k in series}, key=lambda b: (b != "idle", b))
-    fig, axes = plt.subplots(1, len(backgrounds), figsize=(5 * len(backgrounds), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(backgrounds), figsize=(5.5 * len(backgrounds), 4.3), sharey=True, squeeze=False)
     for ax, bg in zip(axes[0], backgrounds, strict=True):
         for m in MODELS:
             pts = sorted((k[2], jitter(inter_arrivals(v))) for k, v in series.items() if k[0] == m and k[1] == bg)
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+            if not pts:
+                continue
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{LABELS[m]} (simulated)")
+            if bg == "idle" and m in PAPER_FIG15_IDLE_NS:
+                ax.axhline(PAPER_FIG15_IDLE_NS[m], color=line.get_color(), linestyle="--", linewidth=1)
+                ax.annotate(
+                    f"paper {PAPER_FIG15_IDLE_NS[m]} ns",
+                    (pts[0][0], PAPER_FIG15_IDLE_NS[m]),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    fontsize=7,
+                    color=line.get_color(),
+                )
+        if bg != "idle":
+            ax.text(0.02, 0.02, "paper: no busy numbers in its text (figure only)", transform=ax.transAxes, fontsize=7)
         ax.set_yscale("log")
         ax.set_xlabel("frame size (bytes)")
-        ax.set_title(f"{bg} background (simulated)")
+        ax.set_ylabel("inter-arrival jitter (ns, std dev)")
+        ax.set_title(f"{bg} background (simulated; dashed: paper, one number per model)")
+        ax.title.set_fontsize(9)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
-    axes[0][0].legend()
+        ax.legend(fontsize="small")
     main_png = _save(fig, out, "fig15.png")
 
     biggest = max(k[2] for k in series)
@@ -161,35 +179,75 @@ def read_sweeps(path: Path) -> dict[tuple[str, str, int], list[tuple[int, int | 
     return series
 
 
+# What the paper's text says of Fig 16, as (x from, x to, ns, text) per model; it gives bounds, not points.
+PAPER_FIG16 = {
+    "advance": {
+        "keepon": (5, 50, 10.0, "keepon ≤ 10 ns from 5 µs"),
+        "launchtime": (30, 50, 300.0, "i210 ≥ 0.3 µs when stable"),
+    },
+    "period": {"keepon": (20, 100, 10.0, "keepon < 10 ns from 20 µs")},
+}
+
+
+def fig16_points(series, sweep: str, model: str) -> list[tuple[int, float | None, float]]:
+    """(x µs, jitter ns or None when fewer than two consecutive frames arrived, on-time share) per swept value."""
+    pts = []
+    for x in sorted(k[2] for k in series if k[0] == sweep and k[1] == model):
+        frames = series[(sweep, model, x)]
+        arrived = [(s, rx) for s, rx, _ in frames if rx is not None]
+        on_time = sum(1 for _, rx, o in frames if o == "sent" and rx is not None) / len(frames)
+        ia = inter_arrivals(arrived)
+        pts.append((x, jitter(ia) if ia else None, on_time))
+    return pts
+
+
 def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
     """Write fig16.png (jitter vs advance, jitter vs period)."""
     series = read_sweeps(csv_path)
     if not series:
         raise PlotError(f"{csv_path}: no frames")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), squeeze=False)
     titles = {"advance": "(a) advance time, period 1 ms", "period": "(b) period, advance 100 µs"}
     for ax, sweep in zip(axes[0], ("advance", "period"), strict=True):
+        refused_any = False
         for m in ("keepon", "launchtime"):
-            xs = sorted(k[2] for k in series if k[0] == sweep and k[1] == m)
-            pts = []
-            for x in xs:
-                frames = series[(sweep, m, x)]
-                arrived = [(s, rx) for s, rx, _ in frames if rx is not None]
-                on_time = sum(1 for _, rx, o in frames if o == "sent" and rx is not None) / len(frames)
-                pts.append((x, jitter(inter_arrivals(arrived)), on_time))
+            pts = fig16_points(series, sweep, m)
             if not pts:
                 continue
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[m])
+            measured = [(x, j) for x, j, _ in pts if j is not None]
+            (line,) = ax.plot(
+                [p[0] for p in measured], [p[1] for p in measured], marker="o", label=f"{LABELS[m]} (simulated)"
+            )
             for x, j, share in pts:
-                if share < 0.999:
-                    ax.plot([x], [j if j == j and j > 0 else 1.0], marker="o", mfc="white", color=line.get_color())
-                    ax.annotate(f"{share:.1%} on time", (x, j if j == j and j > 0 else 1.0), fontsize=7)
+                if j is None:
+                    # No frame arrived, so there is no jitter to plot: mark it on the x axis instead.
+                    refused_any = True
+                    ax.plot([x], [0.0], marker="v", color=line.get_color(), transform=ax.get_xaxis_transform())
+                    ax.annotate("none sent", (x, 0.03), xycoords=ax.get_xaxis_transform(), fontsize=7)
+                elif share < 0.999:
+                    ax.plot([x], [j], marker="o", mfc="white", color=line.get_color())
+                    ax.annotate(f"{share:.1%} on time", (x, j), fontsize=7)
+        for kind, (lo, hi, y, text) in PAPER_FIG16.get(sweep, {}).items():
+            colour = "C0" if kind == "keepon" else "C1"
+            ax.hlines(y, lo, hi, colors=colour, linestyles="--", linewidth=1, label=f"paper: {text}")
+        if sweep == "advance":
+            ax.axvspan(0, 30, color="C1", alpha=0.07, label="paper: i210 unstable below 30 µs")
+        else:
+            ax.text(
+                0.02,
+                0.02,
+                "paper: the i210 fails at every period ≤ 100 µs (no jitter given)",
+                transform=ax.transAxes,
+                fontsize=7,
+            )
+        if refused_any:
+            ax.plot([], [], "v", color="grey", label="every frame refused (no jitter)")
         ax.set_yscale("log")
         ax.set_xlabel(f"{sweep} (µs)")
+        ax.set_ylabel("inter-arrival jitter (ns, std dev)")
         ax.set_title(f"{titles[sweep]} (simulated)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("inter-arrival jitter (ns, std dev)")
-    axes[0][0].legend()
+        ax.legend(fontsize=7)
     png = _save(fig, out, "fig16.png")
     return [png]
 

@@ -51,6 +51,12 @@ def _settled(rows: list[dict[str, float]], field: str) -> list[float]:
     return [abs(r[field]) for r in rows if r["n"] > SETTLE and r[field] == r[field]]
 
 
+# The paper's Fig 28 values that its text gives (A.9): median offset error 0.5 and 2.7 µs at granularity 0.8 and
+# 12 µs; 0.03 and 1.5 µs at the ends of its jitter sweep, whose jitter values the text does not give.
+PAPER_FIG28_GRANULARITY = [(0.8, 0.5), (12.0, 2.7)]
+PAPER_FIG28_JITTER_US = (0.03, 1.5)
+
+
 def fig28(groups, path: Path) -> None:
     import matplotlib
 
@@ -73,6 +79,15 @@ def fig28(groups, path: Path) -> None:
             xs = [(k[1] if sweep == "granularity" else k[2]) / 1000 for k in keys]
             bound = [(eq4 if field == "offset_error" else eq6)(k[1], k[2]) / 1000 for k in keys]
             ax.plot(xs, bound, "k:", label="Eq. 4 bound" if field == "offset_error" else "Eq. 6 bound")
+            if field == "offset_error" and sweep == "granularity":
+                px, py = zip(*PAPER_FIG28_GRANULARITY, strict=True)
+                ax.plot(px, py, "rx", markersize=9, label="paper: median 0.5 → 2.7 µs (text)")
+            elif field == "offset_error":
+                for y in PAPER_FIG28_JITTER_US:
+                    ax.axhline(y, color="r", linestyle="--", linewidth=0.8)
+                ax.plot([], [], "r--", label="paper: 0.03 → 1.5 µs (its jitter range is not in its text)")
+            else:
+                ax.text(0.02, 0.9, "paper: no drift numbers in its text", transform=ax.transAxes, fontsize=7)
             ax.set_xlabel("clock granularity (µs)" if sweep == "granularity" else "timestamp jitter (µs)")
             ax.set_ylabel("|offset error| (µs)" if field == "offset_error" else "|drift per interval| (µs)")
             ax.set_title(f"({'abcd'[2 * row + col]}) {field.replace('_', ' ')} vs {sweep}")

@@ -84,6 +84,23 @@ def test_fig16_plot_from_raw_rows(tmp_path):
     assert (tmp_path / "o" / "fig16.png").stat().st_size > 0
 
 
+def test_fig16_a_sweep_point_with_no_arrivals_has_no_jitter(tmp_path):
+    """A point where every frame was refused is not drawn as a (fake) jitter value."""
+    from keepon_plan.evalplot import PAPER_FIG16, fig16_points, read_sweeps
+
+    p = tmp_path / "s.csv"
+    rows = ["sweep,x_us,model,seq,txtime_ns,outcome,tx_true_ns,rx_ns"]
+    rows += [f"advance,3,keepon,{s},{s * 1_000_000},late,," for s in range(10)]
+    rows += [f"advance,5,keepon,{s},{s * 1_000_000},sent,0,{s * 1_000_000 + (8 if s % 2 else 0)}" for s in range(10)]
+    p.write_text("\n".join(rows) + "\n")
+    pts = fig16_points(read_sweeps(p), "advance", "keepon")
+    assert pts[0] == (3, None, 0.0)
+    assert pts[1][0] == 5 and pts[1][1] > 0 and pts[1][2] == 1.0
+    # The paper's statements overlaid are bounds the paper's text gives, not invented points.
+    assert PAPER_FIG16["advance"]["keepon"][2] == 10.0
+    assert main(["fig16", str(p), "--out", str(tmp_path / "o")]) == 0
+
+
 def test_fig18_plot_from_points(tmp_path, capsys):
     p = tmp_path / "p.csv"
     rows = ["packet_bytes,share_pct,offered_mbps,model,sent,refused,throughput_mbps"]

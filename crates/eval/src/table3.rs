@@ -165,7 +165,7 @@ pub fn sensitivity(model: HostModel, span: Nanos) -> Result<(crate::provenance::
                 Basis::Fitted,
                 default,
                 &value,
-                "largest |ours − paper| over the 14 other cells, pp",
+                "largest distance to the paper over the 14 other cells, pp",
                 max_unfitted_error(&t),
                 "0",
             );
