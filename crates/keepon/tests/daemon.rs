@@ -138,11 +138,14 @@ fn daemon_reports_every_outcome_and_survives_bad_clients() {
         let (tag, d) = recv_outcome(&mut a);
         assert!(outcomes.insert(tag, d).is_none(), "two outcomes for tag {tag}");
     }
-    for (tag, _, _, _, why) in bad {
-        assert_eq!(outcomes[&tag], Delivery::Rejected(why), "tag {tag}");
-    }
     stop.store(true, Ordering::Relaxed);
     let stats = server.join().unwrap().unwrap();
+    for (tag, _, _, _, why) in bad {
+        // A txtime a millisecond past whose slot went by while the link was idle (a host stall underran it, which
+        // the daemon reports) is `underrun`: what happened to that slot.
+        let idle_past = tag == 100 && stats.underruns > 0 && outcomes[&tag] == Delivery::Rejected(Reason::Underrun);
+        assert!(idle_past || outcomes[&tag] == Delivery::Rejected(why), "tag {tag}: {:?}", outcomes[&tag]);
+    }
     // The simulated slot grid follows the wall clock; a host stalled for longer than batch·δ (a loaded CI
     // machine) underruns it, which the daemon must report. Without underruns, timing is exact.
     for (i, &t) in good.iter().enumerate() {

@@ -119,7 +119,16 @@ fn sigint_stops_a_talk_with_every_record_whole() {
     let recs = check_records(&records);
     assert_eq!(recs.len() as u64, frames, "one record per frame submitted");
     assert!(frames > 100 && frames < 200_000, "{frames} frames before the signal");
-    assert!(recs.iter().filter(|r| r.sent()).count() as u64 * 10 >= frames * 9, "{out}");
+    // Every frame sent, but those the talker itself submitted behind schedule (a stalled host), which may be
+    // `late`; an underrun of the simulated link may cost a few more (`underrun`).
+    let behind = number_before(&out, "submitted behind schedule").expect("talk summary");
+    let late = recs.iter().filter(|r| r.reason == "late").count() as u64;
+    assert!(
+        late <= behind,
+        "{late} late, {behind} submitted behind schedule
+{out}"
+    );
+    assert!(recs.iter().all(|r| r.sent() || r.reason == "late" || r.reason == "underrun"), "{out}");
     // The report reads what the talk wrote.
     let report = Command::new(BIN).arg("report").arg(&records).output().unwrap();
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
