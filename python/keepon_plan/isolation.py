@@ -821,8 +821,9 @@ def synthesize(
 ) -> Outcome:
     """Decide the problem: a plan, a proof of infeasibility, or unknown when ``time_limit`` runs out.
 
-    Returns within ``time_limit`` seconds: every solver run is stopped at that end, and a model still being built
-    then is abandoned. Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is
+    Returns by about ``time_limit`` seconds: every solver run's own limit ends :data:`CP_SAT_OVERRUN` before that
+    end and it is asked to stop at the end itself (it may still return a little later), and a model still being
+    built then is abandoned. Deterministic for a given ``seed`` with ``workers = 1`` (CP-SAT's single-worker search is
     deterministic) as long as no stage is cut short by the time limit.
     """
     out = Outcome(UNKNOWN, reason=f"time limit {time_limit:.1f} s reached")
