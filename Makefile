@@ -142,6 +142,12 @@ eval: build py-env
 	cp $(OUT)/eval/casestudy/gcl.txt validation/casestudy/gcl.txt
 	cp $(OUT)/eval/casestudy/casestudy-sensitivity.csv validation/casestudy/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot casestudy $(OUT)/eval/casestudy/casestudy.csv --out validation/casestudy
+	$(CARGO) build --release -p keepon-ptp --bin keepon-sync-sim
+	./target/release/keepon-sync-sim --out $(OUT)/a9
+	mkdir -p validation/a9-sync validation/dual-clock
+	cp $(OUT)/a9/a9_summary.csv validation/a9-sync/a9_summary.csv
+	cp $(OUT)/a9/dual_summary.csv validation/dual-clock/dual_summary.csv
+	$(VPY) -m keepon_plan.plots_sync $(OUT)/a9 --out validation/a9-sync
 
 clean:
 	$(CARGO) clean

@@ -218,7 +218,7 @@ def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
             (line,) = ax.plot(
                 [p[0] for p in measured], [p[1] for p in measured], marker="o", label=f"{LABELS[m]} (simulated)"
             )
-            for x, j, share in pts:
+            for i, (x, j, share) in enumerate(pts):
                 if j is None:
                     # No frame arrived, so there is no jitter to plot: mark it on the x axis instead.
                     refused_any = True
@@ -226,7 +226,13 @@ def plot_fig16(csv_path: Path, out: Path) -> list[Path]:
                     ax.annotate("none sent", (x, 0.03), xycoords=ax.get_xaxis_transform(), fontsize=7)
                 elif share < 0.999:
                     ax.plot([x], [j], marker="o", mfc="white", color=line.get_color())
-                    ax.annotate(f"{share:.1%} on time", (x, j), fontsize=7)
+                    ax.annotate(
+                        f"{share:.1%} on time",
+                        (x, j),
+                        textcoords="offset points",
+                        xytext=(4, -12 if i % 2 else 4),
+                        fontsize=7,
+                    )
         for kind, (lo, hi, y, text) in PAPER_FIG16.get(sweep, {}).items():
             colour = "C0" if kind == "keepon" else "C1"
             ax.hlines(y, lo, hi, colors=colour, linestyles="--", linewidth=1, label=f"paper: {text}")

@@ -87,7 +87,9 @@ def fig28(groups, path: Path) -> None:
                     ax.axhline(y, color="r", linestyle="--", linewidth=0.8)
                 ax.plot([], [], "r--", label="paper: 0.03 → 1.5 µs (its jitter range is not in its text)")
             else:
-                ax.text(0.02, 0.9, "paper: no drift numbers in its text", transform=ax.transAxes, fontsize=7)
+                ax.text(
+                    0.98, 0.03, "paper: no drift numbers in its text", transform=ax.transAxes, fontsize=7, ha="right"
+                )
             ax.set_xlabel("clock granularity (µs)" if sweep == "granularity" else "timestamp jitter (µs)")
             ax.set_ylabel("|offset error| (µs)" if field == "offset_error" else "|drift per interval| (µs)")
             ax.set_title(f"({'abcd'[2 * row + col]}) {field.replace('_', ' ')} vs {sweep}")
