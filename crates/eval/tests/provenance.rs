@@ -34,9 +34,7 @@ fn every_report_labels_its_numbers_and_changing_the_seed_changes_every_stochasti
         let a = tmp(&format!("{name}-a"));
         let deterministic = DETERMINISTIC.contains(&name);
         let seed = if deterministic { None } else { Some(1) };
-        let t0 = std::time::Instant::now();
         let summary = run(name, &a, &EvalOptions { frames: Some(small(name)), seed }).expect(name);
-        eprintln!("TIMING {name}: {:?}", t0.elapsed());
         assert_eq!(summary, read(&a, &format!("{name}-summary.md")), "{name}: the summary is what was written");
         // Every table carries the label column, and every row's label starts with one of the four words.
         let lines: Vec<&str> = summary.lines().collect();
