@@ -229,7 +229,9 @@ def test_every_submit_gets_exactly_one_typed_outcome(daemon):
         # The schedule: cycle = 32 slots of 100 µs from the base time; tc-0 owns ring slot 0, tc-1 slots 1 and 17.
         assert info.cycle_num == CYCLE * info.cycle_den and (info.cycle_start - info.base_time) % CYCLE == 0
         assert info.windows == (((0, SLOT),), ((SLOT, SLOT), (17 * SLOT, SLOT)), ())
-        first = info.cycle_start + 10 * CYCLE
+        # 100 cycles (320 ms) ahead: a loaded host that delays the daemon's reading of these submits past their
+        # slots would turn `not-owned` and the others into `late` (the daemon checks time first, as ETF does).
+        first = info.cycle_start + 100 * CYCLE
         good = {i: first + i * CYCLE for i in range(20)}  # ring slot 0 of 20 upcoming cycles
         for tag, t in good.items():
             assert c.submit("tc-0", t, eth_frame(100, tag), tag) == tag
