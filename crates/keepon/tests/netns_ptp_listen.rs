@@ -17,7 +17,8 @@
 //! its stamp minus the kernel's TAI offset. `RX − txtime` then holds everything between the txtime and the
 //! listener: the schedule grid's offset from the wire (within half a slot, the daemon's tolerance), how late the
 //! host released the slot, the synchronised EPHC's residual error and the veth/bridge path. Host pacing is late,
-//! never early: a host stall may delay a few frames beyond the tolerance ([`STALLED_MAX`]), none may be early.
+//! never early: a host stall may delay a few frames beyond the tolerance ([`STALLED_MAX`], 5 % where the daemon
+//! reports underruns), none may be early.
 //! The two tests take turns (one lock), so that they do not load the host for each other.
 #![cfg(target_os = "linux")]
 
@@ -129,6 +130,8 @@ struct Measured {
     /// The station's free-running clock error at each txtime: where a free-running station puts the frame,
     /// ahead of its txtime (ns).
     free: Vec<i64>,
+    /// Underruns the daemon reported: host stalls long enough to empty the ring.
+    underruns: u64,
 }
 
 /// Wait until the station has reported synchronised without a break for [`SETTLE`] (within 60 s) and say when.
@@ -354,7 +357,7 @@ fn run(prefix: &str, synchronised: bool) -> Measured {
     if let Some(p) = ptp4l.as_mut() {
         assert!(p.running(), "ptp4l died\n{}", p.output());
     }
-    Measured { seq: judged, arrival, free }
+    Measured { seq: judged, arrival, free, underruns }
 }
 
 /// Judge the arrivals against where each frame was due (`due[i]`: ns after its txtime, master time): none
@@ -374,7 +377,10 @@ fn on_time(what: &str, m: &Measured, due: &[i64]) -> Vec<usize> {
         late.len()
     );
     assert!(early.is_empty(), "{what}: frames (seq, ns) arrived early: {early:?}");
-    assert!(late.len() <= STALLED_MAX, "{what}: frames (seq, ns) arrived late: {late:?}");
+    // A host that stalled the daemon long enough to underrun the link (it says how often) may delay more: up to
+    // 5 % then.
+    let stalled_max = if m.underruns == 0 { STALLED_MAX } else { STALLED_MAX.max(dev.len() / 20) };
+    assert!(late.len() <= stalled_max, "{what}: frames (seq, ns) arrived late ({} underruns): {late:?}", m.underruns);
     (0..dev.len()).filter(|&i| dev[i].abs() <= TOLERANCE_NS).collect()
 }
 
