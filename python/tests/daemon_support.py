@@ -22,6 +22,8 @@ REPO = ROOT.parent
 #: Slot period (100 Mb/s, 1230-byte slots) and ring cycle (32 slots), ns.
 SLOT = 100_000
 CYCLE = 32 * SLOT
+#: One byte time at 100 Mb/s, ns: a slot starts on the first byte at or after its schedule time.
+BYTE = 80
 
 
 def keepon_binary() -> Path | None:

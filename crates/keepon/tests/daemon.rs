@@ -151,7 +151,9 @@ fn daemon_reports_every_outcome_and_survives_bad_clients() {
     for (i, &t) in good.iter().enumerate() {
         match outcomes[&(i as u64)] {
             Delivery::Sent { time, ring_slot, .. } if stats.underruns == 0 => {
-                assert_eq!(time, t, "frame {i} left exactly at its txtime");
+                // On the schedule to the byte (80 ns at 100 Mb/s): the slot starts on the first byte at or after
+                // its schedule time.
+                assert!((0..80).contains(&(time - t)), "frame {i} left at {time}, its txtime {t}");
                 assert_eq!(ring_slot, 0);
             }
             Delivery::Sent { time, ring_slot, .. } => {
