@@ -163,8 +163,8 @@ fn check_measurement_log(tag: &str, path: &std::path::Path, window: Duration) {
     let syncs: Vec<(i64, i64)> = rows.iter().filter_map(|r| Some((int(r[1])?, int(r[4])?))).collect();
     assert!(syncs.len() * 3 >= rows.len(), "{tag}: {} Syncs in {} rows", syncs.len(), rows.len());
     // Most, not all: on a loaded 2-core host the least-delayed value of the window is itself renewed late now and
-    // then (a clean-clone CI run here saw 753 of 852, 88 %, with the servo locked and within its rms target
-    // band, where other runs see over 90 %).
+    // then (a clean-clone CI run here saw 753 of 852, 88 %, with the servo locked and the true error within
+    // RMS_LIMIT, where other runs see over 90 %).
     let below = syncs.iter().filter(|(raw, used)| used <= raw).count();
     assert!(
         below * 10 >= syncs.len() * 8,
