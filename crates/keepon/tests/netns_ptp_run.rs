@@ -100,17 +100,7 @@ fn run_on_network_time(ppm: f64, frames: usize) {
     let out = run.success(Duration::from_secs(200));
     assert!(out.contains("network time") && out.contains(&format!("run: {frames} frames")), "{out}");
     assert!(ptp4l.running(), "ptp4l died\n{}", ptp4l.output());
-    // The listener stops when it has heard every frame. A frame the run could not send (an `underrun` after a
-    // host stall) never comes: then a SIGINT stops it after a grace period, and it still writes its records.
-    let until = std::time::Instant::now() + Duration::from_secs(3);
-    while listen.running() && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if listen.running() {
-        // SAFETY: kill(2) on the listener this test started (`ip netns exec` execs into keepon).
-        assert_eq!(unsafe { libc::kill(listen.pid() as libc::pid_t, libc::SIGINT) }, 0);
-    }
-    let _ = listen.success(Duration::from_secs(30));
+    stop_listener(&mut listen);
 
     let sent = record::read(&sent).unwrap();
     assert_eq!(sent.len(), frames, "one record per frame");
@@ -126,10 +116,7 @@ fn run_on_network_time(ppm: f64, frames: usize) {
     assert!(other.is_empty(), "{ppm} ppm: rejected other than `underrun` or `late`: {other:?}");
     // The run reports the underruns it saw; host stalls long enough to empty the ring are what costs frames
     // here, so the bounds are looser (5 %) only when the run reports some.
-    let underruns: usize = out
-        .lines()
-        .find_map(|l| l.strip_prefix("keepon run: ")?.strip_suffix(" underruns")?.parse().ok())
-        .unwrap_or_else(|| panic!("no underrun count in the run's summary\n{out}"));
+    let underruns = run_underruns(&out);
     let percent = if underruns == 0 { 1 } else { 5 };
     let rejected = sent.iter().filter(|r| !r.sent()).count();
     assert!(rejected * 100 <= frames * percent, "{ppm} ppm: {rejected} of {frames} rejected ({underruns} underruns)");
@@ -230,15 +217,7 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
     let (mut a, mut b) = (run(&topo.a, &cfg_a, "run-a"), run(&topo.b, &cfg_b, "run-b"));
     let (out_a, out_b) = (a.success(Duration::from_secs(200)), b.success(Duration::from_secs(200)));
     assert!(ptp4l.running(), "ptp4l died\n{}", ptp4l.output());
-    let until = std::time::Instant::now() + Duration::from_secs(3);
-    while listen.running() && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if listen.running() {
-        // SAFETY: kill(2) on the listener this test started (`ip netns exec` execs into keepon).
-        assert_eq!(unsafe { libc::kill(listen.pid() as libc::pid_t, libc::SIGINT) }, 0);
-    }
-    let _ = listen.success(Duration::from_secs(30));
+    stop_listener(&mut listen);
     let heard = record::read(&heard).unwrap();
     let tai = tai_offset_ns();
     const CYCLE: i64 = 3_200_000;
@@ -268,16 +247,34 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
         assert!(s.median.abs() < TOLERANCE_NS as f64, "phase {phase}: median {} ns", s.median);
     }
     for (phase, out) in [(400_000, &out_a), (1_200_000, &out_b)] {
-        let underruns: usize = out
-            .lines()
-            .find_map(|l| l.strip_prefix("keepon run: ")?.strip_suffix(" underruns")?.parse().ok())
-            .unwrap_or_else(|| panic!("no underrun count\n{out}"));
+        let underruns = run_underruns(out);
         let (n, late, _) = per.get(&phase).cloned().unwrap_or_default();
         // As the one-station drift experiment: at most 2 % late or lost, 10 % when the station underran.
         let stragglers = N * if underruns == 0 { 2 } else { 10 } / 100;
         assert!(n + stragglers >= N && late <= stragglers, "phase {phase}: {n} heard, {late} late\n{out}");
         assert!(!out.contains("not-owned"), "a frame left its window\n{out}");
     }
+}
+
+/// The listener stops when it has heard every frame. A frame a run could not send (an `underrun` after a host
+/// stall) never comes: then a SIGINT stops it after a grace period, and it still writes its records.
+fn stop_listener(listen: &mut Proc) {
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while listen.running() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if listen.running() {
+        // SAFETY: kill(2) on the listener this test started (`ip netns exec` execs into keepon).
+        assert_eq!(unsafe { libc::kill(listen.pid() as libc::pid_t, libc::SIGINT) }, 0);
+    }
+    let _ = listen.success(Duration::from_secs(30));
+}
+
+/// The underruns a `keepon run` on network time reports in its summary.
+fn run_underruns(out: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.strip_prefix("keepon run: ")?.strip_suffix(" underruns")?.parse().ok())
+        .unwrap_or_else(|| panic!("no underrun count in the run's summary\n{out}"))
 }
 
 /// `a` (interface `kp0`) and `b` (interface `kp0`) ─veth─ `bridge` (`br0`) ─veth─ `listener` (`kp1`).

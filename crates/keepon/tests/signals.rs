@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keepon::record::{self, Record};
-use support::{daemon_config, wait_until, Proc};
+use support::{daemon_config, is_root, wait_until, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 
@@ -80,9 +80,21 @@ fn talk_config(d: &Path, sock: &Path, rt: u64, be: u64, be_period: &str) -> std:
     p
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// `keepon talk` against `daemon` with `cfg`, its records in `d/talk.csv`.
+fn spawn_talk(d: &Path, daemon: &Daemon, cfg: &Path) -> (Proc, std::path::PathBuf) {
+    let records = d.join("talk.csv");
+    let talk = Proc::spawn(
+        "talk",
+        d,
+        Command::new(BIN)
+            .args(["talk", "--socket"])
+            .arg(&daemon.sock)
+            .arg("--config")
+            .arg(cfg)
+            .arg("--records")
+            .arg(&records),
+    );
+    (talk, records)
 }
 
 #[test]
@@ -96,18 +108,7 @@ fn sigint_stops_a_talk_with_every_record_whole() {
     let d = dir.path();
     let mut daemon = start_daemon(d);
     let cfg = talk_config(d, &daemon.sock, 100_000, 100_000, "1ms");
-    let records = d.join("talk.csv");
-    let mut talk = Proc::spawn(
-        "talk",
-        d,
-        Command::new(BIN)
-            .args(["talk", "--socket"])
-            .arg(&daemon.sock)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--records")
-            .arg(&records),
-    );
+    let (mut talk, records) = spawn_talk(d, &daemon, &cfg);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(talk.running(), "the talk ended before the signal\n{}", talk.output());
     let signalled = Instant::now();
@@ -150,18 +151,7 @@ fn a_long_talk_keeps_its_memory_flat() {
     // 1 500 real-time frames (4.8 s) and 40 000 best effort every 125 µs (5 s, what the 29 best-effort slots of
     // 32 carry), with a records file.
     let cfg = talk_config(d, &daemon.sock, 1_500, 40_000, "125us");
-    let records = d.join("talk.csv");
-    let mut talk = Proc::spawn(
-        "talk",
-        d,
-        Command::new(BIN)
-            .args(["talk", "--socket"])
-            .arg(&daemon.sock)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--records")
-            .arg(&records),
-    );
+    let (mut talk, records) = spawn_talk(d, &daemon, &cfg);
     let pid = talk.pid();
     std::thread::sleep(Duration::from_millis(700));
     let early = peak_rss_kib(pid).expect("the talk's /proc status");
