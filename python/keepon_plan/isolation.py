@@ -62,9 +62,18 @@ STAGES = ("capacity", "closed-form", "offset-search", "zero-jitter", "shapes", "
 
 
 def load_solver():
-    """The CP-SAT module, imported on first use: only the stages that build a model pay for it."""
-    from ortools.sat.python import cp_model
+    """The CP-SAT module, imported on first use: only the stages that build a model pay for it.
 
+    The import takes about a second on a cold start, so the time limit's signal can land inside it; the
+    extension then fails with an ImportError caused by :class:`TimeLimitExceeded`, which is what is raised."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as e:
+        from .deadline import TimeLimitExceeded
+
+        if isinstance(e.__cause__, TimeLimitExceeded):
+            raise e.__cause__ from None
+        raise
     return cp_model
 
 
