@@ -254,6 +254,11 @@ pub struct Station<B> {
     provisional: bool,
     /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
     expected_gap: Option<u64>,
+    /// Station slot at which the link came up, until the backend reports that start (a gap there) or a later
+    /// gap shows it never will. Its restart is snapped onto the schedule's byte grid whenever it arrives: a
+    /// report that comes after slots have already been consumed must not leave the grid a fraction of a byte
+    /// off the schedule for the rest of the run.
+    link_up_gap: Option<u64>,
     started: bool,
     draining: bool,
 }
@@ -304,6 +309,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             queued: alloc::vec![0; cfg.ownership.classes()],
             provisional: false,
             expected_gap: None,
+            link_up_gap: None,
             started: false,
             draining: false,
             cfg,
@@ -429,7 +435,10 @@ impl<B: AsRef<[u8]>> Station<B> {
             reals += self.reclaim(from..split);
             from = split;
             // The link's real start: its byte grid is made to meet the schedule's (see `Station::snap`).
-            let link_up = self.provisional && self.expected_gap == Some(at);
+            let link_up = self.link_up_gap == Some(at);
+            if self.link_up_gap.is_some_and(|s| s <= at) {
+                self.link_up_gap = None;
+            }
             let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
             let moved = self.reanchor(at, restart);
             moved_any |= moved != 0;
@@ -461,6 +470,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             let _ = self.reanchor(posted, land);
             self.provisional = true;
             self.expected_gap = Some(posted);
+            self.link_up_gap = Some(posted);
             self.started = true;
             moved_any = true;
         } else if idle && !self.draining {

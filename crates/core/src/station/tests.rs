@@ -273,3 +273,39 @@ fn every_frame_gets_one_outcome_on_shutdown() {
     assert_eq!(outcomes.iter().filter(|o| o.result == Err(Reason::Shutdown)).count(), 5);
     assert_eq!(s.in_flight(), 0);
 }
+
+/// The backend's report of when the link really came up may arrive after slots have already been consumed
+/// (a wall-clock backend reports completions first). Its restart is still snapped onto the schedule's byte
+/// grid, so every later slot starts on a whole byte time from `base_time`. (It used to be snapped only while
+/// no slot had been consumed: a clean-clone CI run saw a frame leave 21 ns after its txtime on the
+/// simulated NIC, with no underrun.)
+#[test]
+fn a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule() {
+    let mut s = station(); // 1 Gb/s: a byte is 8 ns; base_time 1 ms
+    let _ = poll(&mut s, 0, 999_000);
+    let _ = poll(&mut s, 4, 1_040_000);
+    // The wire really started 3 ns after the estimate, and the backend says so only now.
+    let gaps = [Gap { at: 0, restart: Tai(1_000_003) }];
+    let p = s.poll(Observation { consumed: 8, now: Tai(1_080_000), gaps: &gaps }).unwrap();
+    assert!(p.underruns.is_empty(), "the link-up is not an underrun: {:?}", p.underruns);
+    assert_eq!(s.counters().underruns, 0);
+    let off = (s.ephc().time_of(0).0 - 1_000_000).rem_euclid(8);
+    assert_eq!(off, 0, "slot 0 at {:?}: {off} ns off the byte grid", s.ephc().time_of(0));
+    // A frame for ring slot 0 of a later cycle leaves on its schedule time to the byte.
+    let t = Tai(1_000_000 + 10 * 320_000);
+    let f = Frame { id: FrameId(1), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
+    assert_eq!(s.submit(f, Tai(1_080_000)), Ok(()));
+    let (mut consumed, mut now) = (8, 1_080_000);
+    let sent = loop {
+        consumed += 4;
+        now += 40_000;
+        let _ = poll(&mut s, consumed, now);
+        if let Some(o) = s.drain_outcomes().next() {
+            break o.result.unwrap();
+        }
+    };
+    let scheduled = sent.scheduled.unwrap();
+    let lead = sent.time.0 - scheduled.0;
+    assert!((0..8).contains(&lead), "sent {:?}, scheduled {:?}: {lead} ns", sent.time, scheduled);
+    assert_eq!(lead, 0, "on the byte grid the slot starts exactly on its schedule time");
+}
