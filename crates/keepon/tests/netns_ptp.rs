@@ -14,7 +14,7 @@
 //!
 //! The targets (rms ≤ 250 ns, max ≤ 3 µs after 30 s of lock, frequency within 0.2 ppm) are printed
 //! next to the measured numbers; they were met in every run on this project's 2-vCPU VM since the station's gap
-//! fix and the quantile floor (see the README's measured section). Timing goals belong in benchmarks, so the
+//! fix and the quantile floor (see docs/measured.md). Timing goals belong in benchmarks, so the
 //! slave tests assert that the station synchronises within 30 s, the injected offset is removed (median true
 //! error within 500 µs) and the true error's rms is below [`RMS_LIMIT`], a bound against gross failures.
 #![cfg(target_os = "linux")]
@@ -179,7 +179,7 @@ fn check_measurement_log(tag: &str, path: &std::path::Path, window: Duration) {
 #[test]
 fn keepon_slave_follows_ptp4l_over_l2_from_plus_3ms_and_plus_50ppm() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
-    // `KEEPON_PTP_WINDOW_S` lengthens the measured window (the README's longer benchmark run).
+    // `KEEPON_PTP_WINDOW_S` lengthens the measured window (the longer run in docs/measured.md).
     let window = std::env::var("KEEPON_PTP_WINDOW_S").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let (errors, f) = slave_run("kz", true, "3ms", 50.0, Duration::from_secs(window));
     let s = stats(&errors);

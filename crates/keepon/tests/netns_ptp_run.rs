@@ -148,7 +148,7 @@ fn run_on_network_time(ppm: f64, frames: usize) {
         TOLERANCE_NS / 1000
     );
     // A few after a host stall (the short run); over a minute on a 2-core VM, host stalls delay the host-paced
-    // release of about 1 % beyond the tolerance: at most 2 % late or lost, 10 % if the ring underran (the README
+    // release of about 1 % beyond the tolerance: at most 2 % late or lost, 10 % if the ring underran (docs/measured.md
     // gives the measured figures).
     let stragglers = STRAGGLERS_MAX.max(frames * 2 * percent / 100);
     assert!(heard.len() + stragglers >= frames, "heard only {} of {frames}\n{out}", heard.len());

@@ -277,7 +277,7 @@ proptest! {
 
 /// The drift experiment on exact wire times: a strict class owning one ring slot of 32, one frame per cycle at a
 /// fixed network-time phase, the oscillator at ±100 ppm with wander. Without the discipline the windows slide a
-/// whole slot in a few hundred ms at this error; with it every frame is sent in its slot. (The README's benchmark
+/// whole slot in a few hundred ms at this error; with it every frame is sent in its slot. (docs/measured.md's sweep
 /// runs the same for ten simulated minutes.)
 #[test]
 fn a_drifting_oscillator_never_costs_a_strict_one_slot_class_a_frame() {
