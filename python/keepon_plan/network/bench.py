@@ -22,9 +22,21 @@ from ..model import InputError
 PERIODS = ("500us", "1ms", "2ms")
 
 
-def generate(topology: str, switches: int, streams: int, per_switch: int, reach: int, seed: int) -> str:
+def generate(
+    topology: str,
+    switches: int,
+    streams: int,
+    per_switch: int,
+    reach: int,
+    seed: int,
+    guard: str | None = None,
+    max_jitter: str | None = None,
+) -> str:
+    """The description of one instance; ``guard`` and ``max_jitter`` (durations) are written when given."""
     rng = random.Random(seed)
     lines = ["version = 1", "base_time = 1_000_000_000"]
+    if guard is not None:
+        lines.append(f'guard = "{guard}"')
     sw = [f"sw{i}" for i in range(switches)]
     for name in sw:
         lines += ["[[switch]]", f'name = "{name}"', 'forwarding_delay = "2us"']
@@ -74,6 +86,8 @@ def generate(topology: str, switches: int, streams: int, per_switch: int, reach:
             f"frame_bytes = {rng.randint(64, 100)}",
             'max_latency = "1ms"',
         ]
+        if max_jitter is not None:
+            lines.append(f'max_jitter = "{max_jitter}"')
         if topology == "ring":
             path = [dst]
             while path[-1] != src:

@@ -28,11 +28,12 @@ class ExactOutcome:
 
 
 def _pairs(routed: list[RoutedStream]) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
-    """Per directed link: (stream index, hop offset, tx) of every stream on it."""
+    """Per directed link: (stream index, hop offset, tx) of every stream on it; on a switch's egress the guarded
+    window (:meth:`~keepon_plan.network.routing.Hop.window`) stands for the transmission."""
     users: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
     for i, r in enumerate(routed):
         for h in r.hops:
-            users.setdefault((h.src, h.dst), []).append((i, h.offset_ps, h.tx_ps))
+            users.setdefault((h.src, h.dst), []).append((i, *h.window()))
     return users
 
 

@@ -1,13 +1,13 @@
 """Gate control lists of the switches' egress ports, from the placed streams.
 
 A port's cycle is the lcm of the periods of the streams it sends (whole ns), starting at the network's base time.
-Each frame's transmission ``[t, t + tx)`` (ps) opens the gate of its traffic class over ``[⌊t⌋, ⌈t + tx⌉)`` ns,
-taken modulo the cycle. Outside every window the gates of the classes no stream on the port uses are open (best
-effort), so a scheduled frame never waits behind one: Qbv starts a frame only if it ends before its gate closes.
-A best-effort gap shorter than the shortest Ethernet frame (64 bytes plus 20 of preamble and gap) could carry
-nothing, so it is given to the window before it: lists get shorter and every window only grows. Entries longer
-than the port's ``supported_interval_max`` are split; a list longer than ``supported_list_max`` or a
-cycle longer than ``supported_cycle_max`` is an error naming the port.
+Each frame's transmission ``[t, t + tx)`` (ps), widened by the network's ``guard`` on both sides, opens the gate of
+its traffic class over ``[⌊t − guard⌋, ⌈t + tx + guard⌉)`` ns, taken modulo the cycle. Outside every window the
+gates of the classes no stream on the port uses are open (best effort), so a scheduled frame never waits behind one:
+Qbv starts a frame only if it ends before its gate closes. A best-effort gap shorter than the shortest Ethernet frame
+(64 bytes plus 20 of preamble and gap) could carry nothing, so it is given to the window before it: lists get
+shorter and every window only grows. Entries longer than the port's ``supported_interval_max`` are split; a list
+longer than ``supported_list_max`` or a cycle longer than ``supported_cycle_max`` is an error naming the port.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def port_gcls(net: Network, routed: list[RoutedStream], departure_ps: dict[str, 
         a = departure_ps[r.stream.name]
         for h in r.hops:
             if h.src in net.switches:
+                start, length = h.window()
                 frames.setdefault((h.src, h.dst), []).append(
-                    (a + h.offset_ps, h.tx_ps, r.stream.traffic_class, r.stream.period_ns)
+                    (a + start, length, r.stream.traffic_class, r.stream.period_ns)
                 )
     return [_port_list(net, sw, nb, fr) for (sw, nb), fr in sorted(frames.items())]
 

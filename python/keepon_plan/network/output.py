@@ -2,7 +2,8 @@
 
 ::
 
-    plan.json            every stream: talker, listeners, routes, departure, every hop's window, latency (ps, exact)
+    plan.json            every stream: talker, listeners, routes, departure, every hop's window, latency (ps, exact);
+                         the guard and the topology it was planned on (switches, links: what a replay needs)
     streams.csv          one row per (stream, listener): route, departure and latency in ns, the bounds
     stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md)
     switches/NAME.json   every scheduled egress port: cycle, base time, gate control list (gate states, ns)
@@ -51,7 +52,28 @@ def plan_document(net: Network, routed: list[RoutedStream], departure_ps: dict[s
         "written_by": f"keepon-plan {__version__}",
         "method": method,
         "base_time_ns": net.base_time,
+        "guard_ps": net.guard_ps,
+        "network": network_document(net),
         "streams": streams,
+    }
+
+
+def network_document(net: Network) -> dict:
+    """The topology as planned: stations, switches (forwarding delay), links (ports, rate, propagation delay)."""
+    return {
+        "stations": sorted(net.stations),
+        "switches": [{"name": sw.name, "forwarding_delay_ps": sw.forwarding_delay_ps} for sw in net.switches.values()],
+        "links": [
+            {
+                "a": lk.a,
+                "b": lk.b,
+                "a_port": lk.a_port,
+                "b_port": lk.b_port,
+                "rate_bps": lk.rate,
+                "delay_ps": lk.delay_ps,
+            }
+            for lk in net.links
+        ],
     }
 
 

@@ -28,6 +28,12 @@ class Hop:
     dst: str
     offset_ps: int
     tx_ps: int
+    guard_ps: int = 0
+    """Margin on both sides of the transmission on a switch's egress (the network's ``guard``; 0 from a talker)."""
+
+    def window(self) -> tuple[int, int]:
+        """(start offset, length) of the guarded window: what the placement keeps apart and the gate opens."""
+        return self.offset_ps - self.guard_ps, self.tx_ps + 2 * self.guard_ps
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ def route_stream(net: Network, router: Router, s: Stream, wire_bytes: int) -> Ro
             link = net.link(u, v)
             assert link is not None
             tx = wire_ps(wire_bytes, link)
-            hops.setdefault((u, v), Hop(u, v, d, tx))
+            hops.setdefault((u, v), Hop(u, v, d, tx, net.guard_ps if u in net.switches else 0))
             d += tx + link.delay_ps
             if k + 2 < len(path):
                 d += net.switches[v].forwarding_delay_ps

@@ -4,7 +4,8 @@ Each stream gets one departure ``a`` (a slot start of its talker, ``0 ≤ a < pe
 it (:mod:`keepon_plan.network.routing`). Streams are placed one at a time, shortest period first, then most hops:
 starting from ``a = 0``, every instance of every hop is looked up in that directed link's occupancy over the
 hyperperiod ``H`` (sorted, disjoint intervals of ``[0, H)``, bisect); on a collision ``a`` jumps to where the
-blocking interval ends (rounded up to the next slot), and the check starts over. ``a`` only grows, so a stream is
+blocking interval ends (rounded up to the next slot), and the check starts over. On a switch's egress a hop occupies
+its guarded window (:meth:`~keepon_plan.network.routing.Hop.window`). ``a`` only grows, so a stream is
 placed or found not to fit in its period. Plans only: a stream that does not fit proves nothing (the exact model in
 :mod:`keepon_plan.network.exact` decides small instances).
 """
@@ -94,8 +95,9 @@ def greedy(
         while a < period:
             moved = False
             for h, o in zip(r.hops, occ, strict=True):
+                start, length = h.window()
                 for base in instances:
-                    shift = o.shift_needed(a + h.offset_ps + base, h.tx_ps)
+                    shift = o.shift_needed(a + start + base, length)
                     if shift:
                         a = -(-(a + shift) // grid) * grid
                         blocker = f"{h.src}→{h.dst}"
@@ -109,7 +111,8 @@ def greedy(
             unplaced.append((r.stream.name, f"no free departure in its period (last blocked on {blocker})"))
             continue
         for h, o in zip(r.hops, occ, strict=True):
+            start, length = h.window()
             for base in instances:
-                o.add(a + h.offset_ps + base, h.tx_ps)
+                o.add(a + start + base, length)
         placed[r.stream.name] = a
     return Placement(placed, unplaced), horizon

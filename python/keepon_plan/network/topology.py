@@ -23,7 +23,7 @@ PS_PER_NS = 1000
 MAX_TRAFFIC_CLASS = 7
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
-_TOP_KEYS = {"version", "base_time", "traffic_class", "station", "switch", "link", "stream"}
+_TOP_KEYS = {"version", "base_time", "traffic_class", "guard", "station", "switch", "link", "stream"}
 _STATION_KEYS = {"name", "slot_bytes", "slots", "batch"}
 _SWITCH_KEYS = {"name", "forwarding_delay", "supported_list_max", "supported_interval_max", "supported_cycle_max"}
 _LINK_KEYS = {"a", "b", "rate", "delay", "a_port", "b_port"}
@@ -103,6 +103,10 @@ class Network:
     path: str | None = None
     source: SourceMap | None = field(default=None, compare=False, repr=False)
     _where: dict = field(default_factory=dict, compare=False, repr=False)
+    guard_ps: int = 0
+    """Margin on both sides of every frame's window on a switch's egress port, for the devices' synchronisation error:
+    the gate opens ``guard`` before the planned first bit and closes ``guard`` after the last, and the placement keeps
+    these widened windows apart (``guard`` in the description, default 0)."""
 
     def error(self, message: str, where: tuple = ()) -> InputError:
         line = self.source.line(where) if self.source and where else None
@@ -194,6 +198,9 @@ def parse_network(text: str, path: str | None = None) -> Network:
         raise err("version: only version 1 exists", ("version",))
     base_time = get(doc, "base_time", (), "the network", check_base_time, 0)
     default_tc = get(doc, "traffic_class", (), "the network", integer(0, MAX_TRAFFIC_CLASS), MAX_TRAFFIC_CLASS)
+    guard = get(doc, "guard", (), "the network", parse_duration, 0)
+    if guard < 0:
+        raise err("the network: guard must not be negative", ("guard",))
 
     nodes: dict[str, tuple] = {}
     stations: dict[str, Station] = {}
@@ -334,7 +341,9 @@ def parse_network(text: str, path: str | None = None) -> Network:
         )
     if not streams:
         raise err("the network has no [[stream]]")
-    return Network(base_time, stations, switches, tuple(links), tuple(streams), path, src, where)
+    return Network(
+        base_time, stations, switches, tuple(links), tuple(streams), path, src, where, guard_ps=guard * PS_PER_NS
+    )
 
 
 def _port_name(value: object) -> str:

@@ -11,7 +11,8 @@ all periods) it checks:
 3. hop by hop (store-and-forward, no wait): the frame, padded to the talker's slot size, is on the wire of each
    directed link at the replayed time, which ``plan.json`` must state exactly;
 4. no two frames overlap on any directed link (modulo ``H``);
-5. on every switch egress port, the gate of the frame's traffic class is open for its whole transmission;
+5. on every switch egress port, the gate of the frame's traffic class is open for its whole transmission, widened by
+   the network's ``guard`` on both sides (and these widened windows do not overlap either);
 6. every listener receives every instance within ``max_latency``, and the instances' latencies spread by at most
    ``max_jitter``.
 
@@ -182,8 +183,10 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                 bad.append(f"stream {s.name!r} instance {l}: talker slot {slot} (ring slot {slot % ring}) not owned")
             for (u, v), d in tree.items():
                 link = net.link(u, v)
-                tx = (wire + 20) * _byte_ps(link.rate)
-                t = a + d
+                # on a switch's egress the frame's window is widened by the guard on both sides
+                g_ps = net.guard_ps if u in net.switches else 0
+                tx = (wire + 20) * _byte_ps(link.rate) + 2 * g_ps
+                t = a + d - g_ps
                 busy.setdefault((u, v), []).append((t % horizon, tx, s.name))
                 if u in net.switches:
                     port = net.port_name(u, v)
