@@ -6,6 +6,7 @@
 //!   order, report what left the wire, keep the poll loop's time.
 //! - [`sim`]: a NIC and host in virtual time. Slots leave back to back at line rate, exactly; the host's poll
 //!   loop has explicit, seeded costs and jitter; a gap on the wire is real and reported. Runs everywhere.
+//! - [`faults`]: the simulated NIC's own failure modes (stalled DMA fetches, late completions), off by default.
 //! - [`driver`]: the station loop — observe, submit due frames, poll the station, post, collect outcomes — the
 //!   same for every backend.
 //!
@@ -18,6 +19,7 @@
 
 pub mod driver;
 pub mod emulation;
+pub mod faults;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod sim;

@@ -25,6 +25,10 @@
 //!
 //! **The receiver** timestamps each real frame's start plus `rx_delay`, floored to a multiple of `rx_quantum`
 //! (8 ns like an Intel i210).
+//!
+//! **Faults** ([`Faults`], off by default): stalled DMA fetches that leave the wire idle before a slot (revealed
+//! to the host only by that slot's completion, as a real NIC's TX timestamps would), and late completion
+//! write-backs that hold back the consumed count the host sees. See [`crate::faults`].
 
 use std::collections::VecDeque;
 
@@ -36,6 +40,7 @@ use keepon_core::ring::{SlotKind, SlotView};
 use keepon_core::station::Gap;
 use keepon_core::time::{Nanos, SlotGeometry, Tai};
 
+use crate::faults::{FaultDraws, FaultStats, Faults};
 use crate::{Nic, NicError, NicObservation, Timing, WireEvent};
 
 /// The host's poll-loop model.
@@ -108,6 +113,8 @@ pub struct SimConfig {
     pub oscillator: Oscillator,
     /// Longest frame the NIC sends (L2 with FCS; default 1518, or the slot size if larger).
     pub max_frame: u32,
+    /// The NIC's own failure modes (default: off).
+    pub faults: Faults,
 }
 
 impl SimConfig {
@@ -126,6 +133,7 @@ impl SimConfig {
             fetch_ahead: 1,
             oscillator: Oscillator::default(),
             max_frame: geometry.slot_bytes().max(keepon_core::time::MAX_STD_FRAME_BYTES),
+            faults: Faults::OFF,
         }
     }
 }
@@ -133,8 +141,9 @@ impl SimConfig {
 #[derive(Debug)]
 struct InFlight {
     start: u128,
-    /// When the NIC fetched the descriptor (the driver sees it consumed from then on).
-    fetch: u128,
+    /// When the driver sees the slot consumed: the NIC fetched its descriptor then, or (a late completion
+    /// write-back) reported it then. Never decreases along the ring.
+    visible: u128,
     /// Idle wire time just before this slot, ticks.
     idle_before: u128,
     /// Length of this slot on the wire, ticks.
@@ -186,7 +195,9 @@ pub struct SimNic {
     busy_until: Option<u128>,
     first_start: Option<u128>,
     inflight: VecDeque<InFlight>,
-    gaps: VecDeque<Gap>,
+    /// Gaps in wire order, each with the time (ticks) from which the host can know it: at once for a gap the
+    /// host's own late post made, at the slot's completion for one a stalled fetch made.
+    gaps: VecDeque<(u128, Gap)>,
     work_slots: u64,
     /// Host CPU time the poll loop used: each iteration's work, plus the whole iteration when it busy-polls.
     host_busy: Nanos,
@@ -199,6 +210,9 @@ pub struct SimNic {
     osc_rem: u128,
     osc_rng: ChaCha8Rng,
     osc_next: Option<u128>,
+    faults: FaultDraws,
+    /// When the last posted slot becomes visible as consumed, ticks.
+    last_visible: u128,
 }
 
 impl SimNic {
@@ -226,6 +240,8 @@ impl SimNic {
             osc_rem: 0,
             osc_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x05c1_11a7_0a5c_111a),
             osc_next: None,
+            faults: FaultDraws::new(cfg.faults, cfg.seed),
+            last_visible: 0,
             cfg,
         };
         // Start the host early enough that the first post lands at t0.
@@ -282,6 +298,11 @@ impl SimNic {
         self.host_busy
     }
 
+    /// What the injected faults did so far (all zero while they are off).
+    pub fn fault_stats(&self) -> FaultStats {
+        self.faults.stats
+    }
+
     /// Wire statistics so far.
     pub fn stats(&self) -> WireStats {
         let mut s = self.stats;
@@ -292,6 +313,11 @@ impl SimNic {
     fn to_ticks(&self, t: Tai) -> u128 {
         // Virtual times are after 1970 in every configuration we accept.
         u128::from(t.0.max(0) as u64) * self.den
+    }
+
+    /// A duration in ticks (negative durations are 0).
+    fn ticks(&self, d: Nanos) -> u128 {
+        u128::from(d.0.max(0) as u64) * self.den
     }
 
     fn floor_ns(&self, ticks: u128) -> Tai {
@@ -329,9 +355,9 @@ impl Nic for SimNic {
 
     fn observe(&mut self) -> Result<NicObservation, NicError> {
         let now_t = self.to_ticks(self.now);
-        // Fetched descriptors count as consumed (fetch times never decrease along the ring).
+        // Fetched (and reported) descriptors count as consumed.
         while let Some(f) = self.inflight.get((self.consumed - self.completed) as usize) {
-            if f.fetch > now_t {
+            if f.visible > now_t {
                 break;
             }
             self.consumed += 1;
@@ -371,8 +397,14 @@ impl Nic for SimNic {
                 });
             }
         }
-        // Gaps are reported as soon as a post makes them certain (standing in for TX timestamps).
-        let gaps = self.gaps.drain(..).collect();
+        // Gaps are reported as soon as the host can know them, in wire order: at once when a post makes them
+        // certain; at the slot's completion (its TX timestamp) when a stalled fetch made them.
+        let mut gaps = Vec::new();
+        while self.gaps.front().is_some_and(|(known, _)| *known <= now_t) {
+            if let Some((_, g)) = self.gaps.pop_front() {
+                gaps.push(g);
+            }
+        }
         Ok(NicObservation { consumed: self.consumed, now: self.now, gaps })
     }
 
@@ -386,38 +418,56 @@ impl Nic for SimNic {
                 let lat = self.cfg.post_latency + Nanos(self.uniform(self.cfg.post_jitter));
                 avail = self.to_ticks(self.now + self.work() + lat);
             }
-            let mut idle_before = 0;
-            let start = match self.busy_until {
+            // The slot starts when the previous one ends, or when the post lands on an idle wire.
+            let (nominal, end) = match self.busy_until {
                 None => {
                     // The first post brings the link up at exactly t0 (the station anchors slot 0 there).
                     avail = self.to_ticks(self.cfg.t0);
                     self.first_start = Some(avail);
-                    avail
+                    (avail, None)
                 }
-                Some(end) if avail > end => {
-                    self.stats.gaps += 1;
-                    idle_before = avail - end;
-                    self.gaps.push_back(Gap { at: self.posted, restart: self.floor_ns(avail) });
-                    avail
-                }
-                Some(end) => end,
+                Some(end) => (end.max(avail), Some(end)),
             };
-            let wire_bytes = s.bytes.len() as u128 + 4 + u128::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
-            let dur = self.slot_ticks(start, wire_bytes);
-            self.busy_until = Some(start + dur);
             // The NIC fetches slot j once it is posted and slot j − F has started (F = fetch_ahead).
             let f = u64::from(self.cfg.fetch_ahead);
             let ahead = match self.posted.checked_sub(f) {
-                _ if f == 0 => Some(start),
+                _ if f == 0 => Some(nominal),
                 Some(j) if j >= self.completed => self.inflight.get((j - self.completed) as usize).map(|s| s.start),
                 _ => None,
             };
             let fetch = ahead.map_or(avail, |s| s.max(avail));
+            // A stalled fetch (never the link-up slot): the data arrives `stall` after the descriptor, and the
+            // slot cannot start before it (the TX FIFO ran dry).
+            let stall = if end.is_some() { self.faults.fetch_stall() } else { Nanos(0) };
+            let stall = self.ticks(stall);
+            let start = nominal.max(fetch + stall);
+            let wire_bytes = s.bytes.len() as u128 + 4 + u128::from(keepon_core::time::WIRE_OVERHEAD_BYTES);
+            let dur = self.slot_ticks(start, wire_bytes);
+            self.busy_until = Some(start + dur);
+            // The host sees the slot consumed once fetched, or later if its completion write-back is late
+            // (write-backs are in order).
+            let late = self.faults.completion_delay();
+            let visible = self.last_visible.max(fetch + self.ticks(late));
+            self.last_visible = visible;
+            let mut idle_before = 0;
+            if let Some(end) = end.filter(|&e| start > e) {
+                self.stats.gaps += 1;
+                idle_before = start - end;
+                // A gap the host's late post made is certain at once; one a stalled fetch made shows only in
+                // the slot's completion (its TX timestamp), once it has left and been reported.
+                let known = if start > nominal {
+                    self.faults.stats.wire_gaps += 1;
+                    (start + dur).max(visible)
+                } else {
+                    0
+                };
+                self.gaps.push_back((known, Gap { at: self.posted, restart: self.floor_ns(start) }));
+            }
             let (frame, bytes) = match s.kind {
                 SlotKind::Real { id, len, .. } => (Some(id), Some(s.bytes[..len as usize].to_vec())),
                 SlotKind::Filler => (None, if self.cfg.keep_fillers { Some(s.bytes.to_vec()) } else { None }),
             };
-            self.inflight.push_back(InFlight { start, fetch, idle_before, dur, frame, bytes });
+            self.inflight.push_back(InFlight { start, visible, idle_before, dur, frame, bytes });
             self.posted += 1;
         }
         Ok(())
