@@ -23,6 +23,7 @@ every message the service page explains must still be in the source.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -174,6 +175,19 @@ def commands() -> list[Command]:
     return found
 
 
+# Commands several entries of COVERAGE use, and the errors that only say a kernel or a link lacks a feature.
+END_TO_END = (
+    "keepon-plan solve python/examples/station.toml --out out/station.toml",
+    "keepon run --config out/station.toml --records out/station.csv --pcap out/station.pcap",
+    "keepon report out/station.csv",
+)
+PLOTS_SYNC = "python -m keepon_plan.plots_sync out/a9"
+SYNC_SIM = "cargo run --release -p keepon-ptp --bin keepon-sync-sim -- --out out/a9"
+NOT_ETF = r"qdisc kind is unknown|Operation not supported"
+NOT_ON_VETH = r"Operation not supported|Could not change any device features"
+MEASUREMENT = "a measurement of minutes, not a check; built by `cargo clippy --all-targets` in `make lint`"
+
+
 # --- Ways a command is accounted for -------------------------------------------------------------------------------
 
 
@@ -237,8 +251,8 @@ def run(argv: list[str], cwd: Path | None = None, ok: bool = True, **kw) -> subp
 
 def resolve(argv: list[str]) -> list[str]:
     """`keepon` and `keepon-plan` as built and installed here."""
-    exe = {"keepon": str(keepon()), "keepon-plan": str(keepon_plan())}
-    return [exe.get(a, a) for a in argv]
+    exe = {"keepon": keepon, "keepon-plan": keepon_plan}
+    return [str(exe[a]()) if a in exe else a for a in argv]
 
 
 def scratch() -> Path:
@@ -290,8 +304,9 @@ def run_make_run(_: str) -> None:
         shutil.rmtree(d)
 
 
-def run_end_to_end(text: str) -> None:
-    """The README's example end to end: each of its three commands in order, in one scratch directory."""
+@functools.cache
+def run_end_to_end(_: str = "") -> None:
+    """The README's example end to end: each of its three commands in order, in one scratch directory (once)."""
     d = scratch()
     try:
         for cmd in END_TO_END:
@@ -333,7 +348,8 @@ def run_fails_at_once(text: str) -> None:
     assert time.monotonic() - started < 10
 
 
-def run_sync_sim(text: str) -> None:
+@functools.cache
+def run_sync_sim(text: str = SYNC_SIM) -> None:
     """`keepon-sync-sim --out out/a9` (60 rounds, not 3000), then the plot command on what it wrote."""
     built = [p for p in (REPO / "target" / d / "keepon-sync-sim" for d in ("release", "debug")) if p.is_file()]
     exe = max(built, key=lambda p: p.stat().st_mtime, default=None)  # the newer build
@@ -395,22 +411,12 @@ def in_fake_root(text: str) -> None:
 
 # --- The commands, one by one --------------------------------------------------------------------------------------
 
-END_TO_END = (
-    "keepon-plan solve python/examples/station.toml --out out/station.toml",
-    "keepon run --config out/station.toml --records out/station.csv --pcap out/station.pcap",
-    "keepon report out/station.csv",
-)
-PLOTS_SYNC = "python -m keepon_plan.plots_sync out/a9"
-SYNC_SIM = "cargo run --release -p keepon-ptp --bin keepon-sync-sim -- --out out/a9"
-NOT_ETF = r"qdisc kind is unknown|Operation not supported|not supported"
-NOT_ON_VETH = r"Operation not supported|Could not change any device features"
-MEASUREMENT = "a measurement of minutes, not a check; built by `cargo clippy --all-targets` in `make lint`"
 
 COVERAGE: dict[str, Run | Covered | NotRun] = {
     # README.md
     "make run": Run(run_make_run),
     "make test": Covered("Makefile", ("test: lint rust-test py-test", "pytest -q python/tests")),
-    **{c: Run(run_end_to_end) for c in END_TO_END},
+    **{c: Run(lambda _: run_end_to_end()) for c in END_TO_END},
     "keepon table3": Run(run_in_scratch(lambda out: "batch" in out or pytest.fail(out))),
     "keepon --help": Run(run_in_scratch(lambda out: "insertion window" in out or pytest.fail(out))),
     "keepon status --json": Run(lambda _: run_with_daemon("keepon status --socket S --json")),
@@ -494,7 +500,7 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
     "cargo bench -p keepon --bench core": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs",)),
     "cargo bench -p keepon --bench daemon_idle": NotRun(MEASUREMENT, ("crates/keepon/benches/daemon_idle.rs",)),
     SYNC_SIM: Run(run_sync_sim),
-    PLOTS_SYNC: Run(lambda _: run_sync_sim(SYNC_SIM)),
+    PLOTS_SYNC: Run(lambda _: run_sync_sim()),
     "cargo run --release -p keepon-nic --example gridsweep -- 120 5": NotRun(
         MEASUREMENT, ("crates/nic/examples/gridsweep.rs",)
     ),
@@ -714,6 +720,12 @@ def broken_links(page: Path) -> list[str]:
 def test_every_relative_link_leads_somewhere() -> None:
     broken = [b for page in DOCS for b in broken_links(page)]
     assert not broken, "\n".join(broken)
+
+
+def test_the_readme_links_every_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    missing = [p.name for p in DOCS[1:] if f"](docs/{p.name})" not in readme]
+    assert not missing, f"README.md does not link {missing}"
 
 
 def test_a_broken_link_is_caught(tmp_path: Path) -> None:
