@@ -19,6 +19,8 @@
 //! - [`table3`]: the paper's Table 3 (poll loop: throughput vs batch × poll period), also `keepon table3`.
 //! - [`network`]: 802.1Qbv switches, store-and-forward, the network-wide schedule.
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
+//! - [`plandir`], [`netplan`], [`netreport`]: `keepon eval network --plan DIR`, a `keepon-plan network` plan
+//!   replayed: its talkers as real stations, its switches with their gate lists.
 //! - [`provenance`]: how each number was obtained (predicted, fitted, chosen, paper); sensitivity sweeps.
 //! - [`plot`]: `keepon report --plot` (the Python plotting code on any records file).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
@@ -36,7 +38,10 @@ pub mod fig19;
 pub mod keepon;
 pub mod measure;
 pub mod model;
+pub mod netplan;
+pub mod netreport;
 pub mod network;
+pub mod plandir;
 pub mod plot;
 pub mod provenance;
 pub mod realism;

@@ -178,7 +178,9 @@ enum Cmd {
     /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
     Eval {
         /// Experiment.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(keepon_eval::cli::EXPERIMENTS))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+            keepon_eval::cli::EXPERIMENTS.into_iter().chain(["network"])
+        ))]
         name: String,
         /// Output directory.
         #[arg(long)]
@@ -189,6 +191,12 @@ enum Cmd {
         /// Seed of every draw (default 1).
         #[arg(long)]
         seed: Option<u64>,
+        /// network: the plan directory written by `keepon-plan network`.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// network: network time replayed (default 200ms).
+        #[arg(long)]
+        duration: Option<String>,
     },
     /// The paper's Table 3 (relative throughput vs batch × poll period) on the simulated NIC.
     Table3 {
@@ -398,7 +406,19 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Eval { name, out, frames, seed } => {
+        Cmd::Eval { name, out, seed, plan: Some(plan), duration, .. } if name == "network" => {
+            let duration_ns = duration.map(|d| parse_duration(&d).map(|n| n.0)).transpose()?;
+            let opts = keepon_eval::netreport::NetOptions { seed, duration_ns };
+            print!("{}", keepon_eval::netreport::run(&plan, &out, &opts, &mut |l| eprintln!("{l}"))?);
+            Ok(())
+        }
+        Cmd::Eval { name, .. } if name == "network" => {
+            Err("keepon eval network replays a plan: keepon eval network --plan DIR --out OUT".into())
+        }
+        Cmd::Eval { name, out, frames, seed, plan, duration } => {
+            if plan.is_some() || duration.is_some() {
+                return Err(format!("--plan and --duration are for `keepon eval network`, not {name}"));
+            }
             let summary = keepon_eval::cli::run(&name, &out, &keepon_eval::cli::EvalOptions { frames, seed })?;
             print!("{summary}");
             Ok(())
