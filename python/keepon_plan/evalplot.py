@@ -6,6 +6,7 @@
     python -m keepon_plan.evalplot fig18 OUT/fig18.csv --out OUT
     python -m keepon_plan.evalplot fig19 OUT/fig19.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
+    python -m keepon_plan.evalplot robustness OUT/robustness.csv --out OUT
     python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
@@ -29,6 +30,10 @@ histogram (receiver timestamps when present, else wire times) and the deviation 
 
 Case study (Fig 26): schedule-to-delivery delay of the first 500 frames of the gateway flows, one panel per
 station under test.
+
+Robustness: on-time share and the 99th percentile of |deviation from schedule| against each disturbance (host
+jitter, host preemptions, DMA stalls, late completions), one line per station model, median over seeds with the
+min–max range as error bars (one CSV row per point, model and seed).
 """
 
 from __future__ import annotations
@@ -442,9 +447,90 @@ def plot_casestudy(csv_path: Path, out: Path, first: int = 500, flows: tuple[int
     return [png]
 
 
+ROBUSTNESS_MODELS = ("keepon-strict", "keepon-relaxed", "launchtime", "stock-etf")
+ROBUSTNESS_LABELS = {
+    "keepon-strict": "keepon, strict",
+    "keepon-relaxed": "keepon, relaxed",
+    "launchtime": LABELS["launchtime"],
+    "stock-etf": LABELS["stock-etf"],
+}
+ROBUSTNESS_SWEEPS = {
+    "host-jitter": "host jitter (µs, uniform per host step)",
+    "preemption": "host preemptions per second",
+    "dma-stall": "DMA stall probability per fetch (ppm)",
+    "completion": "late completion probability per slot (ppm)",
+}
+
+
+def read_robustness(path: Path) -> dict[tuple[str, str, float], list[tuple[float, float | None]]]:
+    """(sweep, model, x) -> [(on-time share, p99 |deviation| ns or None)] over seeds."""
+    points: dict[tuple[str, str, float], list[tuple[float, float | None]]] = defaultdict(list)
+
+    def row(r):
+        dev = float(r["p99_dev_ns"]) if r["p99_dev_ns"] else None
+        points[(r["sweep"], r["model"], float(r["x"]))].append((float(r["on_time"]), dev))
+
+    _each(path, {"sweep", "x", "model", "seed", "on_time", "p99_dev_ns"}, "robustness CSV", row)
+    return points
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def plot_robustness(csv_path: Path, out: Path) -> list[Path]:
+    """Write robustness.png: on time (top) and p99 |deviation| (bottom) against each disturbance."""
+    points = read_robustness(csv_path)
+    if not points:
+        raise PlotError(f"{csv_path}: no points")
+    sweeps = [s for s in ROBUSTNESS_SWEEPS if any(k[0] == s for k in points)]
+    fig, axes = plt.subplots(2, len(sweeps), figsize=(4.2 * len(sweeps), 7.5), squeeze=False)
+    for col, sweep in enumerate(sweeps):
+        top, bottom = axes[0][col], axes[1][col]
+        for i, m in enumerate(ROBUSTNESS_MODELS):
+            xs = sorted(k[2] for k in points if k[0] == sweep and k[1] == m)
+            if not xs:
+                continue
+            # keepon strict and relaxed often coincide: relaxed is drawn dashed over strict so both stay visible.
+            style = {"marker": "os^v"[i], "color": f"C{i}", "label": f"{ROBUSTNESS_LABELS[m]} (simulated)"}
+            on = [[100 * o for o, _ in points[(sweep, m, x)]] for x in xs]
+            med = [_median(v) for v in on]
+            err = [
+                [md - min(v) for md, v in zip(med, on, strict=True)],
+                [max(v) - md for md, v in zip(med, on, strict=True)],
+            ]
+            top.errorbar(xs, med, yerr=err, capsize=3, linestyle="-" if i != 1 else "--", **style)
+            devs = [[d for _, d in points[(sweep, m, x)] if d is not None] for x in xs]
+            dx = [x for x, v in zip(xs, devs, strict=True) if v]
+            dv = [v for v in devs if v]
+            dmed = [max(_median(v), 1.0) for v in dv]
+            derr = [
+                [md - max(min(v), 1.0) for md, v in zip(dmed, dv, strict=True)],
+                [max(max(v), 1.0) - md for md, v in zip(dmed, dv, strict=True)],
+            ]
+            bottom.errorbar(dx, dmed, yerr=derr, capsize=3, linestyle="-" if i != 1 else "--", **style)
+        for ax in (top, bottom):
+            ax.set_xscale("symlog", linthresh=1.0 if sweep != "host-jitter" else 5.0)
+            ax.grid(True, which="both", alpha=0.3)
+        top.set_ylim(-2, 102)
+        top.set_ylabel("on time, % of frames (|dev| ≤ tolerance)")
+        top.set_title(f"{sweep} (simulated)")
+        bottom.set_yscale("log")
+        bottom.set_ylabel("|deviation| p99 of frames sent (ns; < 1 drawn at 1)")
+        bottom.set_xlabel(ROBUSTNESS_SWEEPS[sweep])
+        if col == 0:
+            top.legend(fontsize=7)
+    png = _save(fig, out, "robustness.png")
+    return [png]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["fig15", "fig16", "fig17", "fig18", "fig19", "casestudy", "records"])
+    ap.add_argument(
+        "experiment", choices=["fig15", "fig16", "fig17", "fig18", "fig19", "casestudy", "robustness", "records"]
+    )
     ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
     a = ap.parse_args(argv)
@@ -456,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
             "fig18": plot_fig18,
             "fig19": plot_fig19,
             "casestudy": plot_casestudy,
+            "robustness": plot_robustness,
             "records": plot_records,
         }[a.experiment]
         for p in plot(a.csv, a.out):

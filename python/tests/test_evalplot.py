@@ -160,3 +160,24 @@ def test_records_plot_reads_v2_records(tmp_path, capsys):
     p.write_text("# keepon-records v2\nseq,flow\n1,a\n")
     assert main(["records", str(p), "--out", str(tmp_path)]) == 3
     assert "not a keepon records file" in capsys.readouterr().err
+
+
+def test_robustness_plot_from_points(tmp_path, capsys):
+    from keepon_plan.evalplot import read_robustness
+
+    p = tmp_path / "r.csv"
+    rows = ["sweep,x,model,seed,frames,on_time,lost,p99_dev_ns,max_dev_ns,underruns,misreported,early"]
+    for sweep in ("host-jitter", "dma-stall"):
+        for x in (0, 10, 100):
+            for m in ("keepon-strict", "keepon-relaxed", "launchtime", "stock-etf"):
+                for seed in (1, 2, 3):
+                    dev = "" if (m == "stock-etf" and x == 100) else f"{x * seed}.0"
+                    rows.append(f"{sweep},{x},{m},{seed},100,{1 - x / 200},0,{dev},{dev},,,")
+    p.write_text("\n".join(rows) + "\n")
+    pts = read_robustness(p)
+    assert pts[("dma-stall", "launchtime", 10.0)] == [(0.95, 10.0), (0.95, 20.0), (0.95, 30.0)]
+    assert pts[("host-jitter", "stock-etf", 100.0)][0] == (0.5, None)
+    assert main(["robustness", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "robustness.png").stat().st_size > 0
+    p.write_text("sweep,x\n1,2\n")
+    assert main(["robustness", str(p), "--out", str(tmp_path / "o")]) == 3

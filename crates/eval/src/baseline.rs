@@ -16,6 +16,45 @@ fn local_of(osc: &OscillatorSpec, t: f64) -> f64 {
     (t - osc.offset_ns) / (1.0 + osc.ppm * 1e-6)
 }
 
+/// Disturbances of a baseline's host and DMA, for the robustness experiment (none by default: no draw is made
+/// and the models are exactly as in the paper's experiments). keepon meets the same ones in the simulator
+/// (`HostModel::jitter`, `spike_ppm`, `keepon_nic::faults`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Disturbance {
+    /// Host jitter: each host-side step (an application wake-up; the stock driver's qdisc timer) is delayed by
+    /// a further uniform `[0, host_jitter]` ns.
+    pub host_jitter: f64,
+    /// Host preemptions per second (Poisson): a host step that normally takes `len` ns is preempted with
+    /// probability `preempt_rate·len`, for `preempt` ns.
+    pub preempt_rate: f64,
+    /// Length of a preemption, ns.
+    pub preempt: f64,
+    /// Probability that one DMA fetch (descriptor and data) stalls.
+    pub stall_prob: f64,
+    /// How much later a stalled fetch's data arrives, ns.
+    pub stall: f64,
+}
+
+impl Disturbance {
+    /// Extra delay of one host step that normally takes `len` ns.
+    pub fn host(&self, len: f64, d: &mut Draw) -> f64 {
+        let mut x = d.uniform(0.0, self.host_jitter);
+        if self.preempt > 0.0 && d.chance((self.preempt_rate * len * 1e-9).min(1.0)) {
+            x += self.preempt;
+        }
+        x
+    }
+
+    /// Extra latency of one DMA fetch.
+    pub fn fetch(&self, d: &mut Draw) -> f64 {
+        if self.stall > 0.0 && d.chance(self.stall_prob) {
+            self.stall
+        } else {
+            0.0
+        }
+    }
+}
+
 /// An i210-like NIC with LaunchTime, driven by the igb driver with ETF in offload mode.
 ///
 /// **Release.** The application's txtime is the frame's launch time on the NIC's PTP hardware clock (PHC).
@@ -56,6 +95,9 @@ pub struct LaunchTime {
     pub driver_sigma: f64,
     /// Descriptor and data fetch the NIC needs before a launch, ns (assumption: 2 µs over PCIe).
     pub fetch: f64,
+    /// Host and DMA disturbances (none by default): host steps delay the application's send; a stalled fetch
+    /// delays the frame's data, which misses its launch only if it then arrives after it.
+    pub disturb: Disturbance,
 }
 
 impl Default for LaunchTime {
@@ -70,6 +112,7 @@ impl Default for LaunchTime {
             driver_median: 12_000.0,
             driver_sigma: 0.25,
             fetch: 2_000.0,
+            disturb: Disturbance::default(),
         }
     }
 }
@@ -80,6 +123,8 @@ impl LaunchTime {
         let mut path = Draw::new(seed, 100);
         let mut sync_draw = Draw::new(seed, 101);
         let mut wire_draw = Draw::new(seed, 102);
+        let mut disturb = Draw::new(seed, 103);
+        let host_step = self.app_wake_median + self.driver_median;
         let mut sync = Ar1::new(self.sync_sd, self.sync_tau, &mut sync_draw);
         let g = self.granularity.max(1.0);
         let c = self.cycle.max(1e-3);
@@ -96,9 +141,11 @@ impl LaunchTime {
                 let at = local_of(tx, launch - e);
                 let mut wire = phase + ((at - phase) / c).ceil() * c;
                 // One application thread: a send starts when it woke and the previous send returned.
-                let woke = txtime - s.advance as f64 + path.lognormal(self.app_wake_median, self.app_wake_sigma);
+                let woke = txtime - s.advance as f64
+                    + path.lognormal(self.app_wake_median, self.app_wake_sigma)
+                    + self.disturb.host(host_step, &mut disturb);
                 app_free = woke.max(app_free) + path.lognormal(self.driver_median, self.driver_sigma);
-                let ready = app_free + self.fetch;
+                let ready = app_free + self.fetch + self.disturb.fetch(&mut disturb);
                 let mut outcome = "sent";
                 let ready_local = local_of(tx, ready);
                 if ready_local > wire {
@@ -148,6 +195,9 @@ pub struct StockEtf {
     pub dma_spread: f64,
     /// DMA fetch: ns per byte of frame data (assumption: 1 ns/B, an AXI burst of ~1 GB/s).
     pub dma_per_byte: f64,
+    /// Host and DMA disturbances (none by default): the application's wake-up and the qdisc's timer are host
+    /// steps; a stalled fetch delays the frame on the wire by the stall.
+    pub disturb: Disturbance,
 }
 
 impl Default for StockEtf {
@@ -165,6 +215,7 @@ impl Default for StockEtf {
             dma_base: 1_000.0,
             dma_spread: 200.0,
             dma_per_byte: 1.0,
+            disturb: Disturbance::default(),
         }
     }
 }
@@ -175,13 +226,17 @@ impl StockEtf {
     pub fn run(&self, s: &Stream, bg: &Background, seed: u64) -> Vec<TxRecord> {
         let mut d = Draw::new(seed, 200);
         let mut wire_draw = Draw::new(seed, 201);
+        let mut disturb = Draw::new(seed, 202);
+        let (app_step, timer_step) = (self.app_wake_median + self.enqueue, self.timer_base + self.driver_mean);
         let mut last_wire = f64::NEG_INFINITY;
         let mut app_free = f64::NEG_INFINITY;
         (0..s.count)
             .map(|seq| {
                 let txtime = (seq as f64) * s.period as f64 + s.period as f64;
                 // One application thread: a send starts when it woke and the previous send returned.
-                let woke = txtime - s.advance as f64 + d.lognormal(self.app_wake_median, self.app_wake_sigma);
+                let woke = txtime - s.advance as f64
+                    + d.lognormal(self.app_wake_median, self.app_wake_sigma)
+                    + self.disturb.host(app_step, &mut disturb);
                 let enq = woke.max(app_free) + self.enqueue;
                 app_free = enq;
                 let release = txtime - self.delta;
@@ -191,9 +246,11 @@ impl StockEtf {
                 }
                 let mut wire = release
                     + self.timer_base
+                    + self.disturb.host(timer_step, &mut disturb)
                     + d.lognormal(self.timer_median, self.timer_sigma)
                     + d.normal(self.driver_mean, self.driver_sd).max(0.0)
                     + self.dma_base
+                    + self.disturb.fetch(&mut disturb)
                     + d.uniform(0.0, self.dma_spread)
                     + self.dma_per_byte * f64::from(s.frame_bytes);
                 wire += bg.blocking(&mut wire_draw);

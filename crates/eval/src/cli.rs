@@ -6,10 +6,10 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use crate::provenance::Sens;
-use crate::{casestudy, fig15, fig16, fig17, fig18, fig19, table3};
+use crate::{casestudy, fig15, fig16, fig17, fig18, fig19, robustness, table3};
 
 /// The experiments `keepon eval` knows.
-pub const EXPERIMENTS: [&str; 7] = ["fig15", "fig16", "fig17", "fig18", "fig19", "table3", "casestudy"];
+pub const EXPERIMENTS: [&str; 8] = ["fig15", "fig16", "fig17", "fig18", "fig19", "table3", "casestudy", "robustness"];
 
 /// Run an experiment that streams its raw rows into `out/NAME.csv` and returns its summary, written to
 /// `out/NAME-summary.md`.
@@ -159,6 +159,17 @@ pub fn run(name: &str, out: &Path, opts: &EvalOptions) -> Result<String, String>
             let summary = casestudy::render(&p, &sched, &all);
             let (sens, md) = casestudy::sensitivity(&p, &mut progress)?;
             with_sensitivity(out, "casestudy", summary, &sens, &md)
+        }
+        "robustness" => {
+            let mut p = robustness::Params::new(opts.frames.unwrap_or(1_000));
+            p.seed = opts.seed.unwrap_or(1);
+            let mut rows = Vec::new();
+            let summary = with_csv(out, "robustness", |w| {
+                rows = robustness::run(&p, w, &mut progress)?;
+                Ok(robustness::render(&p, &rows))
+            })?;
+            let sens = robustness::sensitivity(&p, &rows, &mut progress)?;
+            with_sensitivity(out, "robustness", summary, &sens, "")
         }
         _ => Err(format!("unknown experiment `{name}`; known: {}", EXPERIMENTS.join(", "))),
     }

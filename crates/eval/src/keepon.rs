@@ -13,6 +13,7 @@ use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig};
+use keepon_nic::faults::Faults;
 use keepon_nic::sim::{HostModel, SimConfig, SimNic};
 use keepon_nic::source::{split_id, FlowSource, FlowSpec, Pattern};
 use keepon_nic::Nic;
@@ -88,6 +89,19 @@ pub struct KeeponSetup {
     pub seed: u64,
 }
 
+/// What [`run`] keeps at its defaults and [`run_with`] varies: the insertion policy, how many ring slots after
+/// its own each flow's class also owns (room for the relaxed policy to move a displaced frame), and the
+/// simulated NIC's faults.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Variant {
+    /// Insertion policy (default strict).
+    pub policy: Policy,
+    /// Ring slots after the flow's own that its class also owns (default 0).
+    pub extra_slots: u32,
+    /// The simulated NIC's failure modes (default off).
+    pub faults: Faults,
+}
+
 /// What keepon's run produced.
 #[derive(Clone, Debug)]
 pub struct KeeponRun {
@@ -99,10 +113,21 @@ pub struct KeeponRun {
     pub background_sent: u64,
     /// Best-effort background frames the station refused (e.g. `queue-full` when offered beyond its share).
     pub background_rejected: u64,
+    /// Per real-time flow, the time each frame's `Sent` outcome reported (same timescale as `records`), or
+    /// `None` if it was not sent: it differs from the wire time only for frames a wire gap the station learnt
+    /// of too late shifted.
+    pub reported: Vec<Vec<Option<f64>>>,
+    /// Underruns the station reported.
+    pub underruns: u64,
 }
 
 /// Run keepon for one cell. `progress` is called with the fraction of the run done, now and then.
 pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponRun, String> {
+    run_with(setup, &Variant::default(), progress)
+}
+
+/// [`run`] with a policy, wider class windows or NIC faults.
+pub fn run_with(setup: &KeeponSetup, v: &Variant, progress: &mut dyn FnMut(f64)) -> Result<KeeponRun, String> {
     let s = setup.stream;
     let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, setup.slot_bytes)
         .map_err(|e| e.to_string())?;
@@ -124,7 +149,8 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
                 geometry.period()
             ));
         }
-        classes.push(ClassSpec { name: format!("rt{i}"), slots: vec![k as u32] });
+        let slots = (0..=v.extra_slots).map(|e| ((k as u32) + e) % ring).collect();
+        classes.push(ClassSpec { name: format!("rt{i}"), slots });
     }
     let n_rt = classes.len();
     classes.push(ClassSpec { name: "be".into(), slots: vec![] });
@@ -136,7 +162,7 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
         geometry,
         ownership,
         batch: setup.batch.min(ring - 1),
-        policy: Policy::Strict,
+        policy: v.policy,
         max_pending: 256,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(0),
@@ -146,6 +172,7 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     let mut sim = SimConfig::new(geometry, Tai(1_700_000_000_000_000_000));
     sim.seed = setup.seed;
     sim.host = setup.host.model;
+    sim.faults = v.faults;
     // The stream, the epoch's 1 ms after bring-up, and 10 ms of margin.
     let span = Nanos(s.period.saturating_mul(s.count as i64 + 20).saturating_add(s.advance).saturating_add(11_000_000));
     let loop_cfg = LoopConfig { poll_period: setup.host.poll_period, max_duration: span };
@@ -199,6 +226,8 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
     let stream_span = s.period.saturating_mul(s.count as i64);
     let mut background_sent = 0u64;
     let mut background_rejected = 0u64;
+    let mut reported: Vec<Vec<Option<f64>>> = (0..n_rt).map(|_| vec![None; s.count as usize]).collect();
+    let mut underruns = 0u64;
     let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
             let (flow, seq) = split_id(o.id);
@@ -208,7 +237,10 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
             if usize::from(flow) < n_rt {
                 if let Some(r) = recs[usize::from(flow)].get_mut(seq as usize) {
                     match o.result {
-                        Ok(_) => r.outcome = "sent".into(),
+                        Ok(sent) => {
+                            r.outcome = "sent".into();
+                            reported[usize::from(flow)][seq as usize] = Some((sent.time - epoch).0 as f64);
+                        }
                         Err(why) => r.outcome = why.as_str().into(),
                     }
                 }
@@ -231,8 +263,8 @@ pub fn run(setup: &KeeponSetup, progress: &mut dyn FnMut(f64)) -> Result<KeeponR
                 }
             }
         }
-        Event::Underrun(_) => {}
+        Event::Underrun(_) => underruns += 1,
     };
     d.run(&mut source, &mut sink).map_err(|e| format!("keepon station: {e}"))?;
-    Ok(KeeponRun { records: recs, background_sent, background_rejected })
+    Ok(KeeponRun { records: recs, background_sent, background_rejected, reported, underruns })
 }

@@ -21,6 +21,7 @@
 //! - [`casestudy`]: the paper's §7 case study (Table 1, Fig 26).
 //! - [`plandir`], [`netplan`], [`netreport`]: `keepon eval network --plan DIR`, a `keepon-plan network` plan
 //!   replayed: its talkers as real stations, its switches with their gate lists.
+//! - [`robustness`]: on time and deviation under host jitter, preemption, DMA stalls and late completions.
 //! - [`provenance`]: how each number was obtained (predicted, fitted, chosen, paper); sensitivity sweeps.
 //! - [`plot`]: `keepon report --plot` (the Python plotting code on any records file).
 //! - [`cli`]: `keepon eval NAME --out DIR`.
@@ -45,5 +46,6 @@ pub mod plandir;
 pub mod plot;
 pub mod provenance;
 pub mod realism;
+pub mod robustness;
 pub mod stats;
 pub mod table3;
