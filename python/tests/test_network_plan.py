@@ -190,3 +190,38 @@ def test_talker_slot_size_is_the_station_planners_choice():
             except InputError:
                 expected = None
             assert smallest_slot(rate, streams) == expected, (periods, frames, rate)
+
+
+def test_guard_widens_every_switch_window_and_keeps_them_apart(tmp_path):
+    text = SMALL.read_text().replace("traffic_class = 7 ", 'guard = "800ns"\ntraffic_class = 7 ', 1)
+    path = write(tmp_path, text)
+    out = tmp_path / "plan"
+    code, err = run("network", path, "--out", str(out), "--method", "heuristic")
+    assert code == 0, err
+    net = load_network(path)
+    assert net.guard_ps == 800_000
+    assert verify_plan_dir(net, out) == []
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["guard_ps"] == 800_000
+    # the topology a replay needs is in the plan
+    assert {sw["name"]: sw["forwarding_delay_ps"] for sw in plan["network"]["switches"]} == {
+        "sw1": 2_000_000,
+        "sw2": 2_000_000,
+    }
+    assert any(lk["a"] == "sw1" and lk["b"] == "sw2" and lk["delay_ps"] == 500_000 for lk in plan["network"]["links"])
+    # every frame's window on a switch port is open 800 ns before its first bit and after its last
+    sw1 = json.loads((out / "switches" / "sw1.json").read_text())["ports"][0]
+    opens, t = [], 0
+    for e in sw1["entries"]:
+        if e["gate_states"] & 0xC0:
+            opens.append((t, t + e["interval_ns"]))
+        t += e["interval_ns"]
+    for s in plan["streams"]:
+        hop = next(h for h in s["hops"] if h["link"] == "sw1->sw2")
+        lo, hi = hop["start_ps"] // 1000 - 800, -(-hop["end_ps"] // 1000) + 800
+        start = lo % sw1["cycle_ns"]
+        assert any(a <= start and start + (hi - lo) <= b for a, b in opens), (s["name"], lo, hi, opens)
+    # the same plan judged against a larger guard: its windows are too narrow, and the verifier says where
+    wider = parse_network(text.replace('guard = "800ns"', 'guard = "2us"'), path)
+    bad = verify_plan_dir(wider, out)
+    assert any("is not open for the whole transmission" in b and "switch 'sw1'" in b for b in bad), bad
