@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 eval clean soak qemu-test
+.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 eval eval-network clean soak qemu-test
 
 build:
 	$(CARGO) build --release -p keepon
@@ -142,12 +142,37 @@ eval: build py-env
 	cp $(OUT)/eval/casestudy/gcl.txt validation/casestudy/gcl.txt
 	cp $(OUT)/eval/casestudy/casestudy-sensitivity.csv validation/casestudy/sensitivity.csv
 	$(VPY) -m keepon_plan.evalplot casestudy $(OUT)/eval/casestudy/casestudy.csv --out validation/casestudy
+	./target/release/keepon eval robustness --out $(OUT)/eval/robustness
+	mkdir -p validation/robustness
+	cp $(OUT)/eval/robustness/robustness-summary.md validation/robustness/summary.md
+	cp $(OUT)/eval/robustness/robustness.csv validation/robustness/robustness.csv
+	cp $(OUT)/eval/robustness/robustness-sensitivity.csv validation/robustness/sensitivity.csv
+	$(VPY) -m keepon_plan.evalplot robustness $(OUT)/eval/robustness/robustness.csv --out validation/robustness
 	$(CARGO) build --release -p keepon-ptp --bin keepon-sync-sim
 	./target/release/keepon-sync-sim --out $(OUT)/a9
 	mkdir -p validation/a9-sync validation/dual-clock
 	cp $(OUT)/a9/a9_summary.csv validation/a9-sync/a9_summary.csv
 	cp $(OUT)/a9/dual_summary.csv validation/dual-clock/dual_summary.csv
 	$(VPY) -m keepon_plan.plots_sync $(OUT)/a9 --out validation/a9-sync
+	$(MAKE) eval-network
+
+# keepon-plan network plans replayed on the simulator (validation/network): the §7 case study and a generated
+# 20-switch tree (200 streams), each planned by keepon-plan network, then replayed by keepon eval network.
+EVAL_NET := $(OUT)/eval/network
+eval-network: build py-env
+	mkdir -p $(EVAL_NET) validation/network/casestudy validation/network/tree20
+	$(VPY) -c 'from keepon_plan.network.bench import generate; print(generate("tree", 20, 200, 4, 3, 1, guard="500ns", max_jitter="1us"), end="")' > $(EVAL_NET)/tree20.toml
+	$(VENV)/bin/keepon-plan network python/examples/network/casestudy.toml --out $(EVAL_NET)/casestudy-plan
+	$(VENV)/bin/keepon-plan network $(EVAL_NET)/tree20.toml --out $(EVAL_NET)/tree20-plan
+	./target/release/keepon eval network --plan $(EVAL_NET)/casestudy-plan --out $(EVAL_NET)/casestudy --duration 2s
+	./target/release/keepon eval network --plan $(EVAL_NET)/tree20-plan --out $(EVAL_NET)/tree20 --duration 1s
+	for n in casestudy tree20; do \
+	  cp $(EVAL_NET)/$$n/network-summary.md validation/network/$$n/summary.md; \
+	  cp $(EVAL_NET)/$$n/network.csv $(EVAL_NET)/$$n/gate-misses.csv validation/network/$$n/; \
+	  cp $(EVAL_NET)/$$n/network-sensitivity.csv validation/network/$$n/sensitivity.csv; \
+	  cp $(EVAL_NET)/$$n-plan/streams.csv validation/network/$$n/plan-streams.csv; \
+	done
+	cp $(EVAL_NET)/tree20.toml validation/network/tree20/network.toml
 
 clean:
 	$(CARGO) clean
