@@ -185,3 +185,15 @@ fn late_completions_hold_back_the_refill() {
     let r = run(late(30_000), 5);
     assert!(r.faults.late_completions > 0 && r.underruns.is_empty() && r.gaps == 0, "{:?}", r.faults);
 }
+
+#[test]
+fn the_faults_are_seeded() {
+    let f = Faults {
+        dma: DmaStalls { ppm: 3_000, stall: Nanos(35_000) },
+        completion: CompletionSpikes { ppm: 3_000, delay: Nanos(200_000) },
+    };
+    let (a, b, c) = (run(f, 11), run(f, 11), run(f, 12));
+    assert_eq!(a.starts, b.starts, "same seed, same wire");
+    assert_eq!(a.faults, b.faults);
+    assert_ne!(a.starts, c.starts, "another seed, other stalls");
+}
