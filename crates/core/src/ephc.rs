@@ -20,6 +20,7 @@
 //! small: `(k − count₀)·A < 10^36` for ten years at 100 Gb/s.
 
 use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::time::{Nanos, SlotPeriod, Tai};
 
@@ -66,7 +67,10 @@ pub enum ClockAdjust {
     Rate(i64),
 }
 
-/// One linear piece of the clock: `time(k) = ns + (frac + (k − start)·a) / d`.
+/// One linear piece of the clock: `time(k) = ns + (frac + (k − start)·a) / d`. `a = whole·d + part` (in 64 bits,
+/// `d64 = 0` where `d` does not fit) and `inv_d` (the bits of `1/d` as an `f64`) are kept to step along the piece
+/// without division ([`Exact`]), with `inv_a` (`1/a`) to estimate a count from a time; `id` names this piece (no two pieces built or moved anywhere share one), so an
+/// [`Exact`] knows whether it still applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Segment {
     start: u64,
@@ -74,6 +78,18 @@ struct Segment {
     frac: i128,
     a: i128,
     d: i128,
+    whole: i64,
+    part: u64,
+    d64: u64,
+    inv_d: u64,
+    inv_a: u64,
+    id: u64,
+}
+
+/// A fresh [`Segment::id`].
+fn fresh_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 fn floor_div(x: i128, y: i128) -> i128 {
@@ -87,13 +103,13 @@ fn floor_div(x: i128, y: i128) -> i128 {
 
 impl Segment {
     fn new(start: u64, ns: i64, frac: i128, period: SlotPeriod, ppt: i64) -> Segment {
-        Segment {
-            start,
-            ns,
-            frac,
-            a: i128::from(period.num()) * (PPT_ONE + i128::from(ppt)),
-            d: i128::from(period.den()) * PPT_ONE,
-        }
+        let a = i128::from(period.num()) * (PPT_ONE + i128::from(ppt));
+        let d = i128::from(period.den()) * PPT_ONE;
+        let inv_d = (1.0 / d as f64).to_bits();
+        let fits = (d < 1 << 62) && (a / d < 1 << 40);
+        let (whole, part, d64) = if fits { ((a / d) as i64, (a % d) as u64, d as u64) } else { (0, 0, 0) };
+        let inv_a = (1.0 / a as f64).to_bits();
+        Segment { start, ns, frac, a, d, whole, part, d64, inv_d, inv_a, id: fresh_id() }
     }
 
     /// Exact start of slot `k` as (whole ns, remainder in 1/d ns), remainder in `[0, d)`.
@@ -111,12 +127,79 @@ impl Segment {
         Tai(self.exact_at(k).0)
     }
 
+    /// The least `k ≥ 0` with `time_of(k) ≥ t`: `time_of(k) ≥ t ⇔ frac + dk·a ≥ (t − ns)·d`. `None` beyond the
+    /// count's range.
+    fn first_at_or_after(&self, t: Tai) -> Option<u64> {
+        let need = (i128::from(t.0) - i128::from(self.ns)) * self.d - self.frac;
+        let dk = -floor_div(-need, self.a);
+        u64::try_from((i128::from(self.start) + dk).max(0)).ok()
+    }
+
     /// The `k` with `time_of(k) ≤ t < time_of(k+1)`, or `None` before slot 0.
     fn slot_of(&self, t: Tai) -> Option<u64> {
         // time_of(k) ≤ t  ⇔  frac + dk·a < (t − ns + 1)·d  ⇔  dk ≤ ⌊((t − ns + 1)·d − frac − 1) / a⌋
         let r = i128::from(t.0) - i128::from(self.ns);
         let dk = floor_div((r + 1) * self.d - self.frac - 1, self.a);
         u64::try_from(i128::from(self.start) + dk).ok()
+    }
+}
+
+/// The exact time of one count, kept to find nearby counts' times without 128-bit division.
+///
+/// The poll loop asks, slot after slot, for the time of a byte a slot further on and for the first byte at or
+/// after the next schedule time: from an `Exact` of a count before it on the same piece of the clock, both take
+/// a few multiplications and one 64-bit division instead of two 128-bit ones
+/// ([`Ephc::exact_from`], [`Ephc::first_at_or_after_from`]). An `Exact` remembers the piece it was computed on; if
+/// the clock has been adjusted since (another piece governs the count asked for), the answer is computed afresh,
+/// so a stale one is never wrong, only slower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exact {
+    /// The [`Segment::id`] of the piece it was computed on.
+    seg: u64,
+    k: u64,
+    ns: i64,
+    /// Below a nanosecond, in `1/d` ns of `seg`: `[0, d)`.
+    rem: i128,
+}
+
+impl Exact {
+    /// The count.
+    pub fn count(&self) -> u64 {
+        self.k
+    }
+
+    /// Its start time, floored to whole ns (as [`Ephc::time_of`]).
+    pub fn time(&self) -> Tai {
+        Tai(self.ns)
+    }
+}
+
+impl Segment {
+    fn exact(&self, k: u64) -> Exact {
+        let (ns, rem) = self.exact_at(k);
+        Exact { seg: self.id, k, ns, rem }
+    }
+
+    /// The exact time `n` counts after `from` (on this segment), without division: `n·a/d` is `n·whole` ns plus
+    /// the carry of `rem + n·part` (below `(n + 1)·d`), estimated in floating point and corrected exactly. `None`
+    /// where the numbers leave 64 bits (up to about 2²⁰ counts on; the caller then divides).
+    fn step_from(&self, from: &Exact, n: u64) -> Option<Exact> {
+        let d = self.d64;
+        if d == 0 || n >= 1 << 20 {
+            return None;
+        }
+        // rem < d < 2^62 and part < d: y < 2^83 in 128 bits (one multiplication), used only below 2^63.
+        let y = u128::from(from.rem as u64) + u128::from(n) * u128::from(self.part);
+        let y = u64::try_from(y).ok().filter(|y| *y < 1 << 63)?;
+        // The estimate is off by at most one either way (y/d < 2^52); the correction makes it exact.
+        let mut carry = ((y as i64) as f64 * f64::from_bits(self.inv_d)) as u64;
+        if carry * d > y {
+            carry -= 1;
+        } else if y - carry * d >= d {
+            carry += 1;
+        }
+        let ns = from.ns.checked_add((n as i64) * self.whole + carry as i64)?;
+        Some(Exact { seg: self.id, k: from.k + n, ns, rem: i128::from(y - carry * d) })
     }
 }
 
@@ -163,13 +246,61 @@ impl Ephc {
         }
     }
 
-    /// The first slot starting at or after `t`.
+    /// The first slot starting at or after `t`: the least `k` with `time_of(k) ≥ t` (with a period below a
+    /// nanosecond several slots share a floored time; this is the first of them).
     pub fn slot_at_or_after(&self, t: Tai) -> Option<u64> {
-        match self.slot_of(t) {
-            Some(k) if self.time_of(k) == t => Some(k),
-            Some(k) => Some(k + 1),
-            None => Some(0),
+        match &self.after_slew {
+            Some(next) if t > next.time_of(next.start) => next.first_at_or_after(t),
+            _ => self.seg.first_at_or_after(t),
         }
+    }
+
+    /// The exact time of count `k` ([`Exact`]).
+    pub fn exact(&self, k: u64) -> Exact {
+        self.piece(k).exact(k)
+    }
+
+    /// The exact time of count `k`, found from `near` (a count at or before `k`) without 128-bit division while
+    /// one piece of the clock, the one `near` was computed on, governs both.
+    pub fn exact_from(&self, near: &Exact, k: u64) -> Exact {
+        let seg = self.piece(k);
+        if seg.id == near.seg && near.k <= k && self.piece(near.k).id == near.seg {
+            if k == near.k {
+                return *near;
+            }
+            if let Some(e) = seg.step_from(near, k - near.k) {
+                return e;
+            }
+        }
+        seg.exact(k)
+    }
+
+    /// The first count at or after `t` ([`Ephc::slot_at_or_after`]) with its exact time, found from `near` (a count
+    /// whose time is at or before `t`) without 128-bit division while one piece of the clock governs both: the
+    /// count is estimated in floating point and corrected exactly.
+    pub fn first_at_or_after_from(&self, near: &Exact, t: Tai) -> Exact {
+        let seg = self.piece(near.k);
+        if seg.id == near.seg && near.ns < t.0 {
+            // time(near.k + n) ≥ t  ⇔  rem + n·a ≥ (t − ns)·d: the least such n.
+            let need = (i128::from(t.0) - i128::from(near.ns)) * seg.d - near.rem;
+            let reaches = |n: u64| i128::from(n) * seg.a >= need;
+            if let Ok(need) = i64::try_from(need.max(0)) {
+                let mut n = (need as f64 * f64::from_bits(seg.inv_a)) as u64;
+                for _ in 0..4 {
+                    if !reaches(n) {
+                        n += 1;
+                    } else if n > 0 && reaches(n - 1) {
+                        n -= 1;
+                    } else if let Some(e) = seg.step_from(near, n).filter(|e| self.piece(e.k).id == near.seg) {
+                        return e;
+                    } else {
+                        break;
+                    }
+                }
+            }
+        }
+        let k = self.slot_at_or_after(t).unwrap_or(0);
+        self.piece(k).exact(k)
     }
 
     /// The paper's `offset`: the time at which slot 0 would have started at the current rate.
@@ -258,8 +389,10 @@ impl Ephc {
     /// Jump the clock by `by` (the paper's `adjtime`). The count is unchanged.
     pub fn step(&mut self, by: Nanos) {
         self.seg.ns += by.0;
+        self.seg.id = fresh_id();
         if let Some(next) = &mut self.after_slew {
             next.ns += by.0;
+            next.id = fresh_id();
         }
     }
 
@@ -397,6 +530,42 @@ mod tests {
         }
 
         /// `slot_of` is the inverse of `time_of` on whole intervals.
+        /// The division-free cursor agrees with the exact clock: `exact_from` with `time_of`, and
+        /// `first_at_or_after_from` with `slot_at_or_after`, from any earlier count and any guess, across rate
+        /// changes, slews and steps made after the cursor was taken (a stale cursor is recomputed, never wrong).
+        #[test]
+        fn the_cursor_agrees_with_the_clock(
+            mbps in prop::sample::select(vec![10u64, 100, 1000, 2500, 10_000, 25_000, 100_000]),
+            ppt in -MAX_PPT / 10..MAX_PPT / 10,
+            start in 0u64..1u64 << 40,
+            steps in prop::collection::vec((0u64..20_000, 0u64..3_000, -4i64..4, 0u8..4), 1..40),
+        ) {
+            let byte = LinkRate::from_mbps(mbps).unwrap().byte_time();
+            let mut c = Ephc::new(byte, 0, Tai(1_700_000_000_000_000_000));
+            c.set_rate_ppt(ppt, start).unwrap();
+            let mut near = c.exact(start);
+            for (dk, span, miss, adjust) in steps {
+                match adjust {
+                    1 => c.set_rate_ppt(-ppt / 2, near.count() + dk / 2).unwrap(),
+                    2 => c.slew(Nanos(50), 1_000_000, near.count()).unwrap(),
+                    3 => c.step(Nanos(-37)),
+                    _ => {}
+                }
+                let k = near.count() + dk;
+                let e = c.exact_from(&near, k);
+                prop_assert_eq!((e.count(), e.time()), (k, c.time_of(k)));
+                prop_assert_eq!(e, c.exact(k));
+                // The first byte at or after a time a few ns past `k + span`'s.
+                let t = Tai(c.time_of(k + span).0 + miss.unsigned_abs() as i64);
+                let f = c.first_at_or_after_from(&e, t);
+                prop_assert!(c.time_of(f.count()) >= t && c.time_of(f.count() - 1) < t, "{} for {t:?}", f.count());
+                prop_assert_eq!(Some(f.count()), c.slot_at_or_after(t));
+                prop_assert!(c.time_of(e.count()) <= c.time_of(f.count()));
+                prop_assert_eq!(f, c.exact(f.count()));
+                near = f;
+            }
+        }
+
         #[test]
         fn slot_of_inverts_time_of(k in 0u64..1u64 << 40, mbps in prop::sample::select(vec![1000u64, 10_000, 40_000]), bytes in 64u32..9018) {
             let c = Ephc::new(geom(mbps, bytes).period(), 0, Tai(0));

@@ -48,7 +48,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Range;
 
-use crate::ephc::Ephc;
+use crate::ephc::{Ephc, Exact};
 use crate::insert::Policy;
 use crate::isolation::{ClassId, Ownership};
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
@@ -217,6 +217,10 @@ pub struct Station<B> {
     pos_base: u64,
     /// The schedule on network time: schedule slot `j` starts at `schedule.time_of(j)`. Never adjusted.
     schedule: Ephc,
+    /// The EPHC's exact time of the last slot start the discipline computed, and the schedule's of the last
+    /// target: the next slot's are found from them without 128-bit division ([`crate::ephc::Exact`]).
+    cursor: Exact,
+    sched_cursor: Exact,
     /// Unposted wire slot `k` carries schedule slot `k + shift`.
     shift: i64,
     /// The shift at link-up (slips since are reported as [`Counters::grid_shift_slots`]).
@@ -278,8 +282,12 @@ impl<B: AsRef<[u8]>> Station<B> {
             return Err(StationError::BadBaseTime(cfg.base_time));
         }
         let byte = cfg.geometry.rate().byte_time();
+        let ephc = Ephc::new(byte, 0, t0);
+        let schedule = grid::schedule_grid(&cfg);
         Ok(Station {
-            ephc: Ephc::new(byte, 0, t0),
+            cursor: ephc.exact(0),
+            sched_cursor: schedule.exact(0),
+            ephc,
             clock_from: 0,
             history: VecDeque::new(),
             host: Ephc::new(byte, 0, t0),
@@ -287,7 +295,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             pos: VecDeque::from([0]),
             carried: VecDeque::new(),
             pos_base: 0,
-            schedule: grid::schedule_grid(&cfg),
+            schedule,
             shift: 0,
             shift0: None,
             phase: 0,
