@@ -4,10 +4,16 @@
 //! (`keepon-nic::driver`) on the simulated NIC, built from its planned runtime config (`stations/NAME.toml`: slot
 //! size, ring, class masks, batch, policy, `[schedule] base_time`) with every planned flow at its offset, the
 //! example host loop ([`crate::keepon::Host::example`]). Its NIC has an oscillator off by a seeded uniform draw in
-//! `±oscillator_ppm` with `wander` (the simulator's model), and the station's clock is steered to network time by
-//! the simulator's ideal servo ([`keepon_nic::sim::Oracle`], every millisecond), so slot starts follow the schedule
-//! on network time. What a real servo leaves is the **synchronisation error**: an AR(1) process per device
+//! `±oscillator_ppm` with `wander` (the simulator's model), and every millisecond the station's clock is given the
+//! oscillator's exact frequency ([`keepon_nic::sim::Oracle::frequency_ppt`]: an ideal servo's frequency, without
+//! its phase pull), so slot starts follow the schedule on network time; the largest departure error this leaves is
+//! reported. What a real servo leaves is the **synchronisation error**: an AR(1) process per device
 //! ([`crate::dist::Ar1`], σ `talker_sync_sd`, correlation time `sync_tau`) added to every departure of the talker.
+//!
+//! Why not the simulator's `Oracle` with its phase pull (−0.5 ppm per ns of error, every millisecond): a planned
+//! station may post up to a whole ring ahead (`batch = slots − 1`: 2 ms of 1 µs slots), so a correction reaches the
+//! wire a ring later while the pull keeps acting on the old error; that loop oscillated by ±2 µs in a first replay
+//! of the 20-switch network. A servo on such a station must be slower than its ring's lead.
 //!
 //! **Switches** (802.1Qbv). A frame whose last bit reached a switch at `t` is ready at its egress port
 //! `forwarding_delay` later. Each egress port has one FIFO per traffic class and the plan's gate control list
@@ -80,6 +86,15 @@ pub struct Params {
     pub duration_ns: i64,
     /// The devices' imperfections.
     pub realism: Realism,
+}
+
+/// What one talker's station produced.
+struct Talked {
+    sent: Vec<Sent>,
+    underruns: u64,
+    ppm: f64,
+    /// Largest |wire start − txtime| of its frames before the synchronisation error, ns.
+    grid_error_ns: f64,
 }
 
 /// One frame a talker handed to its station.
@@ -181,10 +196,13 @@ pub struct Replay {
     pub underruns: u64,
     /// Per talker, its oscillator's drawn frequency error, ppm.
     pub oscillators: BTreeMap<String, f64>,
+    /// Largest |wire start − txtime| of any frame on its talker's NIC, before the synchronisation error, ns: how well
+    /// the stations keep the schedule on their drifting oscillators.
+    pub grid_error_ns: f64,
 }
 
 /// The frames of every stream of one talker, run on its real station.
-fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(Vec<Sent>, u64, f64), String> {
+fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<Talked, String> {
     let st = &plan.talkers[name];
     let err = |e: String| format!("station '{name}': {e}");
     let geometry = SlotGeometry::new(LinkRate::from_bps(st.rate_bps).map_err(|e| err(e.to_string()))?, st.slot_bytes)
@@ -211,8 +229,9 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(
     let span = Nanos(p.duration_ns.saturating_add(50_000_000));
     let mut d = Driver::new(SimNic::new(sim), cfg, LoopConfig { poll_period: host.poll_period, max_duration: span })
         .map_err(|e| err(e.to_string()))?;
-    // The servo knows the oscillator from the start (a slave already locked), then steers every millisecond.
-    d.station.adjust_clock(ClockAdjust::Rate(Oracle::frequency_ppt(&d.nic))).map_err(|e| err(format!("{e:?}")))?;
+    // The servo knows the oscillator's frequency from the start (a slave already locked), and follows its wander.
+    let mut rate = Oracle::frequency_ppt(&d.nic);
+    d.station.adjust_clock(ClockAdjust::Rate(rate)).map_err(|e| err(format!("{e:?}")))?;
     d.bring_up(&mut |_| {}).map_err(|e| err(e.to_string()))?;
     let epoch = d.station.cycle_start_at_or_after(start + Nanos::from_ms(5)).ok_or_else(|| err("no epoch".into()))?;
     let mine: Vec<usize> = (0..plan.streams.len()).filter(|&i| plan.streams[i].talker == name).collect();
@@ -249,7 +268,7 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(
         .collect();
     let mut source = FlowSource::new(flows, epoch);
     let mut nothing = NoFrames;
-    let mut oracle = Oracle::new(Nanos::from_ms(1));
+    let mut next_steer = d.nic.now();
     let mut underruns = 0u64;
     let limit = d.nic.now() + span;
     loop {
@@ -269,7 +288,6 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(
                 }
             }
             Event::Wire(w) => {
-                oracle.observe(&w);
                 if let (Some(id), Some(t)) = (w.frame, w.start) {
                     let (f, seq) = split_id(id);
                     if let Some(r) = sent.get_mut(usize::from(f)).and_then(|v| v.get_mut(seq as usize)) {
@@ -280,7 +298,13 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(
             Event::Underrun(_) => underruns += 1,
         };
         d.step(src, &mut sink).map_err(|e| err(e.to_string()))?;
-        oracle.steer(&d.nic, &mut d.station);
+        if d.nic.now() >= next_steer {
+            next_steer = d.nic.now() + Nanos::from_ms(1);
+            let now = Oracle::frequency_ppt(&d.nic);
+            if now != rate && d.station.adjust_clock(ClockAdjust::Rate(now)).is_ok() {
+                rate = now;
+            }
+        }
         if done && d.station.in_flight() == 0 {
             d.station.shutdown();
             if d.station.drained() && d.nic.unfinished() == 0 {
@@ -295,17 +319,19 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<(
     let mut draw = Draw::new(p.seed, 8_000 + index);
     let mut e = Ar1::new(p.realism.talker_sync_sd, p.realism.sync_tau, &mut draw);
     let mut last: Option<i64> = None;
+    let mut grid_error_ns: f64 = 0.0;
     for s in &mut all {
         if s.outcome != "sent" {
             s.departed = None;
         }
         if let Some(t) = s.departed {
+            grid_error_ns = grid_error_ns.max((t - s.planned).abs() as f64 / 1e3);
             let x = e.step(last.map_or(0.0, |l| (t - l) as f64 / 1e3), &mut draw);
             last = Some(t);
             s.departed = Some(t + (x * 1e3).round() as i64);
         }
     }
-    Ok((all, underruns, ppm))
+    Ok(Talked { sent: all, underruns, ppm, grid_error_ns })
 }
 
 /// A copy of an instance on its way through the tree.
@@ -368,12 +394,14 @@ pub fn run(plan: &Plan, p: &Params, progress: &mut dyn FnMut(&str)) -> Result<Re
     let mut sent: Vec<Sent> = Vec::new();
     let mut underruns = 0;
     let mut oscillators = BTreeMap::new();
+    let mut grid_error_ns: f64 = 0.0;
     for (k, name) in plan.talkers.keys().enumerate() {
         progress(&format!("network: talker {name} ({} of {}) on the simulated NIC", k + 1, plan.talkers.len()));
-        let (v, u, ppm) = talk(plan, name, p, k as u64, start)?;
-        sent.extend(v);
-        underruns += u;
-        oscillators.insert(name.clone(), ppm);
+        let t = talk(plan, name, p, k as u64, start)?;
+        sent.extend(t.sent);
+        underruns += t.underruns;
+        oscillators.insert(name.clone(), t.ppm);
+        grid_error_ns = grid_error_ns.max(t.grid_error_ns);
     }
     progress(&format!("network: {} frames through {} switches", sent.len(), plan.switches.len()));
     let (arrivals, misses, queued) = forward(plan, p, &sent);
@@ -407,7 +435,7 @@ pub fn run(plan: &Plan, p: &Params, progress: &mut dyn FnMut(&str)) -> Result<Re
             });
         }
     }
-    Ok(Replay { streams: out, gate_misses: misses, underruns, oscillators })
+    Ok(Replay { streams: out, gate_misses: misses, underruns, oscillators, grid_error_ns })
 }
 
 /// The nodes from stream `i`'s talker to `listener` along its tree.

@@ -128,6 +128,10 @@ fn render(plan: &Plan, p: &Params, r: &Replay, ideal: &Replay, sens: &Sens) -> S
         p.realism.sync_tau / 1e9,
         p.realism.switch_sync_sd,
     );
+    let ppm: Vec<f64> = r.oscillators.values().copied().collect();
+    if let (Some(lo), Some(hi)) = (ppm.iter().copied().reduce(f64::min), ppm.iter().copied().reduce(f64::max)) {
+        let _ = writeln!(s, "Talker oscillators drawn (seed {}): {lo:+.1} … {hi:+.1} ppm.\n", p.seed);
+    }
     let h = headline(r);
     let hi = headline(ideal);
     let how = how_measured();
@@ -139,6 +143,12 @@ fn render(plan: &Plan, p: &Params, r: &Replay, ideal: &Replay, sens: &Sens) -> S
     let _ = writeln!(s, "| smallest margin to max_latency, ns | {} | {how} |", num(h.margin_ns));
     let _ = writeln!(s, "| largest jitter, ns | {} | {how} |", num(h.jitter_ns));
     let _ = writeln!(s, "| talker underruns | {} | {how} |", r.underruns);
+    let _ = writeln!(
+        s,
+        "| largest deviation of a wire start from its txtime on a talker NIC (before the sync error), ns | {} | {} |",
+        num(r.grid_error_ns),
+        label(Basis::Chosen, "oscillators assumed")
+    );
     let _ = writeln!(
         s,
         "| ideal devices (exact oscillators, no sync error): pairs within bounds; gate misses; largest latency − \
@@ -246,11 +256,11 @@ pub fn run(plan_dir: &Path, out: &Path, opts: &NetOptions, progress: &mut dyn Fn
     let seed = opts.seed.unwrap_or(1);
     let p = Params { seed, duration_ns, realism: Realism::default_chosen() };
     let main = netplan::run(&plan, &p, progress)?;
-    progress("network: the same plan with ideal devices");
-    let ideal = netplan::run(&plan, &Params { realism: Realism::ideal(), ..p }, &mut |_| {})?;
-    // Seeds and the sweep replay a shorter span (at least two of the longest periods).
+    // The ideal replay, the seeds and the sweep replay a shorter span (at least two of the longest periods).
     let longest = plan.streams.iter().map(|s| s.period_ns).max().unwrap_or(1);
     let short = Params { duration_ns: (duration_ns / 4).max(2 * longest).min(duration_ns), ..p };
+    progress("network: the same plan with ideal devices");
+    let ideal = netplan::run(&plan, &Params { realism: Realism::ideal(), ..short }, &mut |_| {})?;
     let mut sens = Sens::default();
     for k in 0..SEEDS {
         progress(&format!("network: seed {} of {SEEDS}", k + 1));
@@ -275,7 +285,7 @@ pub fn run(plan_dir: &Path, out: &Path, opts: &NetOptions, progress: &mut dyn Fn
     let mut summary = render(&plan, &p, &main, &ideal, &sens);
     let _ = writeln!(
         summary,
-        "\nSeeds and the sweep replay {} ms each (the main run {} ms). Regenerate: `keepon eval network --plan {} \
+        "\nThe ideal replay, the seeds and the sweep replay {} ms each (the main run {} ms). Regenerate: `keepon eval network --plan {} \
          --out DIR --seed {seed} --duration {}ms`.",
         short.duration_ns / 1_000_000,
         duration_ns / 1_000_000,
