@@ -24,8 +24,10 @@ pub struct Disturbance {
     /// Host jitter: each host-side step (an application wake-up; the stock driver's qdisc timer) is delayed by
     /// a further uniform `[0, host_jitter]` ns.
     pub host_jitter: f64,
-    /// Host preemptions per second (Poisson): a host step that normally takes `len` ns is preempted with
-    /// probability `preempt_rate·len`, for `preempt` ns.
+    /// Host preemptions per second (Poisson), each taking the core for `preempt` ns. A host step that normally
+    /// takes `len` ns (the thread sleeps between steps) is delayed by one that starts during it (probability
+    /// `preempt_rate·len`) by `preempt`, or by one already under way when it is due (probability
+    /// `preempt_rate·preempt`) by what remains of it, uniform on `[0, preempt]`.
     pub preempt_rate: f64,
     /// Length of a preemption, ns.
     pub preempt: f64,
@@ -39,8 +41,11 @@ impl Disturbance {
     /// Extra delay of one host step that normally takes `len` ns.
     pub fn host(&self, len: f64, d: &mut Draw) -> f64 {
         let mut x = d.uniform(0.0, self.host_jitter);
-        if self.preempt > 0.0 && d.chance((self.preempt_rate * len * 1e-9).min(1.0)) {
-            x += self.preempt;
+        if self.preempt > 0.0 && self.preempt_rate > 0.0 {
+            let (during, before) = (self.preempt_rate * len * 1e-9, self.preempt_rate * self.preempt * 1e-9);
+            if d.chance((during + before).min(1.0)) {
+                x += if d.chance(during / (during + before)) { self.preempt } else { d.uniform(0.0, self.preempt) };
+            }
         }
         x
     }

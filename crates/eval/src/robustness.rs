@@ -8,8 +8,9 @@
 //! - **host jitter**: every host step is delayed by a further uniform `[0, J]` — keepon's poll-loop iteration
 //!   (`HostModel::jitter`), the baselines' application wake-up and (stock) the qdisc's timer;
 //! - **host preemption**: at a Poisson rate per second a host step is preempted for `preempt` (keepon: an
-//!   iteration, `HostModel::spike_ppm` = rate × the iteration's mean length; baselines: a step of length `len`
-//!   with probability rate × `len`);
+//!   iteration, `HostModel::spike_ppm` = rate × the iteration's mean length; baselines, whose threads sleep
+//!   between steps: a step of length `len` is hit by a preemption starting during it, probability rate × `len`,
+//!   or by the rest of one under way when it is due, probability rate × `preempt`);
 //! - **DMA stalls**: a descriptor/data fetch stalls with a probability *per fetch* for `stall`
 //!   (`keepon_nic::faults::DmaStalls`; the baselines' fetch before launch or after the doorbell). keepon fetches
 //!   a slot every δ — fillers too — while the baselines fetch once per frame: at equal probability per fetch,
