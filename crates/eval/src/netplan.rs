@@ -150,6 +150,8 @@ pub struct StreamResult {
     pub gate_misses: u64,
     /// The plan's latency to this listener, ns.
     pub planned_ns: f64,
+    /// The plan's guard, ns: a frame whose devices err by less arrives at most this much after its planned latency.
+    pub guard_ns: f64,
     /// Bound, ns.
     pub max_latency_ns: i64,
     /// Bound on the jitter, ns.
@@ -174,6 +176,12 @@ impl StreamResult {
     /// Instances that arrived.
     pub fn delivered(&self) -> u64 {
         self.latencies_ns.len() as u64
+    }
+    /// Every instance arrived, none later than the plan's latency + guard (its worst case with devices within the
+    /// guard).
+    pub fn within_planned_worst_case(&self) -> bool {
+        let [_, _, hi] = self.min_median_max();
+        self.delivered() == self.frames && hi <= self.planned_ns + self.guard_ns
     }
     /// Every instance arrived within the bounds, no gate miss.
     pub fn pass(&self) -> bool {
@@ -430,6 +438,7 @@ pub fn run(plan: &Plan, p: &Params, progress: &mut dyn FnMut(&str)) -> Result<Re
                 queued: queued.get(&i).copied().unwrap_or(0),
                 gate_misses: misses_here,
                 planned_ns: s.latency_ps.get(l).map_or(f64::NAN, |&x| x as f64 / 1e3),
+                guard_ns: plan.guard_ps as f64 / 1e3,
                 max_latency_ns: s.max_latency_ns,
                 max_jitter_ns: s.max_jitter_ns,
             });

@@ -120,6 +120,7 @@ fn a_planned_network_replays_within_its_bounds_with_no_gate_miss() {
         let period = if s.stream == "ctrl-a" { 250_000 } else { 500_000 };
         assert_eq!(s.frames, 20_000_000 / period, "{}: one instance per period", s.stream);
         assert!(s.pass(), "{} → {}: {:?}", s.stream, s.listener, s.min_median_max());
+        assert!(s.within_planned_worst_case(), "{}: within the plan's latency + guard", s.stream);
         // The residual sync error (σ 100 ns) moves every latency by less than the guard around the plan's.
         let [lo, _, hi] = s.min_median_max();
         assert!(lo > s.planned_ns - 500.0 && hi < s.planned_ns + 500.0, "{lo}…{hi} vs {}", s.planned_ns);
