@@ -198,8 +198,10 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
                 // Never before its schedule slot by more than a byte — or, in a slot posted while the wire
                 // re-acquired the schedule after a step or a restart, by less than half a slot.
                 let dev = s.time.0 - s.scheduled.unwrap().0;
-                let disturbed = !c.steps.is_empty() || c.spike_ppm > 0 || seen.underruns > 0;
-                let early = if disturbed { slot_ns / 2 } else { byte_ns };
+                // Never more than a byte before its schedule slot, also after host stalls and underruns
+                // (`SO_TXTIME`'s promise) — but a clock step moves the schedule under frames already placed, and
+                // those in slots posted while the wire re-acquires it may leave up to half a slot early.
+                let early = if c.steps.is_empty() { byte_ns } else { slot_ns / 2 };
                 prop_assert!(dev >= -early, "frame {:?} left {} ns before its schedule slot", o.id, -dev);
             }
             Err(Reason::NotOwned) => prop_assert!(false, "frame {:?} rejected not-owned", o.id),
@@ -229,7 +231,15 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
             seen.locked,
             seen.slots
         );
-        prop_assert!(seen.max_eps <= 100 + 2 * byte_ns, "EPHC error {} ns", seen.max_eps);
+        // A preemption (`spike_ppm`) stops the servo too: for its length the EPHC runs on the last rate
+        // correction, and may drift up to the oscillator's error (and wander) over it.
+        let spike_ns = if c.spike_ppm > 0 { period.floor_mul(u64::from(c.batch) * 3) as f64 } else { 0.0 };
+        let drift = (spike_ns * (c.ppm.abs() + 1.0 + c.wander) / 1e6).ceil() as i64;
+        prop_assert!(
+            seen.max_eps <= 100 + 2 * byte_ns + drift,
+            "EPHC error {} ns ({drift} ns spike drift)",
+            seen.max_eps
+        );
     }
     Ok(seen)
 }

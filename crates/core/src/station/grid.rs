@@ -322,13 +322,14 @@ impl<B: AsRef<[u8]>> Station<B> {
         let b = self.ring.posted();
         let e = self.next_error();
         let tol = self.tolerance();
-        // Slots that would start more than half a slot early (before their frames' txtimes by that much) while
-        // the lengths catch up carry no frames; the others do, late or early by less than half a slot, as after
-        // any disturbance (their outcomes say by how much).
+        // Slots that would start more than a byte early (before their frames' txtimes) while the lengths catch up
+        // carry no frames: a frame never leaves before its schedule slot's start by more than a byte, the
+        // `SO_TXTIME` promise. Slots late by less than half a slot do carry frames, as after any disturbance
+        // (their outcomes say by how much). (Up to half a slot early used to be allowed: after host stalls, 2–5 %
+        // of frames left up to 5 µs early, `validation/robustness`.)
         let slot = self.cfg.geometry.slot_bytes();
         let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(self.cfg.max_filler - slot)) as i128;
-        let limit = tol.max(self.half_slot());
-        let m = if e >= -limit || cap == 0 { 0 } else { ((-e - limit) + cap - 1) / cap };
+        let m = if e >= -tol || cap == 0 { 0 } else { ((-e - tol) + cap - 1) / cap };
         let until = b + (m as u64).min(self.ring.len());
         let spacers = until > self.spacer_until.max(b);
         self.spacer_until = until;
