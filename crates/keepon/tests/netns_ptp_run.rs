@@ -145,10 +145,7 @@ fn run_on_network_time(ppm: f64, frames: usize, via: Via) {
             );
             let out = talk.success(Duration::from_secs(200));
             assert!(out.contains(&format!("talk: {frames} frames")), "{out}");
-            let status = Command::new(BIN).args(["status", "--json", "--socket"]).arg(&sock).output().unwrap();
-            let status: serde_json::Value = serde_json::from_slice(&status.stdout)
-                .unwrap_or_else(|e| panic!("keepon status --json: {e}\n{}", String::from_utf8_lossy(&status.stdout)));
-            let underruns = status["underruns"].as_u64().unwrap_or_else(|| panic!("no underruns in {status}")) as usize;
+            let underruns = daemon_underruns(&sock);
             assert!(daemon.running(), "the daemon died\n{}", daemon.output());
             (format!("{out}\n{}", daemon.output()), underruns)
         }
@@ -226,7 +223,19 @@ fn run_on_network_time(ppm: f64, frames: usize, via: Via) {
 #[test]
 fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
-    const N: usize = 2_000; // 6.4 s each
+    two_stations(Via::Run, 2_000, "-2ms"); // 6.4 s each
+}
+
+/// The same with two daemons and a client each (`keepon talk`, reading the schedule once), for a minute: station A
+/// +50 ppm and 3 ms ahead, station B −50 ppm and 1 ms behind.
+#[test]
+fn two_daemons_with_one_plan_keep_their_windows_on_network_time_for_a_minute() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    two_stations(Via::Daemon, 18_750, "-1ms");
+}
+
+/// Stations A (ring slot 4) and B (ring slot 12) of one plan, `n` frames each, B's link `b_offset` off.
+fn two_stations(via: Via, n: usize, b_offset: &str) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
@@ -234,20 +243,24 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
     let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", true, &ptp4l_conf(d, true));
     // One plan: flow "a" at 400 µs (ring slot 4, class tc), flow "b" at 1200 µs (ring slot 12, class tc2).
     let station = |name: &str, offset: &str, ppm: f64, flow_at: &str| {
-        let conf = keepon_conf(&d.join("unused.sock"), offset, ppm, "role = \"slave\"\n")
-            .replace("[daemon]\n", "")
-            .replace(&format!("socket = \"{}\"\n", d.join("unused.sock").display()), "")
+        let sock = d.join(format!("{name}.sock"));
+        let conf = keepon_conf(&sock, offset, ppm, "role = \"slave\"\n")
             .replace("name = \"be\"", "name = \"tc2\"\nslots = [12]\n[[class]]\nname = \"be\"");
+        let conf = match via {
+            Via::Run => conf.replace("[daemon]\n", "").replace(&format!("socket = \"{}\"\n", sock.display()), ""),
+            Via::Daemon => conf,
+        };
         let class = if name == "a" { "tc" } else { "tc2" };
+        let lead = if via == Via::Daemon { "20ms" } else { "3ms" };
         let flow = format!(
             "[[flow]]\nname = \"{name}\"\nclass = \"{class}\"\nperiod = \"3200us\"\noffset = \"{flow_at}\"\n\
-             frame_bytes = 128\ncount = {N}\nlead = \"3ms\"\n"
+             frame_bytes = 128\ncount = {n}\nlead = \"{lead}\"\n"
         );
         let p = d.join(format!("{name}.toml"));
         std::fs::write(&p, conf.replace("[run]", &format!("{flow}[run]\nstart = \"20ms\""))).unwrap();
         p
     };
-    let (cfg_a, cfg_b) = (station("a", "3ms", 50.0, "400us"), station("b", "-2ms", -50.0, "1200us"));
+    let (cfg_a, cfg_b) = (station("a", "3ms", 50.0, "400us"), station("b", b_offset, -50.0, "1200us"));
     let heard = d.join("heard.csv");
     let mut listen = Proc::spawn(
         "listen",
@@ -255,7 +268,7 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
         Command::new("ip")
             .args(["netns", "exec", &topo.listener, BIN, "listen", "--iface", "kp1", "--config"])
             .arg(&cfg_a)
-            .args(["--duration", "120s", "--count", &(2 * N).to_string(), "--records"])
+            .args(["--duration", "150s", "--count", &(2 * n).to_string(), "--records"])
             .arg(&heard),
     );
     assert!(support::listening(&listen), "the listener did not start: {}", listen.output());
@@ -270,8 +283,38 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
                 .args(["--sync-wait", "60s"]),
         )
     };
-    let (mut a, mut b) = (run(&topo.a, &cfg_a, "run-a"), run(&topo.b, &cfg_b, "run-b"));
-    let (out_a, out_b) = (a.success(Duration::from_secs(200)), b.success(Duration::from_secs(200)));
+    let talk = |cfg: &std::path::Path, name: &str| {
+        let sock = d.join(format!("{name}.sock"));
+        Proc::spawn(
+            name,
+            d,
+            Command::new(BIN)
+                .args(["talk", "--socket"])
+                .arg(&sock)
+                .arg("--config")
+                .arg(cfg)
+                .args(["--sync-wait", "60s"]),
+        )
+    };
+    // Per station: its output and the underruns it reports.
+    let (out_a, out_b, underruns) = match via {
+        Via::Run => {
+            let (mut a, mut b) = (run(&topo.a, &cfg_a, "run-a"), run(&topo.b, &cfg_b, "run-b"));
+            let (out_a, out_b) = (a.success(Duration::from_secs(200)), b.success(Duration::from_secs(200)));
+            let underruns = [run_underruns(&out_a), run_underruns(&out_b)];
+            (out_a, out_b, underruns)
+        }
+        Via::Daemon => {
+            let mut da = spawn_daemon(d, &topo.a, "kp0", &cfg_a);
+            let mut db = spawn_daemon(d, &topo.b, "kp0", &cfg_b);
+            let _ = (connect(&d.join("a.sock"), &mut da), connect(&d.join("b.sock"), &mut db));
+            let (mut a, mut b) = (talk(&cfg_a, "a"), talk(&cfg_b, "b"));
+            let (out_a, out_b) = (a.success(Duration::from_secs(200)), b.success(Duration::from_secs(200)));
+            let underruns = [daemon_underruns(&d.join("a.sock")), daemon_underruns(&d.join("b.sock"))];
+            assert!(da.running() && db.running(), "a daemon died\n{}\n{}", da.output(), db.output());
+            (out_a, out_b, underruns)
+        }
+    };
     assert!(ptp4l.running(), "ptp4l died\n{}", ptp4l.output());
     stop_listener(&mut listen);
     let heard = record::read(&heard).unwrap();
@@ -290,11 +333,11 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
         s.1 += usize::from(e > TOLERANCE_NS);
         s.2.push(e);
     }
-    for (phase, (n, late, errors)) in &per {
+    for (phase, (heard, late, errors)) in &per {
         let s = stats(errors);
         eprintln!(
-            "station at phase {} µs: {n} of {N} heard; RX − txtime (master's clock) median {:.1} µs, p99 {:.1} µs; \
-             {late} later than {} µs",
+            "{via:?} station at phase {} µs: {heard} of {n} heard; RX − txtime (master's clock) median {:.1} µs, p99 \
+             {:.1} µs; {late} later than {} µs",
             phase / 1000,
             s.median / 1e3,
             s.p99 / 1e3,
@@ -302,12 +345,14 @@ fn two_stations_with_one_plan_keep_their_windows_on_network_time() {
         );
         assert!(s.median.abs() < TOLERANCE_NS as f64, "phase {phase}: median {} ns", s.median);
     }
-    for (phase, out) in [(400_000, &out_a), (1_200_000, &out_b)] {
-        let underruns = run_underruns(out);
-        let (n, late, _) = per.get(&phase).cloned().unwrap_or_default();
+    for ((phase, out), underruns) in [(400_000, &out_a), (1_200_000, &out_b)].into_iter().zip(underruns) {
+        let (heard, late, _) = per.get(&phase).cloned().unwrap_or_default();
         // As the one-station drift experiment: at most 2 % late or lost, 10 % when the station underran.
-        let stragglers = N * if underruns == 0 { 2 } else { 10 } / 100;
-        assert!(n + stragglers >= N && late <= stragglers, "phase {phase}: {n} heard, {late} late\n{out}");
+        let stragglers = n * if underruns == 0 { 2 } else { 10 } / 100;
+        assert!(
+            heard + stragglers >= n && late <= stragglers,
+            "phase {phase}: {heard} heard, {late} late ({underruns} underruns)\n{out}"
+        );
         assert!(!out.contains("not-owned"), "a frame left its window\n{out}");
     }
 }
@@ -324,6 +369,14 @@ fn stop_listener(listen: &mut Proc) {
         assert_eq!(unsafe { libc::kill(listen.pid() as libc::pid_t, libc::SIGINT) }, 0);
     }
     let _ = listen.success(Duration::from_secs(30));
+}
+
+/// The underruns the daemon behind `sock` has counted (`keepon status --json`).
+fn daemon_underruns(sock: &std::path::Path) -> usize {
+    let status = Command::new(BIN).args(["status", "--json", "--socket"]).arg(sock).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout)
+        .unwrap_or_else(|e| panic!("keepon status --json: {e}\n{}", String::from_utf8_lossy(&status.stdout)));
+    status["underruns"].as_u64().unwrap_or_else(|| panic!("no underruns in {status}")) as usize
 }
 
 /// The underruns a `keepon run` on network time reports in its summary.
