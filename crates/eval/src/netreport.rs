@@ -116,7 +116,7 @@ fn render(plan: &Plan, p: &Params, r: &Replay, ideal: &Replay, sens: &Sens) -> S
         s,
         "{} streams ({} stream–listener pairs), {} keepon talkers, {} switches, guard {} ns; {} ms of network time \
          replayed, seed {}. Talkers: keepon's real station and loop on the simulated NIC with their planned runtime \
-         configs, oscillators drawn in ±{} ppm (wander {} ppm/√s) steered by the simulator's ideal servo, plus a \
+         configs, oscillators drawn in ±{} ppm (wander {} ppm/√s) given their exact frequency every ms, plus a \
          residual sync error (AR(1), σ {} ns, τ {} s); switches: 802.1Qbv with the plan's gate lists on clocks off \
          by AR(1) σ {} ns. Latency: last bit received − planned first bit.\n",
         plan.streams.len(),
