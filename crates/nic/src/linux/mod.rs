@@ -109,7 +109,19 @@ pub fn is_root() -> bool {
 /// Run the calling thread (the station loop) under `SCHED_FIFO` at `priority` (1–99), so that other work on
 /// the host cannot stall it for longer than the posted slots last. Needs root or `CAP_SYS_NICE`.
 pub fn set_realtime_priority(priority: i32) -> Result<(), NicError> {
-    sys::realtime(priority).map_err(|e| link::os_error("SCHED_FIFO", e))
+    sys::realtime(priority).map_err(|e| realtime_error(priority, e))
+}
+
+/// What a refused `SCHED_FIFO` means: not the socket capabilities [`link::os_error`] names, but CAP_SYS_NICE or an
+/// RLIMIT_RTPRIO.
+fn realtime_error(priority: i32, e: std::io::Error) -> NicError {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => NicError::Unsupported(format!(
+            "SCHED_FIFO {priority}: permission denied: run as root, grant CAP_SYS_NICE, or raise RLIMIT_RTPRIO \
+             (ulimit -r, limits.conf rtprio)"
+        )),
+        _ => link::os_error(&format!("SCHED_FIFO {priority}"), e),
+    }
 }
 
 /// Move the calling thread into the named network namespace (`/run/netns/NAME`, as `ip netns add` makes).
@@ -209,4 +221,19 @@ pub(crate) fn engine_config(
         post_latency: if host_paced { Nanos::from_us(10) } else { Nanos::from_us(30) },
         emulation,
     })
+}
+
+#[cfg(test)]
+mod realtime_tests {
+    use super::*;
+
+    /// A refused SCHED_FIFO names what grants it (it used to advise CAP_NET_RAW, which does not).
+    #[test]
+    fn a_refused_sched_fifo_names_cap_sys_nice() {
+        let e = realtime_error(50, std::io::Error::from_raw_os_error(libc::EPERM)).to_string();
+        assert!(e.contains("SCHED_FIFO 50") && e.contains("CAP_SYS_NICE") && e.contains("RLIMIT_RTPRIO"), "{e}");
+        assert!(!e.contains("CAP_NET_RAW"), "{e}");
+        let e = realtime_error(50, std::io::Error::from_raw_os_error(libc::EINVAL)).to_string();
+        assert!(e.contains("SCHED_FIFO 50"), "{e}");
+    }
 }
