@@ -406,7 +406,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Eval { name, out, seed, plan: Some(plan), duration, .. } if name == "network" => {
+        Cmd::Eval { name, out, seed, plan: Some(plan), duration, frames } if name == "network" => {
+            if frames.is_some() {
+                return Err("keepon eval network replays --duration of network time, not --frames".into());
+            }
             let duration_ns = duration.map(|d| parse_duration(&d).map(|n| n.0)).transpose()?;
             let opts = keepon_eval::netreport::NetOptions { seed, duration_ns };
             print!("{}", keepon_eval::netreport::run(&plan, &out, &opts, &mut |l| eprintln!("{l}"))?);
