@@ -74,7 +74,7 @@ static void put_u32(uint8_t *b, uint32_t v) {
 static const char *const REASONS[KEEPON_R_COUNT] = {
     "late",      "too-far-ahead",  "slot-taken",  "not-owned", "oversize",   "runt",       "unknown-class",
     "missing-txtime", "unexpected-txtime", "queue-full", "no-capacity", "forbidden", "underrun", "link-fault",
-    "shutdown", "clock-step", "not-synchronised",
+    "shutdown", "clock-step", "not-synchronised", "schedule-change",
 };
 
 const char *keepon_reason_name(unsigned code) {

@@ -181,7 +181,8 @@ enum keepon_reason {
     KEEPON_R_SHUTDOWN = 14,         /**< the daemon stopped before the frame's slot */
     KEEPON_R_CLOCK_STEP = 15,       /**< a clock adjustment (PTP) moved its slot: passed, taken or not its class's */
     KEEPON_R_NOT_SYNCHRONISED = 16, /**< network time asked for (PTP configured) but the station is not synchronised */
-    KEEPON_R_COUNT = 17             /**< number of reasons this client knows */
+    KEEPON_R_SCHEDULE_CHANGE = 17,  /**< a schedule change left the frame's slot without its class */
+    KEEPON_R_COUNT = 18             /**< number of reasons this client knows */
 };
 
 /** One window of a class in the cycle (keepon_info_windows). */

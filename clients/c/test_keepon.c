@@ -548,6 +548,9 @@ static void codec_checks(void) {
               strcmp(keepon_reason_str(m.outcome.reason, why, sizeof why), "unknown(200)") == 0 &&
               keepon_reason_name(200) == NULL,
           "unknown reason code: %s", why);
+    CHECK(strcmp(keepon_reason_name(KEEPON_R_SCHEDULE_CHANGE), "schedule-change") == 0 &&
+              keepon_reason_name(KEEPON_R_COUNT) == NULL,
+          "the newest reason has its name");
     CHECK(strcmp(keepon_reason_name(KEEPON_R_SHUTDOWN), "shutdown") == 0 &&
               strcmp(keepon_reason_name(KEEPON_R_NOT_OWNED), "not-owned") == 0,
           "reason names");

@@ -52,8 +52,8 @@
  *     - keepon rejects the frame `late` (its slot was already posted to the NIC) or `underrun`, `link-fault`,
  *       `shutdown`, `clock-step`, `not-synchronised` (it missed its time): ECANCELED SO_EE_CODE_TXTIME_MISSED, as ETF reports a frame dequeued
  *       after its time.
- *     - any other rejection (not-owned, slot-taken, forbidden, unknown-class, oversize, too-far-ahead,
- *       queue-full, ...): EINVAL SO_EE_CODE_TXTIME_INVALID_PARAM.
+ *     - any other rejection (not-owned, schedule-change, slot-taken, forbidden, unknown-class, oversize,
+ *       too-far-ahead, queue-full, ...): EINVAL SO_EE_CODE_TXTIME_INVALID_PARAM.
  *     Both error kinds carry the txtime (ee_info low 32 bits, ee_data high 32 bits) and the frame as payload,
  *     under SOL_PACKET/PACKET_TX_TIMESTAMP, and are queued only with SOF_TXTIME_REPORT_ERRORS, like ETF. Before
  *     the error come the timestamps the kernel gives an ETF error (the skb's timestamp, which is the txtime): an

@@ -81,6 +81,7 @@ class Reason(enum.Enum):
     SHUTDOWN = "shutdown"
     CLOCK_STEP = "clock-step"
     NOT_SYNCHRONISED = "not-synchronised"
+    SCHEDULE_CHANGE = "schedule-change"
 
     @property
     def code(self) -> int:

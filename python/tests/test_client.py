@@ -92,7 +92,8 @@ def test_outcomes_parse_including_a_newer_daemons_values():
     assert unk.reason == UnknownReason(200) and str(unk.reason) == "unknown(200)"
     assert reason_from_code(14) is Reason.SHUTDOWN and reason_from_code(15) is Reason.CLOCK_STEP
     assert reason_from_code(16) is Reason.NOT_SYNCHRONISED
-    assert str(reason_from_code(17)) == "unknown(17)"
+    assert reason_from_code(17) is Reason.SCHEDULE_CHANGE
+    assert str(reason_from_code(18)) == "unknown(18)"
     # Longer outcomes (fields appended later) still parse; unknown status is a protocol error naming the frame.
     assert parse_response(outcome_bytes(0, 0, 1, 2, 3, 4) + b"\x00\x00").tag == 1
     with pytest.raises(ProtocolError, match="frame 6: unknown status 3"):

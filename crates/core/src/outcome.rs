@@ -87,11 +87,14 @@ pub enum Reason {
     /// Network time was asked for (a scheduled frame on a station configured for PTP) but the station is not
     /// synchronised: its |offset| from the master is not below the sync threshold, or it lost its master.
     NotSynchronised,
+    /// A schedule change (a new gate control list taking effect at its base time) left the frame's schedule slot
+    /// without its class: the frame was due after the change, in a window the new schedule no longer gives it.
+    ScheduleChange,
 }
 
 impl Reason {
     /// Number of reasons.
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 18;
 
     /// All reasons, for counters and reports.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -112,6 +115,7 @@ impl Reason {
         Reason::Shutdown,
         Reason::ClockStep,
         Reason::NotSynchronised,
+        Reason::ScheduleChange,
     ];
 
     /// Stable machine-readable name (used in records).
@@ -134,6 +138,7 @@ impl Reason {
             Reason::Shutdown => "shutdown",
             Reason::ClockStep => "clock-step",
             Reason::NotSynchronised => "not-synchronised",
+            Reason::ScheduleChange => "schedule-change",
         }
     }
 

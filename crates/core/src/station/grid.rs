@@ -458,7 +458,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             // back): let this filler span the next schedule slot too — the next slot carries `j + 2` — if no frame
             // waits for `j + 1` (preferably a slot no class owns; any free one once half a slot late).
             let next_free = k + 1 < self.ring.window().end && self.ring.is_free(k + 1);
-            let unowned = self.cfg.ownership.owner_of(self.schedule_slot_of(k + 1)).is_none();
+            let unowned = self.own_for(k + 1).owner_of(self.schedule_slot_of(k + 1)).is_none();
             let mut skip = false;
             if self.discipline && e_next > tol && next_free && (unowned || e_next > half) {
                 let cursors = (self.cursor, self.sched_cursor);

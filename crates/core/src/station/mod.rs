@@ -40,6 +40,7 @@
 
 mod admission;
 pub mod alignment;
+mod change;
 mod grid;
 mod placement;
 
@@ -57,6 +58,7 @@ use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
 
 pub use alignment::Alignment;
+pub use change::{ChangeError, ScheduleChange};
 pub use grid::Carried;
 
 /// A txtime further than this in the past is `late` without looking for its slot (a day: any slot that old is long
@@ -263,6 +265,8 @@ pub struct Station<B> {
     /// report that comes after slots have already been consumed must not leave the grid a fraction of a byte
     /// off the schedule for the rest of the run.
     link_up_gap: Option<u64>,
+    /// A schedule change waiting for its slot ([`Station::change_schedule`]).
+    pending: Option<change::Pending>,
     started: bool,
     draining: bool,
 }
@@ -318,6 +322,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             provisional: false,
             expected_gap: None,
             link_up_gap: None,
+            pending: None,
             started: false,
             draining: false,
             cfg,
@@ -509,6 +514,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         // keeps the wire on the schedule.
         let post = self.post_to(c + u64::from(self.cfg.batch));
         self.counters.slots_posted += post.end - post.start;
+        self.promote_change();
         Ok(Poll { post, underruns })
     }
 

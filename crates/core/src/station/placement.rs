@@ -14,7 +14,11 @@ use crate::time::Tai;
 impl<B: AsRef<[u8]>> Station<B> {
     /// Place a real-time frame now, queue it, or reject it.
     pub(super) fn insert(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
-        let d = decide(&self.ring, &self.cfg.ownership, self.phase, self.cfg.policy, frame.class, target, from);
+        let own = self.own_for(target);
+        let mut d = decide(&self.ring, own, self.phase, self.cfg.policy, frame.class, target, from);
+        if self.pending.is_some() {
+            d = self.across_change(d, frame.class, target);
+        }
         match d {
             Decision::Place(k) => {
                 let placed =
@@ -39,6 +43,27 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
     }
 
+    /// With a schedule change pending, a decision taken on one map must hold on the map of the slot it chose: a
+    /// relaxed search that crossed the change goes on from there on the new map.
+    fn across_change(&self, d: Decision, class: ClassId, target: u64) -> Decision {
+        let Some(change) = self.change_at() else { return d };
+        let owns = |k: u64| {
+            let own = self.own_for(k);
+            if own.is_best_effort(class) {
+                own.owner_of(k + self.phase).is_none()
+            } else {
+                own.owner_of(k + self.phase) == Some(class)
+            }
+        };
+        match d {
+            Decision::Place(k) | Decision::Wait(k) if !owns(k) => {
+                let new = self.own_for(change);
+                decide(&self.ring, new, self.phase, self.cfg.policy, class, target, change.max(target))
+            }
+            d => d,
+        }
+    }
+
     /// The ownership map's ring slot for unposted slot `k` under the current phase.
     pub(super) fn ring_slot(&self, k: u64) -> u32 {
         ((k + self.phase) % self.ring.len()) as u32
@@ -55,9 +80,16 @@ impl<B: AsRef<[u8]>> Station<B> {
         for k in window {
             if let SlotKind::Real { id, class, txtime, ring_slot, .. } = self.ring.kind(k) {
                 let same_ring_slot = ring_slot == self.ring_slot(k) && k >= self.first_placeable();
+                // Under the map that governs the slot (a schedule change may have given it away).
+                let owner = self.own_for(k).owner_of(k + self.phase);
                 let keep = match txtime {
-                    Some(t) => same_ring_slot && self.target_of(t) == Ok(k) && self.cfg.policy == Policy::Strict,
-                    None => same_ring_slot,
+                    Some(t) => {
+                        same_ring_slot
+                            && owner == Some(class)
+                            && self.target_of(t) == Ok(k)
+                            && self.cfg.policy == Policy::Strict
+                    }
+                    None => same_ring_slot && owner.is_none(),
                 };
                 if !keep {
                     moved.push((txtime, id, class, self.ring.frame_data(k).unwrap_or_default().to_vec()));
@@ -70,8 +102,12 @@ impl<B: AsRef<[u8]>> Station<B> {
             let k = match txtime {
                 Some(t) => match self.target_of(t) {
                     Ok(target) => {
-                        let (own, phase, policy) = (&self.cfg.ownership, self.phase, self.cfg.policy);
-                        match decide(&self.ring, own, phase, policy, class, target, target) {
+                        let (own, phase, policy) = (self.own_for(target), self.phase, self.cfg.policy);
+                        let mut d = decide(&self.ring, own, phase, policy, class, target, target);
+                        if self.pending.is_some() {
+                            d = self.across_change(d, class, target);
+                        }
+                        match d {
                             Decision::Place(k) => Some(k),
                             Decision::Wait(_) | Decision::Reject(_) => None,
                         }
@@ -103,11 +139,18 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// The first free unowned slot of the window at or after `k` that carries a schedule slot.
     pub(super) fn free_unowned(&self, k: u64) -> Option<u64> {
-        let own = &self.cfg.ownership;
         let end = self.ring.window().end;
+        let change = self.change_at();
         let mut k = k.max(self.first_placeable());
         loop {
-            let next = own.next_in(own.unowned(), k + self.phase)? - self.phase;
+            let own = self.own_for(k);
+            let next = own.next_in(own.unowned(), k + self.phase).map(|n| n - self.phase);
+            // A search on the old map that reaches the change goes on from there on the new one.
+            if let Some(c) = change.filter(|c| k < *c && next.is_none_or(|n| n >= *c)) {
+                k = c;
+                continue;
+            }
+            let next = next?;
             if next >= end {
                 return None;
             }
