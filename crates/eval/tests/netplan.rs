@@ -171,6 +171,37 @@ fn a_moved_gate_window_is_a_gate_miss_naming_switch_port_and_stream() {
     for f in ["network.csv", "network-summary.md", "network-sensitivity.csv"] {
         assert!(out.join(f).is_file(), "{f}");
     }
+    // Every table of the report carries the label column, every row labelled with one of the four words.
+    let lines: Vec<&str> = summary.lines().collect();
+    let cells = |l: &str| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect::<Vec<_>>();
+    let mut tables = 0;
+    for (i, h) in lines.iter().enumerate() {
+        if !lines.get(i + 1).is_some_and(|l| l.starts_with("|-")) {
+            continue;
+        }
+        tables += 1;
+        let k = cells(h).iter().position(|c| c.starts_with("how obtained")).expect(h);
+        for row in lines[i + 2..].iter().take_while(|l| l.starts_with('|')) {
+            let c = cells(row);
+            assert_eq!(c.len(), cells(h).len(), "{row}");
+            assert!(["*predicted*", "*chosen*", "*fitted*", "*paper*"].iter().any(|w| c[k].starts_with(w)), "{row}");
+        }
+    }
+    assert!(tables >= 5, "summary, streams, gate misses, sweep, seeds: {tables}");
+}
+
+#[test]
+fn the_seed_moves_every_stochastic_result() {
+    let Some(dir) = planned("seeds") else { return };
+    let plan = read_plan(&dir).unwrap();
+    let a = netplan::run(&plan, &params(), &mut |_| {}).unwrap();
+    let again = netplan::run(&plan, &params(), &mut |_| {}).unwrap();
+    let b = netplan::run(&plan, &Params { seed: 4, ..params() }, &mut |_| {}).unwrap();
+    assert_eq!(a, again, "a run is a pure function of its parameters");
+    assert_ne!(a.oscillators, b.oscillators);
+    for (x, y) in a.streams.iter().zip(&b.streams) {
+        assert_ne!(x.latencies_ns, y.latencies_ns, "{}", x.stream);
+    }
 }
 
 #[test]
