@@ -175,7 +175,8 @@ enum Cmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
-    /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out.
+    /// One of the paper's experiments on the simulated NIC (keepon vs its baselines): raw CSV + summary in --out;
+    /// `network --plan DIR`: a `keepon-plan network` plan replayed, its talkers as keepon stations.
     Eval {
         /// Experiment.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(
