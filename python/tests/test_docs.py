@@ -448,6 +448,12 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
     "systemctl stop": Covered("crates/keepon/tests/service.rs", ("SIGTERM",)),
     "keepon status --socket /run/keepon/eth1.sock": Run(run_with_daemon),
     "keepon status --socket /run/keepon/eth1.sock --json": Run(run_with_daemon),
+    "keepon schedule apply --socket /run/keepon/eth1.sock new.toml": Covered(
+        "crates/keepon/tests/schedule.rs", ('"schedule"', '"apply"', '"--socket"', "new.toml")
+    ),
+    "keepon schedule apply --socket /run/keepon/eth1.sock --port to-sw1 plan/yang/t1.json": Covered(
+        "crates/keepon/src/schedule.rs", ("gate-parameter-table", "fn from_yang", "--port", "to-sw1")
+    ),
     # docs/real-interfaces.md
     "tc qdisc replace dev eth1 root etf clockid CLOCK_TAI delta 500000": Run(in_netns(NOT_ETF)),
     "tc qdisc replace dev eth1 root etf clockid CLOCK_TAI delta 200000 offload": Run(in_netns(NOT_ETF)),

@@ -27,7 +27,18 @@
 //! response Subscribed: ver=1 | kind=0x86 | flags u8 (as the daemon now does them)
 //! request  Stats    : ver=1 | kind=5
 //! response Stats    : ver=1 | kind=0x87 | UTF-8 text: the daemon's metrics in the Prometheus text format
+//! request  Schedule : ver=1 | kind=6 | base_time i64 |
+//!                     classes, to the end: name_len u8 | name (UTF-8) | slots u16 | slots × ring slot u16
+//! response Scheduled: ver=1 | kind=0x88 | status u8 (0 accepted, 1 refused) | 0 | time i64 | rejected u64 |
+//!                     UTF-8 text (why it was refused)
 //! ```
+//!
+//! **Live schedule change** (IEEE 802.1Qbv's admin → oper): `Schedule` gives every class's ring slots from network
+//! time `base_time` on (the first slot starting at or after it); the ring, the slot size and the classes stay as
+//! configured, and a class left out keeps its slots. `Scheduled` says when it takes effect (`time`) and how many
+//! frames already submitted it left without a slot (rejected `schedule-change`); or, refused (a base time whose
+//! slot the NIC already has — Qbv's `config-change-error` —, another ring, an unknown class, a uid that may not),
+//! why. Only root and the daemon's own user may change the schedule.
 //!
 //! **Release times** (opt-in per connection, `Subscribe` with bit 0, like `SOF_TIMESTAMPING_TX_SOFTWARE` next to
 //! the ETF error queue): on a host-paced link a frame leaves when the host hands it to the kernel, later than its
@@ -82,6 +93,9 @@ const K_RELEASED: u8 = 0x85;
 const K_SUBSCRIBED: u8 = 0x86;
 const K_STATS: u8 = 5;
 const K_STATS_REPLY: u8 = 0x87;
+const K_SCHEDULE: u8 = 6;
+const K_SCHEDULED: u8 = 0x88;
+const SCHEDULED_FIXED: usize = 4 + 8 + 8;
 const RELEASED_LEN: usize = 4 + 8 + 8;
 
 /// How long the daemon waits for a sent frame's release report before it says it has none.
@@ -114,6 +128,13 @@ pub enum Request {
     },
     /// Ask for the daemon's metrics (replied with `Stats`).
     Stats,
+    /// Change the schedule from `base_time` on (replied with `Scheduled`).
+    Schedule {
+        /// Network time (TAI ns) from which the new slots govern.
+        base_time: i64,
+        /// Classes by name and their ring slots under the new schedule.
+        classes: Vec<(String, Vec<u32>)>,
+    },
     /// Send a frame.
     Submit {
         /// Client's identifier, echoed in the outcome.
@@ -287,6 +308,17 @@ pub enum Response {
         /// Release times are on.
         release_times: bool,
     },
+    /// Reply to `Schedule`.
+    Scheduled(Result<Scheduled, String>),
+}
+
+/// An accepted schedule change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheduled {
+    /// When it takes effect (TAI ns): the first slot start at or after the requested base time.
+    pub time: i64,
+    /// Frames already submitted that it left without a slot (rejected `schedule-change`).
+    pub rejected: u64,
 }
 
 /// Why bytes are not a valid message.
@@ -360,6 +392,30 @@ impl Request {
                     .to_string();
                 Ok(Request::Submit { tag, class, txtime: (flags & 1 != 0).then_some(txtime), frame: b[end..].to_vec() })
             }
+            K_SCHEDULE => {
+                if b.len() < 10 {
+                    return perr(format!("schedule of {} bytes is shorter than its 10-byte header", b.len()));
+                }
+                let base_time = u64_at(b, 2) as i64;
+                let mut classes = Vec::new();
+                let mut at = 10;
+                let cut = || ProtocolError("schedule: class cut short".into());
+                while at < b.len() {
+                    let n = usize::from(b[at]);
+                    let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
+                    let name = std::str::from_utf8(name)
+                        .map_err(|_| ProtocolError("schedule: class name is not UTF-8".into()))?;
+                    at += 1 + n;
+                    let count = b.get(at..at + 2).ok_or_else(cut)?;
+                    let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
+                    at += 2;
+                    let slots = b.get(at..at + 2 * count).ok_or_else(cut)?;
+                    at += 2 * count;
+                    let slots = slots.chunks(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect();
+                    classes.push((name.to_owned(), slots));
+                }
+                Ok(Request::Schedule { base_time, classes })
+            }
             k => perr(format!("unknown request kind {k}")),
         }
     }
@@ -371,6 +427,21 @@ impl Request {
             Request::Time => vec![VERSION, K_TIME],
             Request::Subscribe { release_times } => vec![VERSION, K_SUBSCRIBE, u8::from(*release_times)],
             Request::Stats => vec![VERSION, K_STATS],
+            Request::Schedule { base_time, classes } => {
+                let mut b = vec![VERSION, K_SCHEDULE];
+                b.extend_from_slice(&base_time.to_le_bytes());
+                for (name, slots) in classes {
+                    let cut = (0..=name.len().min(255)).rev().find(|&i| name.is_char_boundary(i)).unwrap_or(0);
+                    b.push(cut as u8);
+                    b.extend_from_slice(&name.as_bytes()[..cut]);
+                    let slots = &slots[..slots.len().min(usize::from(u16::MAX))];
+                    b.extend_from_slice(&(slots.len() as u16).to_le_bytes());
+                    for s in slots {
+                        b.extend_from_slice(&(u16::try_from(*s).unwrap_or(u16::MAX)).to_le_bytes());
+                    }
+                }
+                b
+            }
             Request::Submit { tag, class, txtime, frame } => {
                 let name = &class.as_bytes()[..class.len().min(255)];
                 let mut b = Vec::with_capacity(SUBMIT_HEADER + name.len() + frame.len());
@@ -511,6 +582,17 @@ impl Response {
                     alignment: (flags & 4 != 0).then(|| (i(5), i(6), i(7))),
                 }))
             }
+            K_SCHEDULED => {
+                if b.len() < SCHEDULED_FIXED {
+                    return perr(format!("scheduled reply of {} bytes, expected at least {SCHEDULED_FIXED}", b.len()));
+                }
+                let text = String::from_utf8_lossy(&b[SCHEDULED_FIXED..]).into_owned();
+                match b[2] {
+                    0 => Ok(Response::Scheduled(Ok(Scheduled { time: u64_at(b, 4) as i64, rejected: u64_at(b, 12) }))),
+                    1 => Ok(Response::Scheduled(Err(text))),
+                    s => perr(format!("scheduled reply: unknown status {s}")),
+                }
+            }
             k => perr(format!("unknown response kind {k:#04x}")),
         }
     }
@@ -580,6 +662,17 @@ impl Response {
             Response::Stats(t) => {
                 let mut b = vec![VERSION, K_STATS_REPLY];
                 b.extend_from_slice(t.as_bytes());
+                b
+            }
+            Response::Scheduled(r) => {
+                let (status, time, rejected, text) = match r {
+                    Ok(s) => (0, s.time, s.rejected, ""),
+                    Err(why) => (1, 0, 0, why.as_str()),
+                };
+                let mut b = vec![VERSION, K_SCHEDULED, status, 0];
+                b.extend_from_slice(&time.to_le_bytes());
+                b.extend_from_slice(&rejected.to_le_bytes());
+                b.extend_from_slice(text.as_bytes());
                 b
             }
             Response::Time(t) => {
@@ -698,6 +791,19 @@ impl Client {
         })
     }
 
+    /// Change the schedule from `base_time` on ([`Request::Schedule`]): `Ok(Err(why))` when the daemon refuses.
+    /// Outcomes that arrive first are kept for [`Client::recv`].
+    pub fn change_schedule(
+        &mut self,
+        base_time: i64,
+        classes: Vec<(String, Vec<u32>)>,
+    ) -> io::Result<Result<Scheduled, String>> {
+        self.ask(&Request::Schedule { base_time, classes }, |r| match r {
+            Response::Scheduled(r) => Ok(r),
+            other => Err(other),
+        })
+    }
+
     /// The daemon's metrics (Prometheus text format). Outcomes that arrive first are kept for [`Client::recv`].
     pub fn stats(&mut self) -> io::Result<String> {
         self.ask(&Request::Stats, |r| match r {
@@ -776,6 +882,13 @@ mod tests {
         }
         assert!(Request::parse(&[1, 4, 2]).unwrap_err().0.contains("unknown bits"));
         assert!(Request::parse(&[1, 4]).unwrap_err().0.contains("expected 3"));
+        let r = Request::Schedule { base_time: -7, classes: vec![("tc-0".into(), vec![4, 12]), ("be".into(), vec![])] };
+        let b = r.emit();
+        assert_eq!(&b[..10], &[&[1u8, 6][..], &(-7i64).to_le_bytes()[..]].concat()[..]);
+        assert_eq!(&b[10..20], &[4, b't', b'c', b'-', b'0', 2, 0, 4, 0, 12]);
+        assert_eq!(Request::parse(&b).unwrap(), r);
+        assert!(Request::parse(&b[..b.len() - 1]).unwrap_err().0.contains("cut short"));
+        assert!(Request::parse(&[1, 6, 0]).unwrap_err().0.contains("header"));
     }
 
     /// `Released`: flags, tag and time in their places; an invalid time reads back as none.
@@ -813,6 +926,8 @@ mod tests {
             Response::Released { tag: 5, released: None, stamped: false },
             Response::Subscribed { release_times: false },
             Response::Subscribed { release_times: true },
+            Response::Scheduled(Ok(Scheduled { time: 1_700_000_000_000_000_000, rejected: 3 })),
+            Response::Scheduled(Err("base time has passed".into())),
             Response::Time(TimeInfo {
                 sync: SyncState::Synchronised,
                 port: PortRole::Slave,

@@ -18,6 +18,7 @@ pub mod realtime;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod schedule;
 pub mod status;
 pub mod summary;
 pub use keepon_eval::table3;

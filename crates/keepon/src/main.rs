@@ -157,6 +157,11 @@ enum Cmd {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// Change a running daemon's schedule without a restart (IEEE 802.1Qbv admin → oper).
+    Schedule {
+        #[command(subcommand)]
+        cmd: ScheduleCmd,
+    },
     /// A running daemon's state: link, host, sync, schedule alignment, per-class counters, underruns, clients.
     Status {
         /// The daemon's socket.
@@ -204,6 +209,29 @@ enum Cmd {
         /// Simulated time per cell, ms.
         #[arg(long, default_value_t = 100)]
         span_ms: i64,
+    },
+}
+
+/// `keepon schedule` subcommands.
+#[derive(Subcommand, Debug)]
+enum ScheduleCmd {
+    /// Take FILE's schedule from its base time on: `ieee802-dot1q-sched` instance data (RFC 7951 JSON, as
+    /// `keepon-plan network` writes under yang/; gate b is class tc<b>) or a keepon configuration (its classes'
+    /// slots and [schedule] base_time). Frames due before the base time keep the old windows; frames already
+    /// submitted that the change leaves without a slot are rejected `schedule-change`. A base time whose slot the
+    /// NIC already has is refused.
+    Apply {
+        /// The schedule (.json: YANG instance data; otherwise a keepon configuration).
+        file: PathBuf,
+        /// The daemon's socket.
+        #[arg(long, default_value = "/run/keepon.sock")]
+        socket: PathBuf,
+        /// The interface whose gate list to take, in a YANG document with several.
+        #[arg(long)]
+        port: Option<String>,
+        /// Take effect from this network time instead (TAI ns).
+        #[arg(long)]
+        base_time: Option<i64>,
     },
 }
 
@@ -388,6 +416,15 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
             }
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
+            Ok(())
+        }
+        Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time } } => {
+            let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time)?;
+            println!(
+                "schedule: accepted; takes effect at {} ns (TAI); {} frames already submitted lost their slot \
+                 (rejected schedule-change)",
+                s.time, s.rejected
+            );
             Ok(())
         }
         Cmd::Status { socket, json } => {

@@ -104,7 +104,11 @@ impl Ledger<'_> {
                 }
             }
             Response::Error(e) => return Err(format!("daemon: {e}")),
-            Response::Info(_) | Response::Time(_) | Response::Subscribed { .. } | Response::Stats(_) => {}
+            Response::Info(_)
+            | Response::Time(_)
+            | Response::Subscribed { .. }
+            | Response::Stats(_)
+            | Response::Scheduled(_) => {}
         }
         Ok(())
     }

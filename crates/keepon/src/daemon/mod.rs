@@ -81,6 +81,7 @@ mod config;
 mod conn;
 mod feed;
 pub mod metrics;
+mod schedule;
 mod socket;
 mod sync;
 pub use sync::MEASUREMENT_LOG_HEADER;
@@ -325,6 +326,7 @@ fn serve_requests(
     next_frame: &mut u64,
     stats: &mut DaemonStats,
     wanted: &mut Vec<u64>,
+    changes: &mut Vec<schedule::Request>,
 ) {
     let mut at = 0;
     while *budget > 0 && c.takes_requests(ctx.limits) {
@@ -356,6 +358,10 @@ fn serve_requests(
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
             // Answered after this poll's requests, when the metrics are rendered (once for all who asked).
             Ok(Request::Stats) => wanted.push(cid),
+            // Applied to the station after this poll's requests (it is not in reach here).
+            Ok(Request::Schedule { base_time, classes }) => {
+                changes.push(schedule::Request { cid, uid: c.uid, base_time, classes });
+            }
             Ok(Request::Subscribe { release_times }) => {
                 // Frames already sent keep what they had; the choice holds for outcomes from now on.
                 c.release_times = release_times;
@@ -504,9 +510,10 @@ fn serve_bound<N: Nic>(
     };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
     let delta = cfg.geometry.period();
-    let windows: Vec<Vec<(u64, u64)>> = (0..classes)
-        .map(|i| crate::api::windows(cfg.ownership.owned(ClassId(i as u8)), delta.num(), delta.den()))
-        .collect();
+    let mut windows = schedule::windows(&cfg.ownership, delta);
+    // Schedule changes asked for this poll, and whether one is pending.
+    let mut changes: Vec<schedule::Request> = Vec::new();
+    let mut change_pending = false;
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
         let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
@@ -554,6 +561,11 @@ fn serve_bound<N: Nic>(
                 alignment: sync::alignment_of(&driver.station),
             },
         };
+        if change_pending && driver.station.pending_change().is_none() {
+            change_pending = false;
+            windows = schedule::windows(driver.station.ownership(), delta);
+            eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
+        }
         // Read and answer requests.
         let info = {
             // A cycle start at least a ring of slots ahead of the NIC.
@@ -603,7 +615,26 @@ fn serve_bound<N: Nic>(
                     &mut next_frame,
                     &mut stats,
                     &mut wanted,
+                    &mut changes,
                 );
+            }
+        }
+        // Schedule changes, in the order asked: each answered with when it takes effect, or why not.
+        for schedule::Request { cid, uid, base_time, classes } in changes.drain(..) {
+            let r = schedule::apply(&mut driver.station, uid, base_time, &classes);
+            match &r {
+                Ok(s) => {
+                    change_pending = true;
+                    eprintln!(
+                        "keepon daemon: schedule change from uid {uid} accepted: takes effect at {} ns; {} frames \
+                         already submitted lost their slot (schedule-change)",
+                        s.time, s.rejected
+                    );
+                }
+                Err(why) => eprintln!("keepon daemon: schedule change from uid {uid} refused: {why}"),
+            }
+            if let Some(c) = conns.get_mut(cid) {
+                c.respond(&Response::Scheduled(r));
             }
         }
         // Metrics: to those who asked this poll, and to the metrics file when it is due.

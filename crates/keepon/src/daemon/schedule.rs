@@ -1,0 +1,60 @@
+//! Live schedule change through the daemon (`Schedule` requests, `keepon schedule apply`): who may, how a request
+//! becomes the station's new ownership map, and the windows `Info` reports once it is in force.
+
+use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
+use keepon_core::station::Station;
+use keepon_core::time::{SlotPeriod, Tai};
+
+use crate::api::Scheduled;
+
+/// A `Schedule` request waiting for the poll loop (the station is not in reach while requests are read).
+pub struct Request {
+    /// Connection that asked.
+    pub cid: u64,
+    /// Its peer's uid.
+    pub uid: u32,
+    /// Base time (TAI ns).
+    pub base_time: i64,
+    /// Classes and their ring slots.
+    pub classes: Vec<(String, Vec<u32>)>,
+}
+
+/// Only root and the daemon's own user may change the schedule: it decides every class's windows.
+pub fn may_change(uid: u32) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    uid == 0 || uid == unsafe { libc::geteuid() }
+}
+
+/// Apply a `Schedule` request from `uid`: every class named gets the ring slots given, the others keep theirs.
+pub fn apply(
+    station: &mut Station<Vec<u8>>,
+    uid: u32,
+    base_time: i64,
+    classes: &[(String, Vec<u32>)],
+) -> Result<Scheduled, String> {
+    if !may_change(uid) {
+        return Err(format!("uid {uid} may not change the schedule (root and the daemon's own user may)"));
+    }
+    let oper = station.ownership();
+    let mut specs: Vec<ClassSpec> = (0..oper.classes())
+        .map(|i| {
+            let c = ClassId(i as u8);
+            ClassSpec { name: oper.name(c).to_owned(), slots: oper.owned(c).to_vec() }
+        })
+        .collect();
+    for (name, slots) in classes {
+        let Some(spec) = specs.iter_mut().find(|s| &s.name == name) else {
+            let known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!("no class {name:?} in this daemon (classes: {})", known.join(", ")));
+        };
+        spec.slots.clone_from(slots);
+    }
+    let own = Ownership::new(oper.ring(), &specs).map_err(|e| e.to_string())?;
+    let change = station.change_schedule(Tai(base_time), own).map_err(|e| e.to_string())?;
+    Ok(Scheduled { time: change.time.0, rejected: change.rejected })
+}
+
+/// Each class's windows in the cycle under `own` (what `Info` reports), `δ` the slot period.
+pub fn windows(own: &Ownership, delta: SlotPeriod) -> Vec<Vec<(u64, u64)>> {
+    (0..own.classes()).map(|i| crate::api::windows(own.owned(ClassId(i as u8)), delta.num(), delta.den())).collect()
+}
