@@ -6,7 +6,8 @@
 //! the old windows and frames due after it the new ones, whenever they were submitted: a frame already waiting in
 //! the insertion window or the pre-buffer for a slot the change gives to another class is re-decided against the
 //! new map (strict: rejected; relaxed: moved to its class's next slot) and, if it has no place, rejected
-//! [`Reason::ScheduleChange`]. A change time whose slot the NIC already has is refused (Qbv's
+//! [`Reason::ScheduleChange`] — as is any frame, whenever submitted, for a slot at or after the change that was its
+//! class's before it and is not any more (the client still follows the old schedule). A change time whose slot the NIC already has is refused (Qbv's
 //! `config-change-error`); a new change replaces one still pending. The ring size (cycle time), the slot size and
 //! the classes stay as configured: changing those moves the schedule grid itself, which takes a restart.
 
@@ -165,13 +166,27 @@ impl<B: AsRef<[u8]>> Station<B> {
         u64::try_from(i128::from(p.slot) - i128::from(self.shift)).ok()
     }
 
-    /// Once every slot before the change is posted, the new map is the running one.
+    /// Once every slot before the change is posted, the new map is the running one (the old one is kept to name
+    /// the frames it displaced).
     pub(super) fn promote_change(&mut self) {
         if self.pending.as_ref().is_some_and(|p| self.j_end > p.slot) {
             if let Some(p) = self.pending.take() {
-                self.cfg.ownership = p.ownership;
+                let old = core::mem::replace(&mut self.cfg.ownership, p.ownership);
+                self.previous = Some(Pending { slot: p.slot, ownership: old });
             }
         }
+    }
+
+    /// Unposted slot `k` was `class`'s before the last change (pending or in force) and is not under it: a frame
+    /// for it is rejected [`Reason::ScheduleChange`], not `not-owned`.
+    pub(super) fn taken_by_change(&self, class: crate::isolation::ClassId, k: u64) -> bool {
+        let j = self.schedule_slot_of(k);
+        let (before, after, from) = match (&self.pending, &self.previous) {
+            (Some(p), _) => (&self.cfg.ownership, &p.ownership, p.slot),
+            (None, Some(p)) => (&p.ownership, &self.cfg.ownership, p.slot),
+            (None, None) => return false,
+        };
+        j >= from && before.owner_of(j) == Some(class) && after.owner_of(j) != Some(class)
     }
 }
 

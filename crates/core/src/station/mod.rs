@@ -267,6 +267,8 @@ pub struct Station<B> {
     link_up_gap: Option<u64>,
     /// A schedule change waiting for its slot ([`Station::change_schedule`]).
     pending: Option<change::Pending>,
+    /// The map before the last change that took effect, from the slot it took effect at.
+    previous: Option<change::Pending>,
     started: bool,
     draining: bool,
 }
@@ -323,6 +325,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             expected_gap: None,
             link_up_gap: None,
             pending: None,
+            previous: None,
             started: false,
             draining: false,
             cfg,

@@ -19,6 +19,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         if self.pending.is_some() {
             d = self.across_change(d, frame.class, target);
         }
+        if d == Decision::Reject(Reason::NotOwned) && self.taken_by_change(frame.class, target) {
+            d = Decision::Reject(Reason::ScheduleChange);
+        }
         match d {
             Decision::Place(k) => {
                 let placed =
