@@ -20,6 +20,8 @@ pub struct Status {
     pub time: TimeInfo,
     /// Its metrics.
     pub samples: Vec<Sample>,
+    /// The metrics as the daemon wrote them.
+    pub text: String,
 }
 
 /// Ask the daemon at `socket`.
@@ -31,7 +33,7 @@ pub fn query(socket: &Path) -> Result<Status, String> {
     let time = c.time().map_err(|e| format!("{shown}: time: {e}"))?;
     let text = c.stats().map_err(|e| format!("{shown}: stats: {e}"))?;
     let samples = metrics::parse(&text)?;
-    Ok(Status { info, time, samples })
+    Ok(Status { info, time, samples, text })
 }
 
 impl Status {
@@ -40,6 +42,11 @@ impl Status {
             .iter()
             .find(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
             .map(|s| s.value)
+    }
+
+    /// An unlabelled sample read as an exact integer (a TAI time in ns does not fit a float's 53 bits).
+    fn integer(&self, name: &str) -> Option<i64> {
+        self.text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
     fn count(&self, name: &str) -> u64 {
@@ -133,6 +140,9 @@ impl Status {
             }
             None => s.push('\n'),
         }
+        if let Some(at) = self.integer("keepon_schedule_pending_ns") {
+            let _ = writeln!(s, "  schedule change pending: takes effect at {at} ns");
+        }
         let _ = writeln!(s, "  classes:");
         for (name, sent, queued, rejected) in self.classes() {
             let shown = if name.is_empty() { "(no such class)".to_string() } else { name };
@@ -187,6 +197,8 @@ impl Status {
             "schedule": {
                 "base_time_ns": i.base_time, "cycle_num": i.cycle.0, "cycle_den": i.cycle.1,
                 "alignment_ns": t.alignment.map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})),
+                "changes": self.count("keepon_schedule_changes_total"),
+                "pending_ns": self.integer("keepon_schedule_pending_ns"),
             },
             "classes": classes,
             "underruns": self.count("keepon_underruns_total"),

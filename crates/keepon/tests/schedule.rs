@@ -46,6 +46,14 @@ fn daemon(dir: &std::path::Path) -> (std::path::PathBuf, Arc<AtomicBool>, std::t
     (sock, stop, server)
 }
 
+/// The `schedule` part of `keepon status --json`.
+fn status(sock: &std::path::Path) -> serde_json::Value {
+    let out = std::process::Command::new(BIN).args(["status", "--json", "--socket"]).arg(sock).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("keepon status --json: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    v["schedule"].clone()
+}
+
 #[test]
 fn a_schedule_change_moves_a_class_window_at_its_base_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,6 +90,13 @@ fn a_schedule_change_moves_a_class_window_at_its_base_time() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "keepon schedule apply failed: {text}");
     assert!(text.contains(&format!("takes effect at {change_at} ns")), "{text}");
+    // `keepon status` reports it pending (Qbv's ConfigPending), to the ns.
+    let schedule = status(&sock);
+    assert_eq!(
+        (schedule["pending_ns"].as_i64(), schedule["changes"].as_u64()),
+        (Some(change_at), Some(1)),
+        "{schedule}"
+    );
     // A change whose base time has passed is refused (Qbv's config-change-error), naming the earliest.
     let past = c.change_schedule(info.now - 1_000_000, vec![("tc-0".into(), vec![5])]).unwrap();
     assert!(past.as_ref().is_err_and(|e| e.contains("earliest")), "{past:?}");
@@ -136,6 +151,8 @@ fn a_schedule_change_moves_a_class_window_at_its_base_time() {
     // Once in force, Info reports the new window.
     let info = c.info().unwrap();
     assert_eq!(info.windows[0], vec![(1_200_000, 100_000)], "tc-0 in ring slot 12 after the change");
+    let schedule = status(&sock);
+    assert!(schedule["pending_ns"].is_null() && schedule["changes"] == 1, "{schedule}");
     stop.store(true, Ordering::SeqCst);
     server.join().unwrap().unwrap();
 }

@@ -66,6 +66,10 @@ pub struct View<'a> {
     pub queued: Vec<usize>,
     /// Open client connections.
     pub open_connections: usize,
+    /// A schedule change accepted and not yet in force: when it takes effect (TAI ns).
+    pub schedule_pending: Option<i64>,
+    /// Schedule changes accepted since start.
+    pub schedule_changes: u64,
 }
 
 /// A label value, escaped as the format asks (backslash, double quote, newline).
@@ -114,6 +118,12 @@ pub fn render(v: &View) -> String {
         for (q, x) in [("0.5", p50), ("0.99", p99), ("1", max)] {
             let _ = writeln!(s, "keepon_grid_alignment_ns{{quantile=\"{q}\"}} {x}");
         }
+    }
+    head(&mut s, "keepon_schedule_changes_total", "counter", "Schedule changes accepted (keepon schedule apply).");
+    let _ = writeln!(s, "keepon_schedule_changes_total {}", v.schedule_changes);
+    if let Some(t) = v.schedule_pending {
+        head(&mut s, "keepon_schedule_pending_ns", "gauge", "When the pending schedule change takes effect, TAI ns.");
+        let _ = writeln!(s, "keepon_schedule_pending_ns {t}");
     }
     head(&mut s, "keepon_frames_sent_total", "counter", "Frames sent, by class.");
     for (name, c) in v.names.iter().zip(&v.stats.classes) {
@@ -282,6 +292,8 @@ mod tests {
             stats: &stats,
             queued: vec![4, 0],
             open_connections: 2,
+            schedule_pending: Some(1_795_763_689_548_800_123),
+            schedule_changes: 1,
         };
         let text = render(&v);
         let samples = parse(&text).unwrap();
@@ -305,6 +317,8 @@ mod tests {
         assert_eq!(get("keepon_grid_alignment_ns", &[("quantile", "0.99")]), Some(8.0));
         assert_eq!(get("keepon_class_queued", &[("class", "ctrl")]), Some(4.0));
         assert_eq!(get("keepon_underruns_total", &[]), Some(3.0));
+        assert_eq!(get("keepon_schedule_changes_total", &[]), Some(1.0));
+        assert!(text.contains("\nkeepon_schedule_pending_ns 1795763689548800123\n"), "exact in the text:\n{text}");
         assert_eq!(get("keepon_host", &[("what", "fifo")]), Some(1.0));
         assert_eq!(get("keepon_host", &[("what", "refused")]), Some(0.0));
         // Every sample has a # TYPE line before it.

@@ -513,7 +513,7 @@ fn serve_bound<N: Nic>(
     let mut windows = schedule::windows(&cfg.ownership, delta);
     // Schedule changes asked for this poll, and whether one is pending.
     let mut changes: Vec<schedule::Request> = Vec::new();
-    let mut change_pending = false;
+    let (mut change_pending, mut schedule_changes) = (false, 0u64);
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
         let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
@@ -625,6 +625,7 @@ fn serve_bound<N: Nic>(
             match &r {
                 Ok(s) => {
                     change_pending = true;
+                    schedule_changes += 1;
                     eprintln!(
                         "keepon daemon: schedule change from uid {uid} accepted: takes effect at {} ns; {} frames \
                          already submitted lost their slot (schedule-change)",
@@ -652,6 +653,8 @@ fn serve_bound<N: Nic>(
                 stats: &stats,
                 queued: feed.per_class(),
                 open_connections: conns.map.len(),
+                schedule_pending: driver.station.pending_change().map(|(t, _)| t.0),
+                schedule_changes,
             };
             let text = metrics::render(&view);
             for cid in wanted.drain(..) {
