@@ -508,12 +508,17 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
         run_in_scratch(lambda out: re.search(r"underruns [1-9]", out) or pytest.fail(out))
     ),
     "make eval": Covered("crates/eval/tests/provenance.rs", ("EXPERIMENTS",)),
+    # The example is compiled (and linted) by `make lint`'s clippy over every target.
+    "cargo build --release -p keepon-core --example pace": Covered("Makefile", ("clippy --workspace --all-targets",)),
+    "valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/pace 1 1000 1230 200000": NotRun(
+        MEASUREMENT, ("crates/core/examples/pace.rs",)
+    ),
     "make bench": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs", "crates/keepon/benches/daemon_idle.rs")),
     "cargo bench -p keepon --bench core": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs",)),
     "cargo bench -p keepon --bench daemon_idle": NotRun(MEASUREMENT, ("crates/keepon/benches/daemon_idle.rs",)),
     SYNC_SIM: Run(run_sync_sim),
     PLOTS_SYNC: Run(lambda _: run_sync_sim()),
-    "cargo run --release -p keepon-nic --example gridsweep -- 120 5": NotRun(
+    "cargo run --release -p keepon-nic --example gridsweep -- 600 600": NotRun(
         MEASUREMENT, ("crates/nic/examples/gridsweep.rs",)
     ),
     "bridge mdb show": Run(in_netns()),

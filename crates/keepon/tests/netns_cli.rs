@@ -416,7 +416,15 @@ fn daemon_talk_listen_through_a_bridge() {
         let sent = got.get("sent").copied().unwrap_or(0);
         println!("  {:<10} {got:?}", recs[0].flow);
         assert!(got.keys().all(|k| tolerated.contains(&k.as_str()) || k == "late"), "{}: {got:?}", recs[0].flow);
-        assert!(sent * 10 >= recs.len() * 9, "{}: only {sent} of {} sent", recs[0].flow, recs.len());
+        // `late` is the talker's own doing when the host stalls it (submitted behind schedule, or an underrun:
+        // checked above), so it counts with the sent ones here; every other loss is bounded at 10 %.
+        let late = got.get("late").copied().unwrap_or(0);
+        assert!(
+            (sent + late) * 10 >= recs.len() * 9,
+            "{}: only {sent} of {} sent ({late} late)",
+            recs[0].flow,
+            recs.len()
+        );
     }
     // Every sent frame is in a slot its class owns (best effort: no class owns it), and a real-time frame in
     // the wire slot whose start is nearest its txtime: the station reads txtimes against the schedule's grid
