@@ -20,10 +20,12 @@ from .protocol import (
     Outcome,
     ProtocolError,
     Released,
+    Scheduled,
     Subscribed,
     Time,
     UnknownMessage,
     encode_info,
+    encode_schedule,
     encode_submit,
     encode_subscribe,
     encode_time,
@@ -119,6 +121,12 @@ class Client:
         """Ask for a :class:`Released` after the outcome of every sent frame (read with :meth:`released`): on a
         host-paced link, when the host really handed it to the kernel. Returns whether the daemon does so."""
         return self._ask(encode_subscribe(True), Subscribed).release_times
+
+    def change_schedule(self, base_time: int, classes: dict[str, list[int]]) -> Scheduled:
+        """Change the daemon's schedule from network time ``base_time`` (TAI ns) on (IEEE 802.1Qbv admin → oper):
+        each class named owns the ring slots given, the others keep theirs. Only root and the daemon's own user may.
+        The reply says when it takes effect, or (``error``) why it was refused."""
+        return self._ask(encode_schedule(base_time, classes), Scheduled)
 
     def _ask(self, request: bytes, reply: type):
         """Send ``request`` and return the first response of type ``reply``; an error reply raises

@@ -33,6 +33,8 @@ TIME_REPLY_LEN = 6 + 8 * 8
 K_SUBSCRIBE = 4
 K_RELEASED = 0x85
 K_SUBSCRIBED = 0x86
+K_SCHEDULE = 6
+K_SCHEDULED = 0x88
 RELEASED_LEN = 20
 
 SUBMIT_HEADER = 4 + 8 + 8
@@ -230,6 +232,16 @@ class Subscribed:
 
 
 @dataclass(frozen=True)
+class Scheduled:
+    """The daemon's answer to a schedule change: when it takes effect (TAI ns) and how many frames already submitted
+    it left without a slot (rejected ``schedule-change``); or, refused, ``error`` says why."""
+
+    time: int | None
+    rejected: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class ErrorReply:
     """The daemon's answer to a malformed request (the connection stays open)."""
 
@@ -244,7 +256,7 @@ class UnknownMessage:
     body: bytes
 
 
-Message = Info | Outcome | ErrorReply | Time | Released | Subscribed | UnknownMessage
+Message = Info | Outcome | ErrorReply | Time | Released | Subscribed | Scheduled | UnknownMessage
 
 
 def frame_message(msg: bytes) -> bytes:
@@ -266,6 +278,22 @@ def encode_subscribe(release_times: bool) -> bytes:
     """A ``Subscribe`` request (without length prefix): ``release_times`` asks for a :class:`Released` after the
     outcome of every sent frame."""
     return bytes([VERSION, K_SUBSCRIBE, int(bool(release_times))])
+
+
+def encode_schedule(base_time: int, classes: dict[str, list[int]]) -> bytes:
+    """A ``Schedule`` request (without length prefix): from network time ``base_time`` (TAI ns) on, each class named
+    owns the ring slots given; classes left out keep theirs."""
+    if not -(2**63) <= base_time < 2**63:
+        raise ValueError(f"base time {base_time} does not fit in i64 nanoseconds")
+    out = bytearray(struct.pack("<BBq", VERSION, K_SCHEDULE, base_time))
+    for name, slots in classes.items():
+        raw = name.encode("utf-8")
+        if len(raw) > 255:
+            raise ValueError(f"class name of {len(raw)} bytes is longer than 255")
+        if any(not 0 <= s < 2**16 for s in slots):
+            raise ValueError(f"class {name}: ring slots must be 0..65535")
+        out += bytes([len(raw)]) + raw + struct.pack(f"<H{len(slots)}H", len(slots), *slots)
+    return bytes(out)
 
 
 def encode_submit(cls: str, txtime: int | None, frame: bytes, tag: int) -> bytes:
@@ -368,6 +396,15 @@ def parse_response(b: bytes) -> Message:
         if len(b) != 3 or b[2] & ~1:
             raise ProtocolError("malformed subscribed reply")
         return Subscribed(bool(b[2] & 1))
+    if kind == K_SCHEDULED:
+        if len(b) < 20:
+            raise ProtocolError(f"scheduled reply of {len(b)} bytes, expected at least 20")
+        time, rejected = struct.unpack_from("<qQ", b, 4)
+        if b[2] == 0:
+            return Scheduled(time, rejected)
+        if b[2] == 1:
+            return Scheduled(None, 0, b[20:].decode("utf-8", errors="replace"))
+        raise ProtocolError(f"scheduled reply: unknown status {b[2]}")
     return UnknownMessage(kind, bytes(b[2:]))
 
 

@@ -20,6 +20,7 @@ from keepon_client import (
     Reason,
     Released,
     RequestError,
+    Scheduled,
     Subscribed,
     UnknownMessage,
     UnknownReason,
@@ -28,6 +29,7 @@ from keepon_client import (
 from keepon_client.protocol import (
     HOST_FIFO,
     encode_info,
+    encode_schedule,
     encode_submit,
     frame_message,
     parse_response,
@@ -354,3 +356,37 @@ def test_release_times_follow_every_sent_frame_once(daemon):
         assert sorted(r.tag for r in released) == sent
         assert all(r.time is None and not r.stamped for r in released), released
         assert c.recv() is None, "nothing more: no release time for the rejected frame"
+
+
+def test_schedule_bytes_are_the_documented_layout():
+    b = encode_schedule(-7, {"tc-0": [4, 12], "be": []})
+    assert b[:10] == bytes([1, 6]) + struct.pack("<q", -7)
+    assert b[10:21] == bytes([4]) + b"tc-0" + bytes([2, 0, 4, 0, 12, 0])
+    assert b[21:] == bytes([2]) + b"be" + bytes([0, 0])
+    assert parse_response(bytes([1, 0x88, 0, 0]) + struct.pack("<qQ", 5, 3)) == Scheduled(5, 3)
+    refused = parse_response(bytes([1, 0x88, 1, 0]) + bytes(16) + b"too late")
+    assert refused == Scheduled(None, 0, "too late")
+    with pytest.raises(ProtocolError):
+        parse_response(bytes([1, 0x88, 0, 0]))
+    with pytest.raises(ValueError):
+        encode_schedule(0, {"tc-0": [70_000]})
+
+
+def test_a_schedule_change_moves_a_window_from_its_base_time(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        info = c.info()
+        change = info.cycle_start + 100 * CYCLE  # 320 ms ahead
+        assert c.change_schedule(change, {"tc-0": [5]}) == Scheduled(change, 0)
+        before, after = change - 10 * CYCLE, change + 10 * CYCLE
+        c.submit("tc-0", before, eth_frame(100, 1), 1)  # the old window, before the change: sent in ring slot 0
+        c.submit("tc-0", after + 5 * SLOT, eth_frame(100, 2), 2)  # the new window: sent in ring slot 5
+        c.submit("tc-0", after, eth_frame(100, 3), 3)  # the old window after the change: schedule-change
+        c.submit("tc-0", before + 5 * SLOT, eth_frame(100, 4), 4)  # the new window before the change: not-owned
+        got = c.outcomes(4)
+        assert got[1].sent and got[1].ring_slot == 0 and got[1].time - before < BYTE
+        assert got[2].sent and got[2].ring_slot == 5 and got[2].time - (after + 5 * SLOT) < BYTE
+        assert (got[3].reason, got[4].reason) == (Reason.SCHEDULE_CHANGE, Reason.NOT_OWNED)
+        # A base time whose slot has passed is refused, naming the earliest possible.
+        late = c.change_schedule(info.now - 1_000_000, {"tc-0": [6]})
+        assert late.time is None and "earliest" in late.error
+        assert c.info().windows[0] == ((5 * SLOT, SLOT),)
