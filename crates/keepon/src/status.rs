@@ -49,6 +49,25 @@ impl Status {
         self.text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
+    /// The pending change's windows by class (offset, length in ns), in class order.
+    fn pending_windows(&self) -> Vec<(String, Vec<(u64, u64)>)> {
+        self.info
+            .classes
+            .iter()
+            .map(|c| {
+                let mut w: Vec<(u64, u64)> = self
+                    .samples
+                    .iter()
+                    .filter(|s| s.name == "keepon_schedule_pending_window_ns" && s.labels.get("class") == Some(c))
+                    .filter_map(|s| Some((s.labels.get("offset")?.parse().ok()?, s.value as u64)))
+                    .collect();
+                w.sort_unstable();
+                (c.clone(), w)
+            })
+            .filter(|(_, w)| !w.is_empty())
+            .collect()
+    }
+
     fn count(&self, name: &str) -> u64 {
         self.value(name, &[]).unwrap_or(0.0) as u64
     }
@@ -141,7 +160,16 @@ impl Status {
             None => s.push('\n'),
         }
         if let Some(at) = self.integer("keepon_schedule_pending_ns") {
-            let _ = writeln!(s, "  schedule change pending: takes effect at {at} ns");
+            let admin: Vec<String> = self
+                .pending_windows()
+                .iter()
+                .map(|(class, w)| {
+                    let w: Vec<String> = w.iter().map(|(o, l)| format!("{o}+{l}")).collect();
+                    format!("{class} {}", w.join(" "))
+                })
+                .collect();
+            let _ =
+                writeln!(s, "  schedule change pending: takes effect at {at} ns; windows (ns) {}", admin.join(", "));
         }
         let _ = writeln!(s, "  classes:");
         for (name, sent, queued, rejected) in self.classes() {
@@ -199,6 +227,12 @@ impl Status {
                 "alignment_ns": t.alignment.map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})),
                 "changes": self.count("keepon_schedule_changes_total"),
                 "pending_ns": self.integer("keepon_schedule_pending_ns"),
+                // Qbv's oper and admin lists: each class's windows (offset, length ns) now and under the change.
+                "oper_windows": self.info.classes.iter().zip(&self.info.windows)
+                    .map(|(c, w)| (c.clone(), json!(w))).collect::<serde_json::Map<_, _>>(),
+                "admin_windows": self.integer("keepon_schedule_pending_ns").map(|_| {
+                    self.pending_windows().into_iter().map(|(c, w)| (c, json!(w))).collect::<serde_json::Map<_, _>>()
+                }),
             },
             "classes": classes,
             "underruns": self.count("keepon_underruns_total"),

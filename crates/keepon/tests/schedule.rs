@@ -97,6 +97,9 @@ fn a_schedule_change_moves_a_class_window_at_its_base_time() {
         (Some(change_at), Some(1)),
         "{schedule}"
     );
+    // Qbv's oper list (in force) and admin list (pending): tc-0's window in each.
+    assert_eq!(schedule["oper_windows"]["tc-0"], serde_json::json!([[400_000, 100_000]]), "{schedule}");
+    assert_eq!(schedule["admin_windows"]["tc-0"], serde_json::json!([[1_200_000, 100_000]]), "{schedule}");
     // A change whose base time has passed is refused (Qbv's config-change-error), naming the earliest.
     let past = c.change_schedule(info.now - 1_000_000, vec![("tc-0".into(), vec![5])]).unwrap();
     assert!(past.as_ref().is_err_and(|e| e.contains("earliest")), "{past:?}");
@@ -153,6 +156,8 @@ fn a_schedule_change_moves_a_class_window_at_its_base_time() {
     assert_eq!(info.windows[0], vec![(1_200_000, 100_000)], "tc-0 in ring slot 12 after the change");
     let schedule = status(&sock);
     assert!(schedule["pending_ns"].is_null() && schedule["changes"] == 1, "{schedule}");
+    assert!(schedule["admin_windows"].is_null(), "{schedule}");
+    assert_eq!(schedule["oper_windows"]["tc-0"], serde_json::json!([[1_200_000, 100_000]]), "{schedule}");
     stop.store(true, Ordering::SeqCst);
     server.join().unwrap().unwrap();
 }

@@ -66,8 +66,9 @@ pub struct View<'a> {
     pub queued: Vec<usize>,
     /// Open client connections.
     pub open_connections: usize,
-    /// A schedule change accepted and not yet in force: when it takes effect (TAI ns).
-    pub schedule_pending: Option<i64>,
+    /// A schedule change accepted and not yet in force: when it takes effect (TAI ns), and each class's windows
+    /// under it (Qbv's admin list), by class index.
+    pub schedule_pending: Option<(i64, Vec<Vec<(u64, u64)>>)>,
     /// Schedule changes accepted since start.
     pub schedule_changes: u64,
 }
@@ -121,9 +122,24 @@ pub fn render(v: &View) -> String {
     }
     head(&mut s, "keepon_schedule_changes_total", "counter", "Schedule changes accepted (keepon schedule apply).");
     let _ = writeln!(s, "keepon_schedule_changes_total {}", v.schedule_changes);
-    if let Some(t) = v.schedule_pending {
+    if let Some((t, windows)) = &v.schedule_pending {
         head(&mut s, "keepon_schedule_pending_ns", "gauge", "When the pending schedule change takes effect, TAI ns.");
         let _ = writeln!(s, "keepon_schedule_pending_ns {t}");
+        head(
+            &mut s,
+            "keepon_schedule_pending_window_ns",
+            "gauge",
+            "The pending schedule's windows (admin list): length by class and offset in the cycle, ns.",
+        );
+        for (name, w) in v.names.iter().zip(windows) {
+            for (offset, length) in w {
+                let _ = writeln!(
+                    s,
+                    "keepon_schedule_pending_window_ns{{class=\"{}\",offset=\"{offset}\"}} {length}",
+                    label(name)
+                );
+            }
+        }
     }
     head(&mut s, "keepon_frames_sent_total", "counter", "Frames sent, by class.");
     for (name, c) in v.names.iter().zip(&v.stats.classes) {
@@ -292,7 +308,7 @@ mod tests {
             stats: &stats,
             queued: vec![4, 0],
             open_connections: 2,
-            schedule_pending: Some(1_795_763_689_548_800_123),
+            schedule_pending: Some((1_795_763_689_548_800_123, vec![vec![(500_000, 100_000)], vec![]])),
             schedule_changes: 1,
         };
         let text = render(&v);
@@ -318,6 +334,7 @@ mod tests {
         assert_eq!(get("keepon_class_queued", &[("class", "ctrl")]), Some(4.0));
         assert_eq!(get("keepon_underruns_total", &[]), Some(3.0));
         assert_eq!(get("keepon_schedule_changes_total", &[]), Some(1.0));
+        assert_eq!(get("keepon_schedule_pending_window_ns", &[("class", "ctrl"), ("offset", "500000")]), Some(1e5));
         assert!(text.contains("\nkeepon_schedule_pending_ns 1795763689548800123\n"), "exact in the text:\n{text}");
         assert_eq!(get("keepon_host", &[("what", "fifo")]), Some(1.0));
         assert_eq!(get("keepon_host", &[("what", "refused")]), Some(0.0));

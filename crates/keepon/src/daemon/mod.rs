@@ -653,7 +653,10 @@ fn serve_bound<N: Nic>(
                 stats: &stats,
                 queued: feed.per_class(),
                 open_connections: conns.map.len(),
-                schedule_pending: driver.station.pending_change().map(|(t, _)| t.0),
+                schedule_pending: driver
+                    .station
+                    .pending_change()
+                    .map(|(t, own)| (t.0, schedule::windows(own, cfg.geometry.period()))),
                 schedule_changes,
             };
             let text = metrics::render(&view);
