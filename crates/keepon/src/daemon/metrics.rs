@@ -42,6 +42,9 @@ impl Default for ClassCounters {
     }
 }
 
+/// Each class's windows in the cycle, (offset, length) ns, by class index.
+pub type Windows = Vec<Vec<(u64, u64)>>;
+
 /// Everything one rendering reads.
 pub struct View<'a> {
     /// The backend's description.
@@ -68,7 +71,7 @@ pub struct View<'a> {
     pub open_connections: usize,
     /// A schedule change accepted and not yet in force: when it takes effect (TAI ns), and each class's windows
     /// under it (Qbv's admin list), by class index.
-    pub schedule_pending: Option<(i64, Vec<Vec<(u64, u64)>>)>,
+    pub schedule_pending: Option<(i64, Windows)>,
     /// Schedule changes accepted since start.
     pub schedule_changes: u64,
 }
