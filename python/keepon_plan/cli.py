@@ -244,6 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .network.command import add_network_parsers
 
     add_network_parsers(sub, _seconds)
+    from .network import compare
+
+    p = sub.add_parser("network-compare", help="network-bench's instances planned by keepon and by TSNKit (subprocess)")
+    compare.add_arguments(p)
+    p.set_defaults(func=compare.run)
     return parser
 
 
