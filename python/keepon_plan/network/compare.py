@@ -229,6 +229,12 @@ def run(args: argparse.Namespace) -> int:
                     notes.append(f"  (keepon: bad input: {exc.message})")
                 wire = {name: ring.choice.slot_bytes + 20 for name, ring in rings.items()}
                 topo_csv, task_csv = tsnkit_instance(net, wire)
+                if args.write:
+                    d = Path(args.write)
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / f"{topo}-{s}-{m}.toml").write_text(text, encoding="utf-8")
+                    (d / f"{topo}-{s}-{m}-tsnkit-topo.csv").write_text(topo_csv, encoding="utf-8")
+                    (d / f"{topo}-{s}-{m}-tsnkit-task.csv").write_text(task_csv, encoding="utf-8")
                 for a in algos:
                     t = run_tsnkit(args.tsnkit_python, a, topo_csv, task_csv, args.time_limit)
                     check = "–"
