@@ -107,7 +107,7 @@ fn status_and_metrics_show_what_the_daemon_did() {
     // The metrics file (rewritten every second).
     assert!(
         wait_until(Duration::from_secs(5), || std::fs::read_to_string(&prom)
-            .is_ok_and(|t| t.contains("keepon_frames_sent_total{class=\"tc-0\"} 10"))),
+            .is_ok_and(|t| t.contains(&format!("keepon_frames_sent_total{{class=\"tc-0\"}} {sent}")))),
         "metrics file\n{}",
         std::fs::read_to_string(&prom).unwrap_or_default()
     );
