@@ -27,6 +27,18 @@ fn poll(s: &mut Station<&'static [u8]>, consumed: u64, now: i64) -> Poll {
     s.poll(Observation { consumed, now: Tai(now), gaps: &[] }).unwrap()
 }
 
+/// Poll on from (`consumed`, `now`), 4 slots per 40 µs, until the first outcome, which must be `Sent`.
+fn poll_until_sent(s: &mut Station<&'static [u8]>, mut consumed: u64, mut now: i64) -> Sent {
+    loop {
+        consumed += 4;
+        now += 40_000;
+        let _ = poll(s, consumed, now);
+        if let Some(o) = s.drain_outcomes().next() {
+            return o.result.unwrap();
+        }
+    }
+}
+
 /// After an underrun the schedule's ring slots keep their TAI times: a frame for ring slot 0 of a later
 /// cycle (by the original grid) still lands in ring slot 0, no later than its txtime and less than a slot
 /// earlier.
@@ -44,16 +56,7 @@ fn underrun_keeps_ownership_aligned_with_the_schedule() {
     let t = Tai(1_000_000 + 10 * 320_000);
     let f = Frame { id: FrameId(1), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
     assert_eq!(s.submit(f, Tai(2_274_000)), Ok(()));
-    let mut consumed = 12;
-    let mut now = 2_274_000;
-    let sent = loop {
-        consumed += 4;
-        now += 40_000;
-        let _ = poll(&mut s, consumed, now);
-        if let Some(o) = s.drain_outcomes().next() {
-            break o.result.unwrap();
-        }
-    };
+    let sent = poll_until_sent(&mut s, 12, 2_274_000);
     assert_eq!(sent.ring_slot, 0);
     assert!(sent.time <= t && t.0 - sent.time.0 < 10_000, "{:?} vs {:?}", sent.time, t);
 }
@@ -295,15 +298,7 @@ fn a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule() {
     let t = Tai(1_000_000 + 10 * 320_000);
     let f = Frame { id: FrameId(1), class: ClassId(0), txtime: Some(t), data: &DATA[..] };
     assert_eq!(s.submit(f, Tai(1_080_000)), Ok(()));
-    let (mut consumed, mut now) = (8, 1_080_000);
-    let sent = loop {
-        consumed += 4;
-        now += 40_000;
-        let _ = poll(&mut s, consumed, now);
-        if let Some(o) = s.drain_outcomes().next() {
-            break o.result.unwrap();
-        }
-    };
+    let sent = poll_until_sent(&mut s, 8, 1_080_000);
     let scheduled = sent.scheduled.unwrap();
     let lead = sent.time.0 - scheduled.0;
     assert!((0..8).contains(&lead), "sent {:?}, scheduled {:?}: {lead} ns", sent.time, scheduled);
