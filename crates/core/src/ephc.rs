@@ -160,6 +160,8 @@ pub struct Exact {
     ns: i64,
     /// Below a nanosecond, in `1/d` ns of `seg`: `[0, d)`.
     rem: i128,
+    /// `seg`'s denominator (so two clocks' exact times compare: the schedule's and the EPHC's).
+    d: i128,
 }
 
 impl Exact {
@@ -172,12 +174,27 @@ impl Exact {
     pub fn time(&self) -> Tai {
         Tai(self.ns)
     }
+
+    /// Whether it starts at or after `t`, exactly (below a nanosecond too; `t` may be another clock's).
+    pub fn reaches(&self, t: &Exact) -> bool {
+        self.ns > t.ns || (self.ns == t.ns && self.rem * t.d >= t.rem * self.d)
+    }
+
+    /// `t`'s part below a nanosecond in `1/d` ns, rounded up: a time of the `1/d` lattice is at or after `t` iff
+    /// its remainder is at least this (in the same whole nanosecond).
+    fn rem_in(t: &Exact, d: i128) -> i128 {
+        if t.d == d {
+            t.rem
+        } else {
+            -floor_div(-(t.rem * d), t.d)
+        }
+    }
 }
 
 impl Segment {
     fn exact(&self, k: u64) -> Exact {
         let (ns, rem) = self.exact_at(k);
-        Exact { seg: self.id, k, ns, rem }
+        Exact { seg: self.id, k, ns, rem, d: self.d }
     }
 
     /// The exact time `n` counts after `from` (on this segment), without division: `n·a/d` is `n·whole` ns plus
@@ -199,7 +216,7 @@ impl Segment {
             carry += 1;
         }
         let ns = from.ns.checked_add((n as i64) * self.whole + carry as i64)?;
-        Some(Exact { seg: self.id, k: from.k + n, ns, rem: i128::from(y - carry * d) })
+        Some(Exact { seg: self.id, k: from.k + n, ns, rem: i128::from(y - carry * d), d: self.d })
     }
 }
 
@@ -279,10 +296,19 @@ impl Ephc {
     /// whose time is at or before `t`) without 128-bit division while one piece of the clock governs both: the
     /// count is estimated in floating point and corrected exactly.
     pub fn first_at_or_after_from(&self, near: &Exact, t: Tai) -> Exact {
+        let whole = Exact { seg: 0, k: 0, ns: t.0, rem: 0, d: 1 };
+        self.first_reaching_from(near, &whole)
+    }
+
+    /// The first count whose exact start is at or after `t`'s exact start (`t` a time of this clock or another,
+    /// below a nanosecond too), found from `near` as [`Ephc::first_at_or_after_from`]. The disciplined wire asks
+    /// this of the schedule's slot starts: comparing floored times instead would let a slot start up to a byte
+    /// before its schedule time wherever the schedule's fraction of a nanosecond lies above the byte's.
+    pub fn first_reaching_from(&self, near: &Exact, t: &Exact) -> Exact {
         let seg = self.piece(near.k);
-        if seg.id == near.seg && near.ns < t.0 {
-            // time(near.k + n) ≥ t  ⇔  rem + n·a ≥ (t − ns)·d: the least such n.
-            let need = (i128::from(t.0) - i128::from(near.ns)) * seg.d - near.rem;
+        if seg.id == near.seg && !near.reaches(t) {
+            // time(near.k + n) ≥ t  ⇔  rem + n·a ≥ (t − ns)·d + t's remainder in 1/d: the least such n.
+            let need = (i128::from(t.ns) - i128::from(near.ns)) * seg.d + Exact::rem_in(t, seg.d) - near.rem;
             let reaches = |n: u64| i128::from(n) * seg.a >= need;
             if let Ok(need) = i64::try_from(need.max(0)) {
                 let mut n = (need as f64 * f64::from_bits(seg.inv_a)) as u64;
@@ -299,8 +325,16 @@ impl Ephc {
                 }
             }
         }
-        let k = self.slot_at_or_after(t).unwrap_or(0);
-        self.piece(k).exact(k)
+        // Afresh: the first count at or after `t`'s whole nanosecond, then the few (with a period below a
+        // nanosecond) that share it until one reaches `t` exactly.
+        let mut k = self.slot_at_or_after(Tai(t.ns)).unwrap_or(0);
+        loop {
+            let e = self.piece(k).exact(k);
+            if e.reaches(t) || k == u64::MAX {
+                return e;
+            }
+            k += 1;
+        }
     }
 
     /// The paper's `offset`: the time at which slot 0 would have started at the current rate.
@@ -539,10 +573,13 @@ mod tests {
             ppt in -MAX_PPT / 10..MAX_PPT / 10,
             start in 0u64..1u64 << 40,
             steps in prop::collection::vec((0u64..20_000, 0u64..3_000, -4i64..4, 0u8..4), 1..40),
+            slot_bytes in 64u32..1538,
+            sched_phase in 0i64..1_000_000,
         ) {
             let byte = LinkRate::from_mbps(mbps).unwrap().byte_time();
             let mut c = Ephc::new(byte, 0, Tai(1_700_000_000_000_000_000));
             c.set_rate_ppt(ppt, start).unwrap();
+            let sched = Ephc::new(geom(mbps, slot_bytes).period(), 0, Tai(1_700_000_000_000_000_000 - sched_phase));
             let mut near = c.exact(start);
             for (dk, span, miss, adjust) in steps {
                 match adjust {
@@ -562,6 +599,14 @@ mod tests {
                 prop_assert_eq!(Some(f.count()), c.slot_at_or_after(t));
                 prop_assert!(c.time_of(e.count()) <= c.time_of(f.count()));
                 prop_assert_eq!(f, c.exact(f.count()));
+                // The first byte at or after a slot start of another clock (the schedule's), exactly: below a
+                // nanosecond too.
+                let j = sched.slot_of(c.time_of(k + span)).unwrap() + 1;
+                let target = sched.exact(j);
+                let g = c.first_reaching_from(&e, &target);
+                prop_assert!(g.reaches(&target) && !c.exact(g.count() - 1).reaches(&target), "{} for {target:?}", g.count());
+                prop_assert!(g.time() >= target.time() && c.time_of(g.count() - 1) <= target.time());
+                prop_assert_eq!(g, c.exact(g.count()));
                 near = f;
             }
         }

@@ -527,7 +527,8 @@ pub struct Oracle {
 }
 
 impl Oracle {
-    /// An oracle that steers every `every` of simulated time.
+    /// An oracle that steers every `every` of simulated time (its pull takes half the error per interval; for a
+    /// stable loop, `every` should exceed how far ahead of the wire slots are posted).
     pub fn new(every: Nanos) -> Oracle {
         Oracle { every, next: None, last_err: 0 }
     }
@@ -556,7 +557,11 @@ impl Oracle {
         let adj = if self.last_err.abs() > 2_000 {
             ClockAdjust::Step(Nanos(-self.last_err))
         } else {
-            let ppt = Self::frequency_ppt(nic) - self.last_err * 500_000;
+            // Half the error per interval: 0.5 ppm per ns over a millisecond, proportionally less over longer
+            // intervals (a servo slower than the slots it steers are posted ahead must be, or it oscillates).
+            let every = self.every.0.max(1) as i128;
+            let pull = i128::from(self.last_err) * 500_000 * 1_000_000 / every;
+            let ppt = Self::frequency_ppt(nic) - i64::try_from(pull).unwrap_or(i64::MAX / 2 * pull.signum() as i64);
             ClockAdjust::Rate(ppt.clamp(-MAX_PPT + 1, MAX_PPT - 1))
         };
         if station.adjust_clock(adj).is_ok() {

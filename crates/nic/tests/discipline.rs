@@ -117,7 +117,9 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
     // The frames: cycle starts from the schedule (base_time + n·cycle), computed once.
     let sched = d.station.schedule().clone();
     let n = u64::from(c.ring);
-    let first = sched.slot_of(d.nic.now() + Nanos::from_ms(2)).unwrap().div_ceil(n);
+    // The first cycle that starts 2 ms after the slots already posted (`batch` of them) end.
+    let posted_ahead = Nanos(period.floor_mul(u64::from(c.batch)) as i64);
+    let first = sched.slot_of(d.nic.now() + posted_ahead + Nanos::from_ms(2)).unwrap().div_ceil(n);
     let third = slot_ns / 3;
     let owned = u64::from(c.owned);
     let at = move |i: u64| sched.time_of((first + i) * n + owned) + Nanos(third);
@@ -130,7 +132,10 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
     let mut steps = c.steps.clone();
     steps.sort();
     let mut next_step = 0;
-    let mut oracle = Oracle::new(Nanos::from_ms(1));
+    // Every millisecond, or twice the posting lead if that is longer: a correction reaches the wire only after
+    // the slots already posted (a servo faster than that delay oscillates: 270 ns off with 3.4 ms of lead).
+    let lead_ns = period.floor_mul(u64::from(c.batch)) as i64;
+    let mut oracle = Oracle::new(Nanos((2 * lead_ns).max(1_000_000)));
     let sink = |e: Event, seen: &mut Seen, oracle: &mut Oracle| match e {
         Event::Outcome(o) => {
             assert!(seen.outcomes.insert(o.id, o).is_none(), "two outcomes for {:?}", o.id);
@@ -195,14 +200,19 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
         match o.result {
             Ok(s) => {
                 prop_assert_eq!(s.ring_slot, c.owned);
-                // Never before its schedule slot by more than a byte — or, in a slot posted while the wire
-                // re-acquired the schedule after a step or a restart, by less than half a slot.
+                // Never more than a byte before its schedule slot, also after host stalls, underruns and clock
+                // steps (`SO_TXTIME`'s promise): a frame whose slot the re-acquiring wire would start earlier is
+                // rejected instead.
                 let dev = s.time.0 - s.scheduled.unwrap().0;
-                // Never more than a byte before its schedule slot, also after host stalls and underruns
-                // (`SO_TXTIME`'s promise) — but a clock step moves the schedule under frames already placed, and
-                // those in slots posted while the wire re-acquires it may leave up to half a slot early.
-                let early = if c.steps.is_empty() { byte_ns } else { slot_ns / 2 };
-                prop_assert!(dev >= -early, "frame {:?} left {} ns before its schedule slot", o.id, -dev);
+                let early = byte_ns;
+                prop_assert!(
+                    dev >= -early,
+                    "frame {:?} left {} ns before its schedule slot (underruns {}, {:?})",
+                    o.id,
+                    -dev,
+                    seen.underruns,
+                    s
+                );
             }
             Err(Reason::NotOwned) => prop_assert!(false, "frame {:?} rejected not-owned", o.id),
             // The oracle steps the EPHC back after an underrun left it off (the gap is measured in host time).
@@ -212,7 +222,7 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
             Err(Reason::Underrun | Reason::Late) => {
                 // A host stall longer than the lead makes frames late (or an underrun rejects them).
                 let disturbed = seen.underruns > 0 || !c.steps.is_empty() || c.spike_ppm > 0;
-                prop_assert!(disturbed, "{:?} without a disturbance", o.result)
+                prop_assert!(disturbed, "{:?} without a disturbance ({:?})", o.result, o.id)
             }
             Err(why) => prop_assert!(false, "frame {:?} rejected {why:?}", o.id),
         }
@@ -221,7 +231,11 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
         let sent = seen.outcomes.values().filter(|o| o.result.is_ok()).count() as u64;
         prop_assert_eq!(sent, src.next, "undisturbed: every frame sent");
     }
-    if c.steps.is_empty() && seen.underruns == 0 && c.keep_fillers {
+    // Undisturbed: no step, no underrun, no host stall (a stall stops the servo too, and how far off the EPHC is
+    // after one is the servo's recovery — the test's oracle steers every millisecond — not the wire's: 432 ns and
+    // 12 of 203 slots unlocked at 100 Mb/s after a 13 ms stall. The wire's own promise, within a byte of the EPHC,
+    // is asserted on every slot above, stalls or not.)
+    if c.steps.is_empty() && seen.underruns == 0 && c.spike_ppm == 0 && c.keep_fillers {
         // Undisturbed, the grid is locked on nearly every slot, and the EPHC (which the oracle steers every
         // millisecond) stays within 100 ns and two byte times of the true time: the wire is on the schedule to a
         // byte plus that.
@@ -231,15 +245,7 @@ fn run(c: &Case) -> Result<Seen, TestCaseError> {
             seen.locked,
             seen.slots
         );
-        // A preemption (`spike_ppm`) stops the servo too: for its length the EPHC runs on the last rate
-        // correction, and may drift up to the oscillator's error (and wander) over it.
-        let spike_ns = if c.spike_ppm > 0 { period.floor_mul(u64::from(c.batch) * 3) as f64 } else { 0.0 };
-        let drift = (spike_ns * (c.ppm.abs() + 1.0 + c.wander) / 1e6).ceil() as i64;
-        prop_assert!(
-            seen.max_eps <= 100 + 2 * byte_ns + drift,
-            "EPHC error {} ns ({drift} ns spike drift)",
-            seen.max_eps
-        );
+        prop_assert!(seen.max_eps <= 100 + 2 * byte_ns, "EPHC error {} ns", seen.max_eps);
     }
     Ok(seen)
 }

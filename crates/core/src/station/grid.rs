@@ -24,6 +24,7 @@ use core::ops::Range;
 use super::{sat_i64, Station};
 use crate::ephc::{ClockAdjust, Ephc, EphcError};
 use crate::outcome::Reason;
+use crate::ring::SlotKind;
 use crate::time::{Nanos, SlotPeriod, Tai, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
 
 use super::ClockAdjusted;
@@ -240,10 +241,16 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// kept). Every clock piece governing bytes from there on moves: a gap reported late, after an adjustment
     /// split the clock at a later slot, moves the current clock too. Returns how far the slot moved (positive:
     /// later than the clock had it).
-    pub(super) fn reanchor(&mut self, at: u64, restart: Tai) -> i64 {
+    ///
+    /// With `only_later` (a gap the backend saw on a wire the station thought was streaming), the clock moves
+    /// only forward: a gap can only delay the wire, so a restart earlier than the host's view expected is that
+    /// view's drift (it runs at the nominal byte time, the oscillator does not), not the wire's — moving the
+    /// disciplined clock back by it would make the slots sized for the schedule leave early.
+    pub(super) fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool) -> i64 {
         let p = self.position(at);
         let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(p).0));
         self.host.set_time(restart, p);
+        let moved = if only_later { moved.max(0) } else { moved };
         self.host_anchor = self.host_anchor.max(p);
         if moved != 0 {
             // Slots posted from `at` on were sized by a clock that had the wire elsewhere: not locked after all.
@@ -331,7 +338,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let cap = self.cfg.geometry.rate().byte_time().floor_mul(u64::from(self.cfg.max_filler - slot)) as i128;
         // Without the discipline (nominal slots, a harness counting a peer's slots) lengths never catch up: the
         // mapping moves a whole slot at a time and slots within half a slot of their time carry frames, as before.
-        let limit = if self.discipline { tol } else { tol.max(self.half_slot()) };
+        let limit = self.early_limit();
         let m = if e >= -limit || cap == 0 { 0 } else { ((-e - limit) + cap - 1) / cap };
         let until = b + (m as u64).min(self.ring.len());
         let spacers = until > self.spacer_until.max(b);
@@ -341,6 +348,29 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         if moved || spacers {
             self.follow_mapping(cause);
+        }
+    }
+
+    /// How early (ns) a slot may start and still carry a real-time frame: a byte on the disciplined wire (the
+    /// `SO_TXTIME` promise); without the discipline, half a slot (lengths never catch up, see [`Station::remap`]).
+    fn early_limit(&self) -> i128 {
+        let tol = self.tolerance();
+        if self.discipline {
+            tol
+        } else {
+            tol.max(self.half_slot())
+        }
+    }
+
+    /// Slot `k` is about to be posted more than [`Station::early_limit`] before its schedule time although the
+    /// spacers [`Station::remap`] chose were to prevent it (they assume every slot before can grow to the largest
+    /// filler; one holding a real frame cannot, and a stream of underruns can re-anchor the wire faster than
+    /// lengths follow): a real-time frame in it is taken out and rejected with the cause of the re-alignment
+    /// rather than sent early. Best-effort frames have no time to be early for and stay.
+    fn withhold_early(&mut self, k: u64) {
+        if let SlotKind::Real { id, class, txtime: Some(_), .. } = self.ring.kind(k) {
+            let _ = self.ring.take(k);
+            self.reject(id, class, self.realign_cause);
         }
     }
 
@@ -426,6 +456,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let end = target.min(self.ring.consumed() + self.ring.len());
         let half = self.half_slot();
         let tol = self.tolerance();
+        let early = self.early_limit();
         // The next slot's error as the previous iteration computed it (the clock and the mapping have not changed
         // since, unless a skip or a remap said so): saves two divisions of 128-bit clock arithmetic per slot.
         let mut known: Option<i128> = None;
@@ -445,6 +476,9 @@ impl<B: AsRef<[u8]>> Station<B> {
                     self.align.record(sat_i64(e));
                 }
                 self.j_end = j + 1;
+                if e < -early {
+                    self.withhold_early(k);
+                }
                 let locked = !self.acquiring && (-tol..=tol).contains(&e);
                 self.carried.push_back(Some(Carried { slot: j, locked }));
             } else {
@@ -512,7 +546,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let target = self.schedule.exact_from(&self.sched_cursor, j);
         let at_p = self.ephc.exact_from(&self.cursor, p);
         // The first byte at or after the target.
-        let q = self.ephc.first_at_or_after_from(&at_p, target.time());
+        let q = self.ephc.first_reaching_from(&at_p, &target);
         let want = i128::from(q.count()) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
         let (lo, hi) = self.ring.len_range(k);
         // Never shorter than the slot less a quarter of its slack: shrinking slots to catch up (after a restart,

@@ -456,7 +456,8 @@ impl<B: AsRef<[u8]>> Station<B> {
                 self.link_up_gap = None;
             }
             let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
-            let moved = self.reanchor(at, restart);
+            let expected = self.expected_gap == Some(at) || link_up;
+            let moved = self.reanchor(at, restart, !expected);
             moved_any |= moved != 0;
             self.provisional &= self.expected_gap != Some(at);
             if self.expected_gap == Some(at) {
@@ -483,14 +484,14 @@ impl<B: AsRef<[u8]>> Station<B> {
         if !self.started {
             // The link comes up.
             let land = self.snap(land);
-            let _ = self.reanchor(posted, land);
+            let _ = self.reanchor(posted, land, false);
             self.provisional = true;
             self.expected_gap = Some(posted);
             self.link_up_gap = Some(posted);
             self.started = true;
             moved_any = true;
         } else if idle && !self.draining {
-            let moved = self.reanchor(posted, land);
+            let moved = self.reanchor(posted, land, false);
             moved_any |= moved != 0;
             self.expected_gap = Some(posted);
             self.counters.underruns += 1;
