@@ -175,6 +175,11 @@ impl Exact {
         Tai(self.ns)
     }
 
+    /// Its exact start as `(numerator, denominator)` ns: `ns + rem/d`.
+    pub fn fraction(&self) -> (i128, i128) {
+        (i128::from(self.ns) * self.d + self.rem, self.d)
+    }
+
     /// Whether it starts at or after `t`, exactly (below a nanosecond too; `t` may be another clock's).
     pub fn reaches(&self, t: &Exact) -> bool {
         self.ns > t.ns || (self.ns == t.ns && self.rem * t.d >= t.rem * self.d)

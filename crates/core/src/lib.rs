@@ -19,6 +19,7 @@
 
 extern crate alloc;
 
+pub mod bytes;
 pub mod dualclock;
 pub mod ephc;
 pub mod insert;

@@ -66,7 +66,7 @@ pub use grid::Carried;
 pub const MAX_PAST: Nanos = Nanos(86_400_000_000_000);
 
 /// `x` clamped to the i64 range.
-fn sat_i64(x: i128) -> i64 {
+pub(crate) fn sat_i64(x: i128) -> i64 {
     i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })
 }
 

@@ -1,0 +1,370 @@
+//! The byte clock: every real-time frame starts on the wire at its txtime, to the byte, unpadded, with the
+//! class isolation of time windows ([`windows`]).
+//!
+//! A saturated link is a byte clock: once the wire position is known to the byte, the next frame can start at
+//! any byte boundary (8 ns at 1 Gb/s, 0.8 ns at 10 Gb/s) by choosing the lengths of the fillers before it. The
+//! slot station ([`crate::station`]) keeps one ring slot per schedule slot; this one keeps no slots at all:
+//!
+//! ```text
+//!   wire  ──┬──────────────┬────────┬──────┬─────────────┬────────┬──
+//!           │ filler 1518  │ filler │ RT f │  BE frame   │ filler │      each descriptor: 64 B … max_frame
+//!           P₀             P₁       B_f = nearest byte to txtime(f)
+//! ```
+//!
+//! - **Wire position.** Descriptor `k` starts at byte `P_k` (bytes since link-up, preamble and gap included);
+//!   the EPHC gives each byte its network time, exactly (`time = T0 + bytes·8/rate`, adjusted as PTP says).
+//! - **Frames at byte times.** A real-time frame with txtime `t` starts at `B`, the byte nearest `t` (the next
+//!   one if that would start before its window opens). The descriptors before it are sized so that the wire
+//!   reaches `B` exactly: fillers are 64 bytes to `max_frame`, and a gap shorter than a minimum frame after a
+//!   real frame is closed by padding that frame (the receiving stack ignores the zeros). Where neither is
+//!   possible (a frame arrived after the descriptor before it was posted, or the frame before is as long as
+//!   the link allows) the frame moves later by the least amount, inside its window, and its outcome says by
+//!   how much; outside its window it is rejected.
+//! - **Isolation.** A real-time frame is admitted only if its whole wire time lies in one window of its class;
+//!   best effort goes only where no window is, and only in gaps it fills exactly or with room for a filler.
+//! - **Descriptor economy.** With nothing due, fillers are as long as the link allows: a descriptor per
+//!   `max_frame` bytes instead of one per slot. The wire is posted `lead` ahead of the host's clock.
+//! - **Outcomes.** Every frame ends as sent (descriptor, EPHC time, its txtime as `scheduled`: the difference
+//!   is its deviation) or rejected (reason), as in the slot station.
+
+mod admit;
+mod post;
+pub mod windows;
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+use core::fmt;
+use core::ops::Range;
+
+use crate::ephc::{ClockAdjust, Ephc, EphcError};
+use crate::isolation::ClassId;
+use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
+use crate::ring::{Ring, RingError, SlotKind, SlotView};
+use crate::station::{Observation, Poll, Underrun};
+use crate::time::{LinkRate, Nanos, Tai, MAX_SLOT_BYTES, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
+use windows::{Rat, Windows};
+
+/// The shortest descriptor on the wire, preamble and gap included: a minimum frame.
+const MIN_WIRE: u64 = (MIN_FRAME_BYTES + WIRE_OVERHEAD_BYTES) as u64;
+
+/// The smallest `max_frame`: a gap one byte longer than the longest filler must still split into two fillers.
+pub const MIN_MAX_FRAME: u32 = 2 * MIN_WIRE as u32 - WIRE_OVERHEAD_BYTES;
+
+/// How a byte-clock station runs.
+#[derive(Clone, Debug)]
+pub struct ByteConfig {
+    /// Line rate.
+    pub rate: LinkRate,
+    /// Every class's windows on the schedule.
+    pub windows: Windows,
+    /// Descriptors in the ring.
+    pub ring: u32,
+    /// The longest descriptor (L2 bytes with FCS) the backend sends: fillers and padded frames up to it.
+    pub max_frame: u32,
+    /// How far ahead of the host's clock the wire is posted: frames must be handed in at least this long
+    /// before their txtime.
+    pub lead: Nanos,
+    /// Frames waiting per class, at most.
+    pub max_pending: usize,
+    /// Furthest ahead a txtime may be.
+    pub max_advance: Nanos,
+    /// Host time from a post to the NIC starting on it (set by the driver from the backend).
+    pub post_latency: Nanos,
+}
+
+/// A configuration that cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteConfigError {
+    /// The ring is empty or larger than the slot station allows.
+    Ring(u32),
+    /// The longest descriptor is below [`MIN_MAX_FRAME`] or above the largest the crate supports.
+    MaxFrame(u32),
+    /// The lead is not positive.
+    Lead(Nanos),
+}
+
+impl fmt::Display for ByteConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ByteConfigError::Ring(n) => write!(f, "ring of {n} descriptors: need 2 to 65536"),
+            ByteConfigError::MaxFrame(m) => {
+                write!(f, "largest frame {m} B: need {MIN_MAX_FRAME} to {MAX_SLOT_BYTES} B (two minimum frames' wire time, so any gap can be filled exactly)")
+            }
+            ByteConfigError::Lead(l) => write!(f, "lead {} ns must be positive", l.0),
+        }
+    }
+}
+
+/// A real-time frame waiting for its byte.
+#[derive(Clone, Debug)]
+struct Waiting<B> {
+    frame: Frame<B>,
+    /// Its window's absolute opening and closing times.
+    open: Rat,
+    close: Rat,
+    /// Wire bytes it occupies (frame with FCS, at least 64, plus preamble and gap).
+    wire: u64,
+}
+
+/// A posted descriptor not yet completed: where it starts and when, on the EPHC.
+#[derive(Clone, Copy, Debug)]
+struct Posted {
+    pos: u64,
+    time: Tai,
+}
+
+/// A station on the byte clock: the sans-IO core a backend drives exactly as the slot station
+/// ([`crate::station::Station`]): submit frames, poll with the NIC's consumer count, post what it returns.
+pub struct ByteStation<B> {
+    cfg: ByteConfig,
+    ring: Ring,
+    /// Network time of every byte position (count = bytes since link-up).
+    ephc: Ephc,
+    /// The wire by the host clock, at the nominal byte time (see [`crate::station::Station`]'s).
+    host: Ephc,
+    started: bool,
+    /// The byte the next descriptor starts at.
+    next_pos: u64,
+    /// Descriptors `posted_base..ring.posted()`.
+    posted: VecDeque<Posted>,
+    posted_base: u64,
+    /// Real-time frames by (txtime, id).
+    rt: BTreeMap<(Tai, FrameId), Waiting<B>>,
+    be: VecDeque<Frame<B>>,
+    queued: Vec<usize>,
+    outcomes: Vec<Outcome>,
+    counters: Counters,
+    /// A gap is expected at this descriptor (link-up, or an underrun the station detected itself).
+    expected_gap: Option<u64>,
+    draining: bool,
+}
+
+impl<B: AsRef<[u8]>> ByteStation<B> {
+    /// A station whose link comes up at the first poll.
+    pub fn new(cfg: ByteConfig, t0: Tai) -> Result<Self, ByteConfigError> {
+        if !(2..=65_536).contains(&cfg.ring) {
+            return Err(ByteConfigError::Ring(cfg.ring));
+        }
+        if !(MIN_MAX_FRAME..=MAX_SLOT_BYTES).contains(&cfg.max_frame) {
+            return Err(ByteConfigError::MaxFrame(cfg.max_frame));
+        }
+        if cfg.lead.0 <= 0 {
+            return Err(ByteConfigError::Lead(cfg.lead));
+        }
+        let byte = cfg.rate.byte_time();
+        Ok(ByteStation {
+            ring: Ring::with_max_filler(cfg.ring, cfg.max_frame, cfg.max_frame),
+            ephc: Ephc::new(byte, 0, t0),
+            host: Ephc::new(byte, 0, t0),
+            started: false,
+            next_pos: 0,
+            posted: VecDeque::new(),
+            posted_base: 0,
+            rt: BTreeMap::new(),
+            be: VecDeque::new(),
+            queued: alloc::vec![0; cfg.windows.classes()],
+            outcomes: Vec::new(),
+            counters: Counters::default(),
+            expected_gap: None,
+            draining: false,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ByteConfig {
+        &self.cfg
+    }
+
+    /// The windows.
+    pub fn windows(&self) -> &Windows {
+        &self.cfg.windows
+    }
+
+    /// The descriptor ring.
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The EPHC (count = bytes since link-up).
+    pub fn ephc(&self) -> &Ephc {
+        &self.ephc
+    }
+
+    /// Frames handed in and not yet ended.
+    pub fn in_flight(&self) -> usize {
+        self.rt.len() + self.be.len() + self.ring.real_frames()
+    }
+
+    /// The link is up and its anchor final: the backend reported where it started, or descriptors have left.
+    pub fn schedule_settled(&self) -> bool {
+        self.started && (self.expected_gap.is_none() || self.ring.consumed() > 0)
+    }
+
+    /// Descriptor `k` (posted or being posted) for handing to the NIC.
+    pub fn view(&self, k: u64) -> SlotView<'_> {
+        self.ring.view(k)
+    }
+
+    /// Outcomes since the last call.
+    pub fn drain_outcomes(&mut self) -> alloc::vec::Drain<'_, Outcome> {
+        self.outcomes.drain(..)
+    }
+
+    /// Shut down: frames not yet posted are rejected `shutdown`, and nothing more is posted.
+    pub fn shutdown(&mut self) {
+        self.draining = true;
+        let rt = core::mem::take(&mut self.rt);
+        for w in rt.into_values() {
+            self.reject(w.frame.id, w.frame.class, Reason::Shutdown);
+        }
+        while let Some(f) = self.be.pop_front() {
+            self.reject(f.id, f.class, Reason::Shutdown);
+        }
+    }
+
+    /// Shut down and every posted frame has left.
+    pub fn drained(&self) -> bool {
+        self.draining && self.in_flight() == 0
+    }
+
+    /// EPHC time descriptor `k` starts at (posted ones as posted; later ones: where the next would start).
+    pub fn slot_time(&self, k: u64) -> Tai {
+        match k.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
+            Some(p) => p.time,
+            None => self.ephc.time_of(self.next_pos),
+        }
+    }
+
+    /// The EPHC's time at host time `host`.
+    pub fn ephc_at(&self, host: Tai) -> Tai {
+        let p = self.host.slot_of(host).unwrap_or(0);
+        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
+        Tai(crate::station::sat_i64(i128::from(self.ephc.time_of(p).0) + self.ephc.scaled(p, into)))
+    }
+
+    /// One ring of the longest descriptors: the longest a healthy NIC needs to finish what is posted.
+    pub fn ring_span(&self) -> Nanos {
+        let per = self.cfg.rate.wire_time(self.cfg.max_frame);
+        Nanos(i64::try_from(per.ceil_mul(self.ring.len())).unwrap_or(i64::MAX))
+    }
+
+    /// Apply a synchronisation adjustment from the next byte not yet posted on: posted descriptors keep their
+    /// times; frames still waiting are placed by the adjusted clock (a step that moves one out of its window
+    /// rejects it `clock-step` when it comes up).
+    pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        self.ephc.apply(adj, self.next_pos)
+    }
+
+    fn reject(&mut self, id: FrameId, class: ClassId, why: Reason) {
+        self.counters.rejected[why.index()] += 1;
+        self.outcomes.push(Outcome { id, class, result: Err(why) });
+    }
+
+    /// The exact EPHC time of byte `p`.
+    fn time_at(&self, p: u64) -> Rat {
+        let (num, den) = self.ephc.exact(p).fraction();
+        Rat { num, den }
+    }
+
+    /// Wire time of `bytes` bytes at the nominal rate, exactly.
+    fn span_of(&self, bytes: u64) -> Rat {
+        let b = self.cfg.rate.byte_time();
+        Rat { num: i128::from(b.num()) * i128::from(bytes), den: i128::from(b.den()) }
+    }
+
+    /// One poll: observe the NIC's consumer count (and any gaps it saw), end the frames that left, detect
+    /// underruns, post descriptors up to `lead` ahead.
+    pub fn poll(&mut self, obs: Observation<'_>) -> Result<Poll, RingError> {
+        let done = self.ring.observe(obs.consumed)?;
+        let mut underruns = Vec::new();
+        let land = obs.now + self.cfg.post_latency;
+        if !self.started {
+            self.host.set_time(land, self.next_pos);
+            self.ephc.set_time(land, self.next_pos);
+            self.started = true;
+            self.expected_gap = Some(self.ring.posted());
+        }
+        for gap in obs.gaps {
+            let expected = self.expected_gap == Some(gap.at);
+            if expected {
+                self.expected_gap = None;
+            }
+            let moved = self.reanchor(gap.at, gap.restart, !expected);
+            if !expected {
+                self.counters.underruns += 1;
+                underruns.push(Underrun {
+                    at_slot: gap.at,
+                    detected: obs.now,
+                    restart: gap.restart,
+                    shift: Nanos(moved),
+                });
+            }
+        }
+        self.reclaim(done);
+        let posted = self.ring.posted();
+        let idle = self.ring.consumed() == posted && self.host.time_of(self.next_pos) <= obs.now;
+        if idle && !self.draining && posted > 0 {
+            let moved = self.reanchor(posted, land, false);
+            self.expected_gap = Some(posted);
+            self.counters.underruns += 1;
+            underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
+        }
+        if self.draining {
+            return Ok(Poll { post: posted..posted, underruns });
+        }
+        let post = self.post_until(obs.now + self.cfg.lead);
+        self.counters.slots_posted += post.end - post.start;
+        Ok(Poll { post, underruns })
+    }
+
+    /// Descriptor `at` started (or will start) at host time `restart`: move the host's view there, and the
+    /// EPHC of that descriptor and all after it by as much (only later, with `only_later`: a gap the NIC saw
+    /// can only delay the wire; an earlier restart is the host view's drift). Returns the move, ns.
+    fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool) -> i64 {
+        let pos = match at.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
+            Some(p) => p.pos,
+            None => self.next_pos,
+        };
+        let moved = crate::station::sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(pos).0));
+        self.host.set_time(restart, pos);
+        let moved = if only_later { moved.max(0) } else { moved };
+        if moved != 0 {
+            let from = at.saturating_sub(self.posted_base) as usize;
+            for p in self.posted.iter_mut().skip(from) {
+                p.time = Tai(p.time.0.saturating_add(moved));
+            }
+            let t = i128::from(self.ephc.time_of(self.next_pos).0) + self.ephc.scaled(self.next_pos, i128::from(moved));
+            self.ephc.set_time(Tai(crate::station::sat_i64(t)), self.next_pos);
+        }
+        moved
+    }
+
+    /// The descriptors the NIC finished: their frames are sent.
+    fn reclaim(&mut self, done: Range<u64>) {
+        let mut sent = Vec::new();
+        let base = self.posted_base;
+        let posted = &self.posted;
+        self.ring.reclaim(done.clone(), |k, kind| {
+            if let SlotKind::Real { id, class, txtime, .. } = kind {
+                let time = posted.get((k - base) as usize).map_or(Tai(0), |p| p.time);
+                sent.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot: 0, scheduled: txtime }) });
+            }
+        });
+        self.counters.fillers_sent += (done.end - done.start) - sent.len() as u64;
+        self.counters.sent += sent.len() as u64;
+        self.outcomes.extend(sent);
+        while self.posted_base < done.end && !self.posted.is_empty() {
+            self.posted.pop_front();
+            self.posted_base += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+//! Posting on the byte clock: the length of each descriptor, so that every real-time frame starts on its byte.
+
+use core::ops::Range;
+
+use super::windows::Rat;
+use super::{ByteStation, Posted, MIN_WIRE};
+use crate::outcome::{FrameId, Reason};
+use crate::ring::Placed;
+use crate::time::{Tai, WIRE_OVERHEAD_BYTES};
+
+const OVERHEAD: u64 = WIRE_OVERHEAD_BYTES as u64;
+
+/// What the next descriptor is.
+enum Next {
+    /// The real-time frame with this key.
+    RealTime((Tai, FrameId), u32),
+    /// The best-effort frame at the head of its queue, with this wire length.
+    BestEffort(u32),
+    /// A filler of this wire length.
+    Filler(u32),
+}
+
+impl<B: AsRef<[u8]>> ByteStation<B> {
+    /// Post descriptors until the wire reaches host time `until`, or the ring is full.
+    pub(super) fn post_until(&mut self, until: Tai) -> Range<u64> {
+        let start = self.ring.posted();
+        while self.ring.posted() < self.ring.consumed() + self.ring.len() && self.host.time_of(self.next_pos) < until {
+            self.post_one();
+        }
+        start..self.ring.posted()
+    }
+
+    fn post_one(&mut self) {
+        let p = self.next_pos;
+        let k = self.ring.posted();
+        let next = match self.rt_head(p) {
+            Some((key, b)) if b == p => Next::RealTime(key, self.padded(key, p)),
+            Some((_, b)) => {
+                let gap = b - p;
+                if gap < MIN_WIRE {
+                    // The frame cannot start on its byte (it came after the descriptor before it was posted, or
+                    // the frame before could not pad): it moves by the least amount, a minimum filler.
+                    Next::Filler(MIN_WIRE as u32 - WIRE_OVERHEAD_BYTES)
+                } else {
+                    match self.best_effort_fits(p, Some(gap)) {
+                        Some(len) => Next::BestEffort(len),
+                        None => Next::Filler(self.filler_towards(gap)),
+                    }
+                }
+            }
+            None => match self.best_effort_fits(p, None) {
+                Some(len) => Next::BestEffort(len),
+                None => Next::Filler(self.cfg.max_frame),
+            },
+        };
+        let len = match next {
+            Next::RealTime(key, len) => {
+                let w = self.rt.remove(&key).expect("the head was just found");
+                self.queued[usize::from(w.frame.class.0)] -= 1;
+                let f = w.frame;
+                let placed = Placed { id: f.id, class: f.class, txtime: f.txtime, ring_slot: 0 };
+                self.ring.place(k, placed, f.data.as_ref());
+                len
+            }
+            Next::BestEffort(len) => {
+                let f = self.be.pop_front().expect("the head was just found");
+                self.queued[usize::from(f.class.0)] -= 1;
+                let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot: 0 };
+                self.ring.place(k, placed, f.data.as_ref());
+                len
+            }
+            Next::Filler(len) => len,
+        };
+        self.ring.set_len(k, len);
+        let _ = self.ring.post_to(k + 1);
+        self.posted.push_back(Posted { pos: p, time: self.ephc.time_of(p) });
+        self.next_pos = p + u64::from(len) + OVERHEAD;
+    }
+
+    /// The first real-time frame still to go and the byte it starts at (at `p` or later), rejecting those the
+    /// wire has passed beyond their window.
+    fn rt_head(&mut self, p: u64) -> Option<((Tai, FrameId), u64)> {
+        loop {
+            let (&key, w) = self.rt.iter().next()?;
+            let span = self.span_of(w.wire);
+            let mut b = self.nearest_byte(key.0);
+            while self.time_at(b) < w.open {
+                b += 1;
+            }
+            let why = if b < p {
+                // The wire passed its byte: it leaves late, at `p`, if that is still inside its window.
+                b = p;
+                Reason::Late
+            } else {
+                // Its byte is on the wire's future, but not inside its window: a clock step moved it.
+                Reason::ClockStep
+            };
+            let start = self.time_at(b);
+            if start + span <= w.close {
+                return Some((key, b));
+            }
+            let w = self.rt.remove(&key).expect("just seen");
+            self.queued[usize::from(w.frame.class.0)] -= 1;
+            self.reject(w.frame.id, w.frame.class, why);
+        }
+    }
+
+    /// The byte whose EPHC start is nearest `t` (the later one on a tie).
+    fn nearest_byte(&self, t: Tai) -> u64 {
+        let after = self.ephc.slot_at_or_after(t).unwrap_or(0);
+        if after == 0 {
+            return 0;
+        }
+        let (t0, t1) = (self.time_at(after - 1), self.time_at(after));
+        let t = Rat::ns(i128::from(t.0));
+        if t - t0 < t1 - t {
+            after - 1
+        } else {
+            after
+        }
+    }
+
+    /// The wire length for the real-time frame `key` starting at `p`: its own, padded by the gap to the next
+    /// real-time frame's byte if that gap is too short for a filler (and the padding fits the longest frame).
+    fn padded(&mut self, key: (Tai, FrameId), p: u64) -> u32 {
+        let w = &self.rt[&key];
+        let own = (w.wire - OVERHEAD) as u32;
+        let end = p + w.wire;
+        let next = self.rt.range((core::ops::Bound::Excluded(key), core::ops::Bound::Unbounded)).next();
+        let Some((&(t2, _), w2)) = next else { return own };
+        let open2 = w2.open;
+        let mut b2 = self.nearest_byte(t2);
+        while self.time_at(b2) < open2 {
+            b2 += 1;
+        }
+        let gap = b2.saturating_sub(end);
+        if gap > 0 && gap < MIN_WIRE && u64::from(own) + gap <= u64::from(self.cfg.max_frame) {
+            own + gap as u32
+        } else {
+            own
+        }
+    }
+
+    /// The wire length of the best-effort frame at the head of its queue if it may go at `p`: within `gap`
+    /// bytes (filling it exactly or leaving room for a filler) and in no window.
+    fn best_effort_fits(&self, p: u64, gap: Option<u64>) -> Option<u32> {
+        let f = self.be.front()?;
+        let len = (f.data.as_ref().len() as u64 + 4).max(MIN_WIRE - OVERHEAD);
+        let wire = len + OVERHEAD;
+        if let Some(gap) = gap {
+            if wire > gap || (wire < gap && gap - wire < MIN_WIRE) {
+                return None;
+            }
+        }
+        let start = self.time_at(p);
+        let span = self.span_of(wire);
+        let end = start + span;
+        self.cfg.windows.first_reserved(start, end).is_none().then_some(len as u32)
+    }
+
+    /// A filler's wire length towards a real-time frame `gap` bytes on: all of it if one filler can, else as
+    /// long as possible while leaving at least a minimum frame's room.
+    fn filler_towards(&self, gap: u64) -> u32 {
+        let longest = u64::from(self.cfg.max_frame) + OVERHEAD;
+        let wire = if gap <= longest {
+            gap
+        } else if gap - longest < MIN_WIRE {
+            gap - MIN_WIRE
+        } else {
+            longest
+        };
+        (wire - OVERHEAD) as u32
+    }
+}

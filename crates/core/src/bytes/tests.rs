@@ -1,0 +1,302 @@
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::windows::{ClassWindows, Rat, Window, Windows};
+use super::{ByteConfig, ByteConfigError, ByteStation};
+use crate::isolation::ClassId;
+use crate::outcome::{Frame, FrameId, Outcome, Reason};
+use crate::ring::SlotKind;
+use crate::station::Observation;
+use crate::time::{LinkRate, Nanos, Tai};
+
+const T0: Tai = Tai(1_700_000_000_000_000_000);
+
+/// One descriptor as the NIC got it: where it starts (byte), its wire length, what it held.
+#[derive(Clone, Debug)]
+struct Sent {
+    pos: u64,
+    len: u32,
+    kind: SlotKind,
+    bytes: Vec<u8>,
+}
+
+/// An exact NIC: it starts descriptor after descriptor with no gap, from the first post on, and finishes each
+/// as it starts.
+struct Nic {
+    rate: LinkRate,
+    start: Option<Tai>,
+    wire: Vec<Sent>,
+}
+
+impl Nic {
+    /// Exact start of byte `pos`.
+    fn time_of(&self, pos: u64) -> Rat {
+        let b = self.rate.byte_time();
+        let t0 = i128::from(self.start.unwrap().0);
+        Rat { num: t0 * i128::from(b.den()) + i128::from(pos) * i128::from(b.num()), den: i128::from(b.den()) }
+    }
+
+    /// Descriptors started by `now`.
+    fn consumed(&self, now: Tai) -> u64 {
+        match self.start {
+            None => 0,
+            Some(_) => {
+                self.wire.iter().take_while(|s| self.time_of(s.pos) <= Rat::ns(i128::from(now.0))).count() as u64
+            }
+        }
+    }
+}
+
+fn config(mbps: u64, windows: Windows) -> ByteConfig {
+    ByteConfig {
+        rate: LinkRate::from_mbps(mbps).unwrap(),
+        windows,
+        ring: 256,
+        max_frame: 1518,
+        lead: Nanos::from_us(200),
+        max_pending: 1024,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos::ZERO,
+    }
+}
+
+fn classes(rt: &[(i64, i64)]) -> Vec<ClassWindows> {
+    vec![
+        ClassWindows {
+            name: "rt".into(),
+            windows: rt.iter().map(|&(o, l)| Window { offset: Nanos(o), length: Nanos(l) }).collect(),
+        },
+        ClassWindows { name: "be".into(), windows: vec![] },
+    ]
+}
+
+/// Run `frames` (submit time, frame) through a station on the exact NIC for `span`, polling every `poll`.
+fn run(cfg: ByteConfig, mut frames: Vec<(Tai, Frame<Vec<u8>>)>, span: Nanos, poll: Nanos) -> (Nic, Vec<Outcome>) {
+    let mut st = ByteStation::new(cfg.clone(), T0).unwrap();
+    let mut nic = Nic { rate: cfg.rate, start: None, wire: Vec::new() };
+    frames.sort_by_key(|(t, f)| (*t, f.id));
+    let mut next = 0;
+    let mut outcomes = Vec::new();
+    let mut now = T0;
+    while now < T0 + span {
+        while next < frames.len() && frames[next].0 <= now {
+            let _ = st.submit(frames[next].1.clone(), now);
+            next += 1;
+        }
+        let consumed = nic.consumed(now);
+        let poll_out = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
+        assert!(poll_out.underruns.is_empty(), "underrun at {now:?}");
+        for k in poll_out.post {
+            let v = st.view(k);
+            let pos = match nic.wire.last() {
+                Some(s) => s.pos + u64::from(s.len) + 20,
+                None => 0,
+            };
+            nic.start.get_or_insert(now);
+            nic.wire.push(Sent { pos, len: v.bytes.len() as u32 + 4, kind: v.kind, bytes: v.bytes.to_vec() });
+        }
+        outcomes.extend(st.drain_outcomes());
+        now += poll;
+    }
+    st.shutdown();
+    let consumed = st.ring().posted();
+    let _ = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
+    outcomes.extend(st.drain_outcomes());
+    (nic, outcomes)
+}
+
+fn frame(id: u64, class: u8, txtime: Option<Tai>, len: usize) -> Frame<Vec<u8>> {
+    let mut data = vec![0u8; len];
+    data[..8].copy_from_slice(&id.to_be_bytes());
+    data[12] = 0x88;
+    data[13] = 0xb5;
+    Frame { id: FrameId(id), class: ClassId(class), txtime, data }
+}
+
+/// Where each sent frame started on the exact wire, by id.
+fn starts(nic: &Nic) -> Vec<(FrameId, Rat, u32)> {
+    nic.wire
+        .iter()
+        .filter_map(|s| match s.kind {
+            SlotKind::Real { id, .. } => Some((id, nic.time_of(s.pos), s.len)),
+            SlotKind::Filler => None,
+        })
+        .collect()
+}
+
+#[test]
+fn real_time_frames_start_on_the_byte_nearest_their_txtime() {
+    for mbps in [1000u64, 2500, 10_000, 25_000] {
+        let rate = LinkRate::from_mbps(mbps).unwrap();
+        let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+        let cfg = config(mbps, windows);
+        // Frames every 13.3 µs (sub-ns phases at 2.5 Gb/s and above), 60…1500 bytes, handed in 300 µs ahead.
+        let mut seed = 12345u64;
+        let frames: Vec<_> = (0..400u64)
+            .map(|i| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let t = T0 + Nanos::from_us(500) + Nanos(i as i64 * 13_300 + (seed >> 60) as i64);
+                let len = 60 + (seed >> 33) as usize % 1441;
+                (t - Nanos::from_us(300), frame(i, 0, Some(t), len))
+            })
+            .collect();
+        let txtimes: Vec<Tai> = frames.iter().map(|(_, f)| f.txtime.unwrap()).collect();
+        let (nic, outcomes) = run(cfg, frames.clone(), Nanos::from_ms(7), Nanos::from_us(20));
+        assert_eq!(outcomes.len(), 400);
+        assert!(
+            outcomes.iter().all(|o| o.result.is_ok()),
+            "{mbps} Mb/s: {:?}",
+            outcomes.iter().find(|o| o.result.is_err())
+        );
+        let byte = rate.byte_time();
+        for (id, at, len) in starts(&nic) {
+            let t = txtimes[id.0 as usize];
+            // |start − t| ≤ half a byte, exactly: |2·(start − t)| ≤ byte.
+            let dev2 = 2 * (at.num - i128::from(t.0) * at.den) * i128::from(byte.den());
+            assert!(dev2.abs() <= i128::from(byte.num()) * at.den, "{mbps} Mb/s: {id:?} off by {dev2}/{}", at.den);
+            // Unpadded: its own length (with FCS, at least 64), unless padded to close a gap no filler could.
+            let own = (frames[id.0 as usize].1.data.len() as u32 + 4).max(64);
+            assert!(len >= own && len < own + 84, "{id:?}: {len} B for a {own} B frame");
+        }
+        for s in &nic.wire {
+            assert!((64..=1518).contains(&s.len), "descriptor of {} B", s.len);
+            if s.kind == SlotKind::Filler {
+                assert!(s.bytes.iter().all(|b| *b == 0));
+            }
+        }
+        // The data that left is the frames'.
+        for s in &nic.wire {
+            if let SlotKind::Real { id, len, .. } = s.kind {
+                assert_eq!(&s.bytes[..len as usize], frames[id.0 as usize].1.data.as_slice());
+                assert!(s.bytes[len as usize..].iter().all(|b| *b == 0));
+            }
+        }
+    }
+}
+
+#[test]
+fn outcomes_report_the_deviation_from_the_txtime() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    // 3 ns past a byte boundary of the wire (which starts at T0, bytes of 8 ns): the nearest byte is 3 ns early.
+    let t = T0 + Nanos::from_us(500) + Nanos(8 * 1000 + 3);
+    let (nic, outcomes) =
+        run(config(1000, windows), vec![(T0, frame(0, 0, Some(t), 100))], Nanos::from_ms(1), Nanos::from_us(20));
+    let sent = outcomes[0].result.unwrap();
+    assert_eq!(sent.scheduled, Some(t));
+    assert_eq!(sent.time, Tai(t.0 - 3));
+    assert_eq!(starts(&nic)[0].1, Rat::ns(i128::from(t.0 - 3)));
+}
+
+#[test]
+fn a_gap_too_short_for_a_filler_pads_the_frame_before() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    let t1 = T0 + Nanos::from_us(500);
+    // 100-byte frame: 124 wire bytes; the next starts 40 bytes after it ends.
+    let t2 = t1 + Nanos(8 * (124 + 40));
+    let frames = vec![(T0, frame(1, 0, Some(t1), 100)), (T0, frame(2, 0, Some(t2), 100))];
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(1), Nanos::from_us(20));
+    assert!(outcomes.iter().all(|o| o.result.is_ok()));
+    let s = starts(&nic);
+    assert_eq!(s[0], (FrameId(1), Rat::ns(i128::from(t1.0)), 104 + 40));
+    assert_eq!(s[1], (FrameId(2), Rat::ns(i128::from(t2.0)), 104));
+}
+
+#[test]
+fn best_effort_keeps_out_of_the_windows_and_real_time_in_them() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    // Cycle 50 µs: rt owns 10…20 µs.
+    let windows = Windows::new(T0, Nanos::from_us(50), &classes(&[(10_000, 10_000)]), rate).unwrap();
+    let mut frames = Vec::new();
+    for i in 0..300u64 {
+        frames.push((T0 + Nanos(i as i64 * 3_000), frame(1000 + i, 1, None, 1400)));
+    }
+    for c in 0..16i64 {
+        let t = T0 + Nanos::from_us(250) + Nanos(c * 50_000 + 10_000 + (c % 5) * 1_000);
+        frames.push((T0, frame(c as u64, 0, Some(t), 700)));
+    }
+    // Outside its windows, and longer than its longest window: refused.
+    frames.push((T0, frame(100, 0, Some(T0 + Nanos::from_us(300)), 200)));
+    let long = Windows::new(T0, Nanos::from_us(50), &classes(&[(10_000, 1_000)]), rate).unwrap();
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(2), Nanos::from_us(20));
+    // Every real-time frame in its window is sent; the one outside is refused; best effort still waiting at the
+    // end is shut down.
+    let refused: Vec<_> = outcomes.iter().filter(|o| matches!(o.result, Err(r) if r != Reason::Shutdown)).collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!((refused[0].id, refused[0].result), (FrameId(100), Err(Reason::NotOwned)));
+    assert!(outcomes.iter().filter(|o| o.id.0 < 16).all(|o| o.result.is_ok()));
+    let in_window = |at: Rat, len: u32| {
+        let ns = at.floor() - i128::from(T0.0);
+        let phase = ns.rem_euclid(50_000);
+        let end = phase + i128::from(len + 20) * 8;
+        (10_000..=20_000).contains(&phase) && end <= 20_000
+    };
+    let overlaps = |at: Rat, len: u32| {
+        let ns = at.floor() - i128::from(T0.0);
+        let (s, e) = (ns, ns + i128::from(len + 20) * 8);
+        let c = s.div_euclid(50_000) * 50_000;
+        [c, c + 50_000].iter().any(|c| s < c + 20_000 && e > c + 10_000)
+    };
+    let mut be = 0;
+    for s in &nic.wire {
+        if let SlotKind::Real { class, .. } = s.kind {
+            let at = nic.time_of(s.pos);
+            if class == ClassId(0) {
+                assert!(in_window(at, s.len), "real-time frame at {at:?} outside its window");
+            } else {
+                be += 1;
+                assert!(!overlaps(at, s.len), "best effort at {at:?} in a window");
+            }
+        }
+    }
+    // The free 40 µs of each 50 µs cycle hold three 11.4 µs best-effort frames: about two per cycle at least.
+    assert!(be >= 2 * 40, "best effort got through: {be}");
+    // A frame longer than any window of its class is oversize for it.
+    let mut st = ByteStation::new(config(1000, long), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    assert_eq!(st.submit(frame(7, 0, Some(T0 + Nanos::from_us(510)), 200), T0), Err(Reason::Oversize));
+}
+
+#[test]
+fn bad_frames_get_their_reason() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    let t = T0 + Nanos::from_ms(1);
+    assert_eq!(st.submit(frame(1, 5, Some(t), 100), T0), Err(Reason::UnknownClass));
+    assert_eq!(st.submit(frame(2, 0, None, 100), T0), Err(Reason::MissingTxtime));
+    assert_eq!(st.submit(frame(3, 1, Some(t), 100), T0), Err(Reason::UnexpectedTxtime));
+    assert_eq!(st.submit(frame(4, 0, Some(t), 1515), T0), Err(Reason::Oversize));
+    assert_eq!(
+        st.submit(Frame { id: FrameId(5), class: ClassId(0), txtime: Some(t), data: vec![0; 10] }, T0),
+        Err(Reason::Runt)
+    );
+    assert_eq!(st.submit(frame(6, 0, Some(T0 + Nanos::from_ms(200)), 100), T0), Err(Reason::TooFarAhead));
+    // Already posted: the wire runs 200 µs ahead.
+    assert_eq!(st.submit(frame(7, 0, Some(T0 + Nanos::from_us(100)), 100), T0), Err(Reason::Late));
+    assert_eq!(st.submit(frame(8, 0, Some(t), 100), T0), Ok(()));
+    // Overlapping frame 8's wire time (124 bytes = 992 ns), from either side.
+    assert_eq!(st.submit(frame(9, 0, Some(t + Nanos(991)), 100), T0), Err(Reason::SlotTaken));
+    assert_eq!(st.submit(frame(10, 0, Some(t - Nanos(991)), 100), T0), Err(Reason::SlotTaken));
+    assert_eq!(st.submit(frame(11, 0, Some(t + Nanos(992)), 100), T0), Ok(()));
+    let reasons: Vec<_> = st.drain_outcomes().map(|o| (o.id.0, o.result.err())).collect();
+    assert_eq!(reasons.len(), 9, "one outcome per rejected frame: {reasons:?}");
+    assert!(matches!(
+        ByteStation::<Vec<u8>>::new(ByteConfig { max_frame: 100, ..config(1000, st.windows().clone()) }, T0),
+        Err(ByteConfigError::MaxFrame(100))
+    ));
+}
+
+#[test]
+fn an_idle_link_posts_the_longest_fillers() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    let (nic, _) = run(config(1000, windows), vec![], Nanos::from_ms(10), Nanos::from_us(20));
+    // 10 ms at 1 Gb/s is 1.25 MB: 1538 bytes a descriptor, about 813 of them (a slot station with 300-byte slots
+    // posts 3 900).
+    let n = nic.wire.len();
+    assert!(nic.wire.iter().all(|s| s.len == 1518));
+    assert!((800..=850).contains(&n), "{n} descriptors");
+}
