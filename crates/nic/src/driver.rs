@@ -31,11 +31,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use keepon_core::bytes::{ByteConfig, ByteConfigError, ByteStation};
 use keepon_core::outcome::{Counters, Frame, FrameId, Outcome, Reason};
 use keepon_core::ring::{RingError, SlotKind};
 use keepon_core::station::{Observation, Station, StationConfig, StationError, Underrun};
 use keepon_core::time::{Nanos, Tai};
 
+use crate::engine::Engine;
 use crate::{Nic, NicError, WireEvent};
 
 /// Frames an application hands to the station over time.
@@ -62,6 +64,8 @@ pub enum Event {
 pub enum DriverError {
     /// The station configuration is invalid.
     Station(StationError),
+    /// The byte-clock configuration is invalid.
+    Bytes(ByteConfigError),
     /// The backend broke the ring protocol.
     Ring(RingError),
     /// The backend failed.
@@ -74,6 +78,7 @@ impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DriverError::Station(e) => write!(f, "station: {e}"),
+            DriverError::Bytes(e) => write!(f, "byte clock: {e}"),
             DriverError::Ring(e) => write!(f, "ring: {e}"),
             DriverError::Nic(e) => write!(f, "{e}"),
             DriverError::Timeout(d) => write!(f, "run did not finish within {} ms", d.0 / 1_000_000),
@@ -106,12 +111,12 @@ pub struct LoopConfig {
 /// How long a timed-out run waits for the NIC to finish its posted slots, beyond one ring of slot periods.
 pub const DRAIN_GRACE: Nanos = Nanos::from_ms(1_000);
 
-/// A station bound to a NIC.
-pub struct Driver<N: Nic> {
+/// A station bound to a NIC: the slot station by default, or the byte clock ([`Driver::bytes`]).
+pub struct Driver<N: Nic, S: Engine = Station<Vec<u8>>> {
     /// The backend.
     pub nic: N,
     /// The driver model.
-    pub station: Station<Vec<u8>>,
+    pub station: S,
     cfg: LoopConfig,
     wire: Vec<WireEvent>,
     /// Times of recent `Sent` outcomes, in slot order, for wire events without a start time.
@@ -146,7 +151,30 @@ impl<N: Nic> Driver<N> {
             refused_counts: [0; Reason::COUNT],
         })
     }
+}
 
+impl<N: Nic> Driver<N, ByteStation<Vec<u8>>> {
+    /// Bind a byte-clock station to a NIC: its post latency and longest frame are the backend's.
+    pub fn bytes(nic: N, mut cfg: ByteConfig, loop_cfg: LoopConfig) -> Result<Self, DriverError> {
+        cfg.post_latency = nic.post_latency();
+        cfg.max_frame = cfg.max_frame.min(nic.max_frame_bytes());
+        let t0 = nic.now() + nic.post_latency();
+        let station = ByteStation::new(cfg, t0).map_err(DriverError::Bytes)?;
+        Ok(Driver {
+            nic,
+            station,
+            cfg: loop_cfg,
+            wire: Vec::new(),
+            sent: VecDeque::new(),
+            abandoned: HashSet::new(),
+            refused: HashMap::new(),
+            refused_buf: Vec::new(),
+            refused_counts: [0; Reason::COUNT],
+        })
+    }
+}
+
+impl<N: Nic, S: Engine> Driver<N, S> {
     /// Bring the link up before any frame is handed in: poll (posting fillers) until the station's schedule grid
     /// is final — the backend has reported when the link really came up, or slots have left without such a
     /// report. Times derived from the grid (flow epochs, a daemon's cycle start) must be read only after this.
@@ -214,9 +242,9 @@ impl<N: Nic> Driver<N> {
             let start = self.wire_time(&w);
             w.start.get_or_insert(start);
             w.ephc = Some(start);
-            let carried = self.station.carried(w.nic_slot);
-            w.grid = carried.map(|c| self.station.schedule().time_of(c.slot));
-            w.locked = carried.is_some_and(|c| c.locked);
+            let grid = self.station.grid_of(w.nic_slot);
+            w.grid = grid.map(|g| g.0);
+            w.locked = grid.is_some_and(|g| g.1);
             w.released_ephc = w.released.map(|t| self.station.ephc_at(t));
             sink(Event::Wire(w));
         }
@@ -323,8 +351,7 @@ impl<N: Nic> Driver<N> {
 
     /// One ring of slot periods: the longest a healthy NIC needs to finish what is posted.
     pub fn ring_span(&self) -> Nanos {
-        let p = self.station.config().geometry.period();
-        Nanos(i64::try_from(p.floor_mul(self.station.ring().len())).unwrap_or(i64::MAX))
+        self.station.ring_span()
     }
 }
 

@@ -52,10 +52,15 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             return Err(Reason::QueueFull);
         }
         if windows.is_best_effort(frame.class) {
-            return match frame.txtime {
-                Some(_) => Err(Reason::UnexpectedTxtime),
-                None => Ok(None),
-            };
+            if frame.txtime.is_some() {
+                return Err(Reason::UnexpectedTxtime);
+            }
+            // Longer than any stretch the windows leave free: it could never go.
+            let wire = (len as u64 + 4).max(MIN_WIRE - u64::from(WIRE_OVERHEAD_BYTES)) + u64::from(WIRE_OVERHEAD_BYTES);
+            if windows.longest_free().is_some_and(|free| self.span_of(wire) > free) {
+                return Err(Reason::NoCapacity);
+            }
+            return Ok(None);
         }
         let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
         let ahead = i128::from(t.0) - i128::from(self.ephc_at(now).0);

@@ -83,25 +83,36 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         loop {
             let (&key, w) = self.rt.iter().next()?;
             let span = self.span_of(w.wire);
-            let mut b = self.nearest_byte(key.0);
-            while self.time_at(b) < w.open {
-                b += 1;
-            }
+            let mut b = self.byte_in_window(key.0, w.open, w.close, span);
             let why = if b < p {
                 // The wire passed its byte: it leaves late, at `p`, if that is still inside its window.
                 b = p;
                 Reason::Late
             } else {
-                // Its byte is on the wire's future, but not inside its window: a clock step moved it.
-                Reason::ClockStep
+                // No byte puts all of it inside its window (one narrower than the frame plus a byte, or a
+                // clock step since it was admitted).
+                Reason::NotOwned
             };
             let start = self.time_at(b);
-            if start + span <= w.close {
+            if start >= w.open && start + span <= w.close {
                 return Some((key, b));
             }
             let w = self.rt.remove(&key).expect("just seen");
             self.queued[usize::from(w.frame.class.0)] -= 1;
             self.reject(w.frame.id, w.frame.class, why);
+        }
+    }
+
+    /// The byte nearest `t` at which a frame of `span` lies inside `[open, close)`: the nearest byte, or the
+    /// one after it if that starts before the window, or the one before it if the frame would run past it.
+    fn byte_in_window(&self, t: Tai, open: Rat, close: Rat, span: Rat) -> u64 {
+        let b = self.nearest_byte(t);
+        if self.time_at(b) < open {
+            b + 1
+        } else if self.time_at(b) + span > close && b > 0 && self.time_at(b - 1) >= open {
+            b - 1
+        } else {
+            b
         }
     }
 
@@ -128,11 +139,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let end = p + w.wire;
         let next = self.rt.range((core::ops::Bound::Excluded(key), core::ops::Bound::Unbounded)).next();
         let Some((&(t2, _), w2)) = next else { return own };
-        let open2 = w2.open;
-        let mut b2 = self.nearest_byte(t2);
-        while self.time_at(b2) < open2 {
-            b2 += 1;
-        }
+        let b2 = self.byte_in_window(t2, w2.open, w2.close, self.span_of(w2.wire));
         let gap = b2.saturating_sub(end);
         if gap > 0 && gap < MIN_WIRE && u64::from(own) + gap <= u64::from(self.cfg.max_frame) {
             own + gap as u32

@@ -282,6 +282,15 @@ impl Windows {
         Rat { num: ticks, den: self.q }
     }
 
+    /// The longest stretch of the cycle no window holds (across the cycle's end too): a best-effort frame
+    /// longer than this can never go. `None` without windows (no limit).
+    pub fn longest_free(&self) -> Option<Rat> {
+        let (first, last) = (self.spans.first()?, self.spans.last()?);
+        let wrap = self.cycle - last.end + first.start;
+        let inner = self.spans.windows(2).map(|p| p[1].start - p[0].end).max().unwrap_or(0);
+        Some(Rat { num: wrap.max(inner), den: self.q })
+    }
+
     /// The cycle holding `t` and `t`'s offset into it, in ticks (`t·q − base·q − n·cycle`, exact to below a
     /// tick: floored).
     fn locate(&self, t: Rat) -> (i128, Rat) {
@@ -407,6 +416,9 @@ mod tests {
         assert_eq!(w.first_reserved(Rat::ns(33_000), Rat::ns(33_001)), Some(Rat::ns(33_000)));
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_000)), None);
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_001)), Some(Rat::ns(42_000)));
+        assert_eq!(w.longest_free(), Some(Rat::ns(8_000)));
+        assert_eq!(meet.longest_free(), Some(Rat::ns(7_000)));
+        assert_eq!(always.longest_free(), Some(Rat::ns(0)));
     }
 
     #[test]

@@ -1,0 +1,221 @@
+//! The byte clock on the simulated NIC (property tests over random windows, frames, sizes, txtimes and rates):
+//! every real-time frame starts within half a byte time of its txtime, inside its class's windows; best effort
+//! never enters a window; fillers are 64 bytes to the longest frame; every frame gets exactly one outcome.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
+use keepon_core::bytes::ByteConfig;
+use keepon_core::isolation::ClassId;
+use keepon_core::outcome::{Frame, FrameId, Reason};
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_nic::sim::{SimConfig, SimNic};
+use keepon_nic::Nic;
+
+struct VecSource(Vec<(Tai, Frame<Vec<u8>>)>, usize);
+
+impl Source for VecSource {
+    fn next_due(&self) -> Option<Tai> {
+        self.0.get(self.1).map(|(t, _)| *t)
+    }
+    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
+        let f = self.0.get(self.1).map(|(_, f)| f.clone());
+        self.1 += 1;
+        f
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    mbps: u64,
+    cycle_us: i64,
+    /// Cuts of the cycle (per mille) and who owns each piece: class index, or 255 = nobody.
+    cuts: Vec<u16>,
+    owners: Vec<u8>,
+    /// Real-time frames: (piece, cycle number, where in the piece (per mille of its free room), length).
+    rt: Vec<(u8, u8, u16, u16)>,
+    /// Best-effort frames: (submit offset µs, length).
+    be: Vec<(u16, u16)>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(vec![1000u64, 2500, 10_000, 25_000]),
+        20i64..200,
+        prop::collection::vec(1u16..1000, 1..8),
+        prop::collection::vec(prop_oneof![2 => 0u8..3, 1 => Just(255u8)], 9),
+        prop::collection::vec((0u8..9, 0u8..40, 0u16..1000, 60u16..1400), 0..150),
+        prop::collection::vec((0u16..3000, 60u16..1500), 0..150),
+    )
+        .prop_map(|(mbps, cycle_us, cuts, owners, rt, be)| Case { mbps, cycle_us, cuts, owners, rt, be })
+}
+
+const T0: Tai = Tai(1_700_000_000_000_000_000);
+
+fn run_case(c: &Case) -> Result<(), TestCaseError> {
+    let rate = LinkRate::from_mbps(c.mbps).unwrap();
+    let byte = rate.byte_time();
+    let cycle = c.cycle_us * 1_000;
+    // The pieces of the cycle; those owned and long enough for a minimum frame become windows.
+    let mut cuts: Vec<i64> = c.cuts.iter().map(|m| cycle * i64::from(*m) / 1000).collect();
+    cuts.push(0);
+    cuts.push(cycle);
+    cuts.sort();
+    cuts.dedup();
+    let min = byte.ceil_mul(84) as i64;
+    let mut classes: Vec<ClassWindows> =
+        (0..3).map(|i| ClassWindows { name: format!("tc{i}"), windows: vec![] }).collect();
+    let mut pieces = Vec::new();
+    for (i, w) in cuts.windows(2).enumerate() {
+        let (o, l) = (w[0], w[1] - w[0]);
+        let owner = c.owners[i % c.owners.len()];
+        if owner != 255 && l >= min {
+            classes[usize::from(owner)].windows.push(Window { offset: Nanos(o), length: Nanos(l) });
+            pieces.push((ClassId(owner), o, l));
+        }
+    }
+    classes.push(ClassWindows { name: "be".into(), windows: vec![] });
+    let be_class = ClassId(3);
+    let windows = Windows::new(T0, Nanos(cycle), &classes, rate).unwrap();
+
+    let mut sim = SimConfig::new(SlotGeometry::new(rate, 1518).unwrap(), T0);
+    sim.keep_fillers = true;
+    let cfg = ByteConfig {
+        rate,
+        windows: windows.clone(),
+        ring: 512,
+        max_frame: 1518,
+        lead: Nanos::from_us(100),
+        max_pending: 4096,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos::ZERO,
+    };
+    let loop_cfg = LoopConfig { poll_period: Nanos::from_us(10), max_duration: Nanos::from_ms(2_000) };
+    let mut d = Driver::bytes(SimNic::new(sim), cfg, loop_cfg).unwrap();
+    d.bring_up(&mut |_| {}).unwrap();
+    let start = d.nic.now();
+
+    // Frames: real-time inside a random piece of a random later cycle; best effort at random times.
+    let first_cycle = (start.0 - T0.0 + 1_000_000) / cycle + 1;
+    let mut frames = Vec::new();
+    let mut id = 0u64;
+    for &(piece, n, at, len) in &c.rt {
+        let Some(&(class, off, wlen)) = pieces.get(usize::from(piece) % pieces.len().max(1)) else { break };
+        // At least a byte (rounded up to ns) clear of either end of the window: the nearest byte then fits.
+        let wire = byte.ceil_mul(u64::from(len) + 4 + 20) as i64;
+        let margin = byte.ceil_mul(1) as i64;
+        if wire + 2 * margin > wlen {
+            continue;
+        }
+        let room = wlen - wire - 2 * margin;
+        let t = T0 + Nanos((first_cycle + i64::from(n)) * cycle + off + margin + room * i64::from(at) / 1000);
+        let mut data = vec![0u8; usize::from(len)];
+        data[..8].copy_from_slice(&id.to_be_bytes());
+        frames.push((t - Nanos::from_us(800), Frame { id: FrameId(id), class, txtime: Some(t), data }));
+        id += 1;
+    }
+    for &(at, len) in &c.be {
+        let mut data = vec![0u8; usize::from(len)];
+        data[..8].copy_from_slice(&id.to_be_bytes());
+        let t = start + Nanos(i64::from(at) * 1_000);
+        frames.push((t, Frame { id: FrameId(id), class: be_class, txtime: None, data }));
+        id += 1;
+    }
+    frames.sort_by_key(|(t, f)| (*t, f.id));
+    let submitted: HashMap<FrameId, Frame<Vec<u8>>> = frames.iter().map(|(_, f)| (f.id, f.clone())).collect();
+    let mut source = VecSource(frames, 0);
+
+    let mut outcomes = HashMap::new();
+    let mut wire = Vec::new();
+    let mut underruns = 0;
+    d.run(&mut source, &mut |e| match e {
+        Event::Outcome(o) => assert!(outcomes.insert(o.id, o).is_none(), "two outcomes for {:?}", o.id),
+        Event::Wire(w) => wire.push(w),
+        Event::Underrun(_) => underruns += 1,
+    })
+    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(underruns, 0);
+    prop_assert_eq!(outcomes.len(), submitted.len());
+
+    // Wire times are exact on the simulator; a descriptor's wire span is its bytes, FCS, preamble and gap.
+    let half = byte.ceil_mul(1).div_ceil(2) as i64;
+    let span = |len: usize| byte.ceil_mul(len as u64 + 4 + 20) as i64;
+    let in_windows = |class: ClassId, s: i64, e: i64| windows.admitting(class, rat(s), rat(e)).is_some();
+    let mut sent_rt = Vec::new();
+    for w in &wire {
+        let bytes = w.bytes.as_ref().unwrap();
+        let (start, len) = (w.start.unwrap().0, bytes.len());
+        prop_assert!((60..=1514).contains(&len), "descriptor of {} B", len + 4);
+        match w.frame {
+            None => prop_assert!(bytes.iter().all(|b| *b == 0)),
+            Some(id) => {
+                let f = &submitted[&id];
+                prop_assert_eq!(&bytes[..f.data.len()], f.data.as_slice());
+                match f.txtime {
+                    Some(t) => {
+                        // Within half a byte of its txtime (floored ns on the wire: one more below).
+                        let dev = start - t.0;
+                        prop_assert!(-half - 1 <= dev && dev <= half, "{:?} {} ns off its txtime", id, dev);
+                        prop_assert!(
+                            in_windows(f.class, start, start + span(f.data.len())),
+                            "{:?} outside its window",
+                            id
+                        );
+                        sent_rt.push((t.0, t.0 + span(f.data.len())));
+                    }
+                    None => {
+                        let e = start + span(len);
+                        prop_assert!(
+                            windows.first_reserved(rat(start + 1), rat(e - 1)).is_none(),
+                            "best effort {:?} in a window",
+                            id
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Real-time frames are sent, or refused because another held their time.
+    for (id, o) in &outcomes {
+        let f = &submitted[id];
+        match (o.result, f.txtime) {
+            (Ok(s), Some(t)) => prop_assert_eq!(s.scheduled, Some(t)),
+            (Ok(_), None) => {}
+            (Err(Reason::SlotTaken), Some(t)) => {
+                let e = t.0 + span(f.data.len());
+                prop_assert!(
+                    sent_rt.iter().any(|&(s2, e2)| s2 < e && t.0 < e2),
+                    "{:?} refused slot-taken, nothing there",
+                    id
+                );
+            }
+            (Err(Reason::Shutdown), None) => {}
+            (Err(Reason::NoCapacity), None) => {
+                let free = windows.longest_free().map(|r| r.floor() as i64);
+                prop_assert!(
+                    free.is_some_and(|free| span(f.data.len()) > free),
+                    "{:?} no-capacity, {:?} ns free",
+                    id,
+                    free
+                );
+            }
+            (r, _) => prop_assert!(false, "{:?}: {:?}", id, r),
+        }
+    }
+    Ok(())
+}
+
+fn rat(ns: i64) -> keepon_core::bytes::windows::Rat {
+    keepon_core::bytes::windows::Rat::ns(i128::from(ns))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #[test]
+    fn byte_clock_invariants_hold_on_the_simulated_nic(c in case()) {
+        run_case(&c)?;
+    }
+}
