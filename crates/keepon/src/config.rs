@@ -198,6 +198,11 @@ pub struct LinkSection {
     /// the schedule (default 1518; jumbo links up to 9018).
     #[serde(default)]
     pub max_frame: Option<u32>,
+    /// `"slots"` (default: every frame in the ring slot of its txtime, padded to the slot) or `"bytes"` (the
+    /// byte clock: every real-time frame starts on the byte nearest its txtime, unpadded; the slot masks are
+    /// its classes' time windows).
+    #[serde(default)]
+    pub timing: Option<String>,
     /// Test only: emulated phase error of a host-paced link's clock.
     #[serde(default)]
     pub emulated_offset: Option<Dur>,
@@ -457,11 +462,23 @@ pub struct Config {
     pub tolerance: Nanos,
     /// Simulator settings.
     pub sim: SimConfig,
+    /// How frames are timed on the wire (`link.timing`).
+    pub timing: WireTiming,
     /// Test only: the emulated oscillator error of a host-paced link (`link.emulated_offset`,
     /// `link.emulated_ppm`, `link.emulated_step` after `link.emulated_step_after`).
     pub emulation: Option<EmulatedError>,
     /// The raw file, for sections other commands read.
     pub raw: RawConfig,
+}
+
+/// How frames are timed on the wire (`link.timing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireTiming {
+    /// Slots: a frame leaves at the start of the ring slot holding its txtime, padded to the slot size.
+    Slots,
+    /// The byte clock: a real-time frame leaves on the byte nearest its txtime, unpadded, inside its class's
+    /// windows (the slot masks, as time).
+    Bytes,
 }
 
 /// Largest base time accepted (2⁶² ns, the year 2116): every cycle start the station computes stays far from
@@ -783,7 +800,13 @@ impl Config {
                 Some(EmulatedError { offset, ppb: (ppm * 1000.0).round() as i64, step })
             }
         };
+        let timing = match raw.link.timing.as_deref() {
+            None | Some("slots") => WireTiming::Slots,
+            Some("bytes") => WireTiming::Bytes,
+            Some(other) => return err(format!("link.timing = \"{other}\": use \"slots\" or \"bytes\"")),
+        };
         Ok(Config {
+            timing,
             emulation,
             geometry,
             ownership,

@@ -485,13 +485,18 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
     println!("backend: {}", out.backend);
     println!("timing: {}", out.timing);
     println!(
-        "link {} · slot {} B (δ = {}) · ring {} · batch {} · policy {}",
+        "link {} · slot {} B (δ = {}) · ring {} · batch {} · policy {}{}",
         cfg.geometry.rate(),
         cfg.geometry.slot_bytes(),
         cfg.geometry.period(),
         cfg.ownership.ring(),
         cfg.batch,
-        cfg.policy
+        cfg.policy,
+        match cfg.timing {
+            keepon::config::WireTiming::Slots => "",
+            keepon::config::WireTiming::Bytes =>
+                " · byte clock (frames on the byte of their txtime, unpadded; the slot masks as time windows)",
+        }
     );
     let fillers = if out.timing == keepon_nic::Timing::KernelTxtime {
         "none (the kernel's ETF paces the frames)".to_string()
@@ -507,7 +512,7 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
         c.underruns
     );
     if let Some(w) = out.wire {
-        println!("wire: {} slots, busy {:.4} %, {} gaps", w.slots, w.busy_ppm() as f64 / 1e4, w.gaps);
+        println!("wire: {} descriptors, busy {:.4} %, {} gaps", w.slots, w.busy_ppm() as f64 / 1e4, w.gaps);
     }
     if let Some(kib) = peak_rss_kib() {
         println!(

@@ -4,16 +4,19 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
+use keepon_core::bytes::windows::Windows;
+use keepon_core::bytes::{ByteConfig, ByteStation};
 use keepon_core::outcome::{Counters, FrameId};
 use keepon_core::station::{Station, StationConfig, Underrun};
 use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig, DRAIN_GRACE};
+use keepon_nic::engine::Engine;
 use keepon_nic::sim::{SimNic, WireStats};
 use keepon_nic::source::{split_id, FlowSource, Pattern};
 use keepon_nic::{Nic, Timing};
 
-use crate::config::Config;
+use crate::config::{Config, WireTiming};
 use crate::pcap::PcapOut;
 use crate::record::{Record, RecordWriter};
 use crate::summary::Summary;
@@ -188,7 +191,8 @@ pub fn drive<N: Nic>(cfg: &Config, nic: N, opts: &RunOptions) -> Result<RunOutpu
 /// Classic pcap stores whole seconds in 32 bits: the last time it can hold.
 const PCAP_MAX_SECONDS: i64 = u32::MAX as i64;
 
-/// [`drive`], reading wire statistics off the backend at the end.
+/// [`drive`], reading wire statistics off the backend at the end: on the slot station or the byte clock
+/// (`link.timing`).
 fn drive_with<N: Nic>(
     cfg: &Config,
     nic: N,
@@ -196,8 +200,78 @@ fn drive_with<N: Nic>(
     wire_stats: impl FnOnce(&N) -> Option<WireStats>,
 ) -> Result<RunOutput, String> {
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: cfg.max_duration };
-    let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
-    let data_len = cfg.geometry.slot_bytes() as usize - 4;
+    match cfg.timing {
+        WireTiming::Slots => {
+            let driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
+            let grid = |d: &Driver<N>, ephc_error, true_alignment| GridReport {
+                base_time: d.station.base_time(),
+                cycle: d.station.cycle_time(),
+                alignment: d.station.alignment().clone(),
+                ephc_error,
+                true_alignment,
+            };
+            drive_engine(cfg, driver, opts, wire_stats, |d, now| epoch(cfg, &d.station, now), grid)
+        }
+        WireTiming::Bytes => {
+            let driver = Driver::bytes(nic, byte_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
+            let grid = |_: &Driver<N, ByteStation<Vec<u8>>>, ephc_error, true_alignment| GridReport {
+                base_time: cfg.base_time,
+                cycle: cycle_of(cfg),
+                alignment: Default::default(),
+                ephc_error,
+                true_alignment,
+            };
+            let epoch = |d: &Driver<N, ByteStation<Vec<u8>>>, now: Tai| {
+                let from =
+                    d.station.ephc_at(now).0.checked_add(cfg.start.0).ok_or("run.start is beyond the clock's range")?;
+                flow_epoch(cfg, cfg.base_time, cycle_of(cfg).num(), Tai(from))
+                    .ok_or_else(|| "run.start is beyond the clock's range".to_string())
+            };
+            drive_engine(cfg, driver, opts, wire_stats, epoch, grid)
+        }
+    }
+}
+
+/// The ring cycle `N·δ`, exactly.
+fn cycle_of(cfg: &Config) -> keepon_core::time::SlotPeriod {
+    let d = cfg.geometry.period();
+    keepon_core::time::SlotPeriod::new(d.num() * u64::from(cfg.ownership.ring()), d.den())
+}
+
+/// The byte-clock configuration of a runtime configuration: the slot masks as time windows on the schedule,
+/// the wire posted `batch` slots of time ahead, enough descriptors for that lead in minimum frames.
+pub fn byte_config(cfg: &Config) -> ByteConfig {
+    let delta = cfg.geometry.period();
+    let lead = Nanos(i64::try_from(delta.ceil_mul(u64::from(cfg.batch))).unwrap_or(i64::MAX));
+    let per_min = cfg.geometry.rate().wire_time(keepon_core::time::MIN_FRAME_BYTES);
+    let ring = (lead.0 as u128 * u128::from(per_min.den())).div_ceil(u128::from(per_min.num())) + 16;
+    ByteConfig {
+        rate: cfg.geometry.rate(),
+        windows: Windows::from_slots(cfg.base_time, cfg.geometry, &cfg.ownership),
+        ring: ring.clamp(64, 65_536) as u32,
+        max_frame: cfg.max_frame,
+        lead,
+        max_pending: cfg.max_pending,
+        max_advance: cfg.max_advance,
+        post_latency: Nanos(0),
+    }
+}
+
+/// [`drive_with`] on one station: bring the link up, take the flows' epoch (`epoch_of`), run the flows, and
+/// report how the wire kept to the schedule (`grid_of`).
+fn drive_engine<N: Nic, S: Engine>(
+    cfg: &Config,
+    mut driver: Driver<N, S>,
+    opts: &RunOptions,
+    wire_stats: impl FnOnce(&N) -> Option<WireStats>,
+    epoch_of: impl FnOnce(&Driver<N, S>, Tai) -> Result<Tai, String>,
+    grid_of: impl FnOnce(&Driver<N, S>, Option<(i64, i64)>, Option<(i64, i64)>) -> GridReport,
+) -> Result<RunOutput, String> {
+    // Slots pad every frame to the slot size on the wire; the byte clock sends each as long as it is.
+    let data_len = match cfg.timing {
+        WireTiming::Slots => cfg.geometry.slot_bytes() as usize - 4,
+        WireTiming::Bytes => 0,
+    };
     // Every output is opened (and checked) before the run, so none can fail after it and lose it.
     let mut pcap = match &opts.pcap {
         Some(p) => {
@@ -265,7 +339,7 @@ fn drive_with<N: Nic>(
                 let bytes = match (&w.frame, &w.bytes) {
                     (Some(_), Some(b)) => {
                         let mut padded = b.clone();
-                        padded.resize(data_len, 0);
+                        padded.resize(data_len.max(b.len()), 0);
                         padded
                     }
                     // Fillers as long as they were sent (the station sizes them to keep the wire on schedule).
@@ -293,7 +367,7 @@ fn drive_with<N: Nic>(
     };
     let result = match driver.bring_up(&mut sink) {
         Ok(()) => {
-            let epoch = epoch(cfg, &driver.station, driver.nic.now())?;
+            let epoch = epoch_of(&driver, driver.nic.now())?;
             epoch_cell.set(epoch);
             let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
             match opts.stop {
@@ -336,13 +410,7 @@ fn drive_with<N: Nic>(
         timed_out,
         stopped: opts.stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)),
         output_error: pcap_err,
-        grid: GridReport {
-            base_time: driver.station.base_time(),
-            cycle: driver.station.cycle_time(),
-            alignment: driver.station.alignment().clone(),
-            ephc_error,
-            true_alignment,
-        },
+        grid: grid_of(&driver, ephc_error, true_alignment),
     })
 }
 

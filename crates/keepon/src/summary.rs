@@ -105,6 +105,8 @@ pub struct Summary {
     /// One byte time in whole ns (rounded up): a slot starts within this of its schedule time once the grid is
     /// locked, so a deviation below it counts as "in the slot".
     byte: i64,
+    /// The byte clock (`link.timing = "bytes"`): deviations are from the txtime itself.
+    bytes: bool,
 }
 
 impl Summary {
@@ -128,6 +130,7 @@ impl Summary {
             lead: i64::try_from(cfg.lead()).unwrap_or(i64::MAX),
             delta: i64::try_from(cfg.geometry.period().floor_mul(1)).unwrap_or(i64::MAX),
             byte: i64::try_from(cfg.geometry.rate().byte_time().ceil_mul(1)).unwrap_or(1),
+            bytes: cfg.timing == crate::config::WireTiming::Bytes,
         }
     }
 
@@ -157,6 +160,8 @@ impl Summary {
             self.deviation.add(d);
             let b = &mut self.bins;
             match d {
+                // The byte clock puts a frame on the byte nearest its txtime: up to half a byte before it.
+                d if self.bytes && d.abs() < self.byte => b.in_slot += 1,
                 d if d < 0 => b.early += 1,
                 d if d < self.byte => b.in_slot += 1,
                 d if d <= self.delta / 2 => b.within_half += 1,
@@ -187,16 +192,20 @@ impl Summary {
     pub fn render_schedule(&self, tolerance_ns: i64) -> String {
         let mut s = String::new();
         let b = &self.bins;
+        let (at, from) = if self.bytes {
+            ("on the byte of their txtime", "txtime")
+        } else {
+            ("at the start of the slot that holds their txtime", "scheduled slot start")
+        };
         let _ = writeln!(
             s,
-            "schedule: {}/{} real-time frames at the start of the slot that holds their txtime (within a byte, {} ns); {} \
-             beyond the tolerance (±{} ns)",
+            "schedule: {}/{} real-time frames {at} (within a byte, {} ns); {} beyond the tolerance (±{} ns)",
             b.in_slot, self.sent_rt, self.byte, self.off_schedule, tolerance_ns
         );
         if let Some(mean) = self.deviation.mean() {
             let _ = writeln!(
                 s,
-                "  deviation tx − scheduled slot start: min {} ns, max {} ns, mean {:.1} ns · early {} · < a byte: {} · \
+                "  deviation tx − {from}: min {} ns, max {} ns, mean {:.1} ns · early {} · < a byte: {} · \
                  ≤ δ/2: {} · ≤ δ: {} · > δ: {}",
                 self.deviation.min,
                 self.deviation.max,
