@@ -6,6 +6,7 @@
 use std::fmt;
 use std::path::Path;
 
+use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
@@ -247,6 +248,10 @@ pub struct ClassSection {
     /// Slot list.
     #[serde(default)]
     pub slots: Option<Vec<u32>>,
+    /// Time windows in the cycle, `[offset, length]` each (`link.timing = "bytes"`, with `schedule.cycle_time`):
+    /// an 802.1Qbv gate list's open intervals for this class, instead of ring slots.
+    #[serde(default)]
+    pub windows: Option<Vec<(Dur, Dur)>>,
 }
 
 /// `[[flow]]`
@@ -464,6 +469,9 @@ pub struct Config {
     pub sim: SimConfig,
     /// How frames are timed on the wire (`link.timing`).
     pub timing: WireTiming,
+    /// Class windows given as time (`[[class]] windows`, byte clock only); `None`: the slot masks are the
+    /// windows.
+    pub windows: Option<Windows>,
     /// Test only: the emulated oscillator error of a host-paced link (`link.emulated_offset`,
     /// `link.emulated_ppm`, `link.emulated_step` after `link.emulated_step_after`).
     pub emulation: Option<EmulatedError>,
@@ -486,12 +494,13 @@ pub enum WireTiming {
 pub const MAX_BASE_TIME: i64 = 1 << 62;
 
 /// `[schedule]`: the base time, checked; a given cycle time must be the ring's cycle, `ring.slots` whole slots.
-fn schedule_base(s: &ScheduleSection, geometry: SlotGeometry, slots: u32) -> Result<Tai, ConfigError> {
+/// With class windows (`windowed`) the cycle is theirs, any positive whole ns (checked with them).
+fn schedule_base(s: &ScheduleSection, geometry: SlotGeometry, slots: u32, windowed: bool) -> Result<Tai, ConfigError> {
     let base = s.base_time.unwrap_or(0);
     if !(0..MAX_BASE_TIME).contains(&base) {
         return err(format!("schedule.base_time = {base} must be within 0..{MAX_BASE_TIME} (TAI ns)"));
     }
-    if let Some(c) = s.cycle_time {
+    if let (Some(c), false) = (s.cycle_time, windowed) {
         let p = geometry.period();
         let c = c.0 .0;
         // c = m·δ for a whole m ⇔ c·den divisible by num.
@@ -569,7 +578,14 @@ impl Config {
             Some(p) => Policy::parse(p)
                 .ok_or_else(|| ConfigError(format!("ring.policy = \"{p}\": use \"strict\" or \"relaxed\"")))?,
         };
+        let timing = match raw.link.timing.as_deref() {
+            None | Some("slots") => WireTiming::Slots,
+            Some("bytes") => WireTiming::Bytes,
+            Some(other) => return err(format!("link.timing = \"{other}\": use \"slots\" or \"bytes\"")),
+        };
         let mut specs = Vec::new();
+        // Classes given as time windows (`[[class]] windows`), by class index.
+        let mut timed: Vec<ClassWindows> = Vec::new();
         match (&raw.ring.slot_masks, raw.classes.is_empty()) {
             (Some(_), false) => return err("ring.slot_masks and [[class]] tables both define classes; use one"),
             (Some(masks), true) => {
@@ -583,6 +599,17 @@ impl Config {
             (None, false) => {
                 for (i, c) in raw.classes.iter().enumerate() {
                     let key = format!("class[{i}] (`{}`)", c.name);
+                    let windows = match &c.windows {
+                        None => Vec::new(),
+                        Some(_) if timing != WireTiming::Bytes => {
+                            return err(format!("{key}.windows needs link.timing = \"bytes\" (slots own ring slots)"))
+                        }
+                        Some(_) if c.mask.is_some() || c.slots.is_some() => {
+                            return err(format!("{key}: give windows, or mask or slots, not both"))
+                        }
+                        Some(w) => w.iter().map(|(o, l)| Window { offset: o.0, length: l.0 }).collect(),
+                    };
+                    timed.push(ClassWindows { name: c.name.clone(), windows });
                     let slots = match (&c.mask, &c.slots) {
                         (Some(_), Some(_)) => return err(format!("{key}: give mask or slots, not both")),
                         (Some(m), None) => {
@@ -602,6 +629,24 @@ impl Config {
             }
         }
         let ownership = Ownership::new(n, &specs).map_err(|e| ConfigError(format!("classes: {e}")))?;
+        // The byte clock sends frames up to the link's longest; slots hold them up to the slot size.
+        let frame_limit = match timing {
+            WireTiming::Slots => geometry.slot_bytes(),
+            WireTiming::Bytes => {
+                raw.link.max_frame.unwrap_or(keepon_core::time::MAX_STD_FRAME_BYTES).max(geometry.slot_bytes())
+            }
+        };
+        let windows = if timed.iter().any(|c| !c.windows.is_empty()) {
+            let Some(cycle) = raw.schedule.cycle_time else {
+                return err("schedule.cycle_time is required with class windows: the cycle they repeat in");
+            };
+            let base = Tai(raw.schedule.base_time.unwrap_or(0));
+            let w = Windows::new(base, cycle.0, &timed, geometry.rate())
+                .map_err(|e| ConfigError(format!("class windows: {e}")))?;
+            Some(w)
+        } else {
+            None
+        };
 
         let dst = match &raw.run.dst {
             Some(t) => parse_mac("run.dst", t)?,
@@ -623,15 +668,21 @@ impl Config {
             if f.period.0 .0 <= 0 || f.period.0 > MAX_SPAN {
                 return err(format!("{key}.period = {} ns must be within 1..={} ns", f.period.0 .0, MAX_SPAN.0));
             }
-            if f.frame_bytes < MIN_FRAME_BYTES || f.frame_bytes > geometry.slot_bytes() {
+            if f.frame_bytes < MIN_FRAME_BYTES || f.frame_bytes > frame_limit {
                 return err(format!(
-                    "{key}.frame_bytes = {} must be within {MIN_FRAME_BYTES}..=ring.slot_bytes ({})",
+                    "{key}.frame_bytes = {} must be within {MIN_FRAME_BYTES}..={frame_limit} ({})",
                     f.frame_bytes,
-                    geometry.slot_bytes()
+                    match timing {
+                        WireTiming::Slots => "ring.slot_bytes",
+                        WireTiming::Bytes => "link.max_frame on the byte clock",
+                    }
                 ));
             }
             let offset = in_range(&format!("{key}.offset"), f.offset.map_or(Nanos(0), |d| d.0), MAX_SPAN)?;
-            let best_effort = ownership.is_best_effort(class);
+            let best_effort = match &windows {
+                Some(w) => w.is_best_effort(class),
+                None => ownership.is_best_effort(class),
+            };
             let pattern = match (&f.instance_offsets, f.repeat) {
                 (Some(_), _) if best_effort => {
                     return err(format!("{key}.instance_offsets: class `{}` is best effort", f.class))
@@ -737,7 +788,7 @@ impl Config {
             ));
         }
         sim.max_frame = max_frame;
-        let base_time = schedule_base(&raw.schedule, geometry, n)?;
+        let base_time = schedule_base(&raw.schedule, geometry, n, windows.is_some())?;
         for (k, v) in [
             ("sim.poll_overhead", sim.host.poll_overhead),
             ("sim.poll_per_slot", sim.host.per_slot),
@@ -800,13 +851,9 @@ impl Config {
                 Some(EmulatedError { offset, ppb: (ppm * 1000.0).round() as i64, step })
             }
         };
-        let timing = match raw.link.timing.as_deref() {
-            None | Some("slots") => WireTiming::Slots,
-            Some("bytes") => WireTiming::Bytes,
-            Some(other) => return err(format!("link.timing = \"{other}\": use \"slots\" or \"bytes\"")),
-        };
         Ok(Config {
             timing,
+            windows,
             emulation,
             geometry,
             ownership,
@@ -868,6 +915,57 @@ mod tests {
         assert_eq!(c.ownership.owned(keepon_core::isolation::ClassId(1)), &[1, 17]);
         assert!(c.ownership.is_best_effort(keepon_core::isolation::ClassId(2)));
         assert_eq!(c.flows[0].spec.lead, Nanos::from_us(150));
+    }
+
+    const WINDOWED: &str = r#"
+        [link]
+        rate = "1Gbps"
+        timing = "bytes"
+        [ring]
+        slot_bytes = 1230
+        slots = 32
+        batch = 8
+        [schedule]
+        cycle_time = "250us"
+        [[class]]
+        name = "ctrl"
+        windows = [["0us", "5us"], ["125us", "5us"]]
+        [[class]]
+        name = "be"
+        [[flow]]
+        name = "a"
+        class = "ctrl"
+        period = "125us"
+        frame_bytes = 1518
+        count = 10
+    "#;
+
+    /// `[[class]] windows`: the byte clock's classes as time, with their cycle; every bad list refused naming
+    /// what is wrong.
+    #[test]
+    fn class_windows_validate_and_bad_ones_are_refused() {
+        let c = Config::parse(WINDOWED).unwrap();
+        let w = c.windows.as_ref().unwrap();
+        assert!(
+            !w.is_best_effort(keepon_core::isolation::ClassId(0))
+                && w.is_best_effort(keepon_core::isolation::ClassId(1))
+        );
+        assert!(!c.flows[0].spec.is_best_effort(), "a windowed class is real-time");
+        let bad = |from: &str, to: &str| Config::parse(&WINDOWED.replace(from, to)).unwrap_err().0;
+        let e = bad("[\"125us\", \"5us\"]", "[\"3us\", \"5us\"]");
+        assert!(e.contains("class windows") && e.contains("overlaps"), "{e}");
+        let e = bad("[\"125us\", \"5us\"]", "[\"248us\", \"5us\"]");
+        assert!(e.contains("exceeds the cycle of 250000 ns"), "{e}");
+        let e = bad("[\"125us\", \"5us\"]", "[\"125us\", \"600ns\"]");
+        assert!(e.contains("shorter than a minimum frame") && e.contains("672 ns"), "{e}");
+        let e = bad("timing = \"bytes\"", "");
+        assert!(e.contains("class[0] (`ctrl`).windows needs link.timing = \"bytes\""), "{e}");
+        let e = bad("cycle_time = \"250us\"", "");
+        assert!(e.contains("schedule.cycle_time is required"), "{e}");
+        let e = bad("name = \"ctrl\"", "name = \"ctrl\"\nslots = [1]");
+        assert!(e.contains("give windows, or mask or slots"), "{e}");
+        let e = bad("frame_bytes = 1518", "frame_bytes = 1519");
+        assert!(e.contains("frame_bytes = 1519") && e.contains("link.max_frame"), "{e}");
     }
 
     #[test]

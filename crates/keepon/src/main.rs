@@ -494,6 +494,8 @@ fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
         cfg.policy,
         match cfg.timing {
             keepon::config::WireTiming::Slots => "",
+            keepon::config::WireTiming::Bytes if cfg.windows.is_some() =>
+                " · byte clock (frames on the byte of their txtime, unpadded; the classes' time windows)",
             keepon::config::WireTiming::Bytes =>
                 " · byte clock (frames on the byte of their txtime, unpadded; the slot masks as time windows)",
         }

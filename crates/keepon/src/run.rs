@@ -85,6 +85,13 @@ pub struct GridReport {
 impl GridReport {
     /// The lines of the run summary.
     pub fn render(&self) -> String {
+        if self.alignment == keepon_core::station::Alignment::default() {
+            // The byte clock has no slot grid to align: its frames' deviations are in the schedule line.
+            return format!(
+                "grid: schedule base_time {} ns, cycle {} (cycle n at base_time + n·cycle of network time)\n",
+                self.base_time.0, self.cycle
+            );
+        }
         let mut s = format!(
             "grid: schedule base_time {} ns, cycle {} (cycle n at base_time + n·cycle of network time)\n  wire slot \
              start − schedule time on the EPHC: {}\n",
@@ -232,10 +239,18 @@ fn drive_with<N: Nic>(
     }
 }
 
-/// The ring cycle `N·δ`, exactly.
+/// The byte clock's cycle, exactly: the class windows' (`schedule.cycle_time`), or the ring's `N·δ`.
 fn cycle_of(cfg: &Config) -> keepon_core::time::SlotPeriod {
-    let d = cfg.geometry.period();
-    keepon_core::time::SlotPeriod::new(d.num() * u64::from(cfg.ownership.ring()), d.den())
+    match &cfg.windows {
+        Some(w) => {
+            let c = w.cycle();
+            keepon_core::time::SlotPeriod::new(c.num as u64, c.den as u64)
+        }
+        None => {
+            let d = cfg.geometry.period();
+            keepon_core::time::SlotPeriod::new(d.num() * u64::from(cfg.ownership.ring()), d.den())
+        }
+    }
 }
 
 /// The byte-clock configuration of a runtime configuration: the slot masks as time windows on the schedule,
@@ -247,7 +262,10 @@ pub fn byte_config(cfg: &Config) -> ByteConfig {
     let ring = (lead.0 as u128 * u128::from(per_min.den())).div_ceil(u128::from(per_min.num())) + 16;
     ByteConfig {
         rate: cfg.geometry.rate(),
-        windows: Windows::from_slots(cfg.base_time, cfg.geometry, &cfg.ownership),
+        windows: cfg
+            .windows
+            .clone()
+            .unwrap_or_else(|| Windows::from_slots(cfg.base_time, cfg.geometry, &cfg.ownership)),
         ring: ring.clamp(64, 65_536) as u32,
         max_frame: cfg.max_frame,
         lead,
