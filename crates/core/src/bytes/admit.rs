@@ -25,7 +25,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             Ok(Some((open, close, wire))) => {
                 self.queued[usize::from(frame.class.0)] += 1;
                 let key = (frame.txtime.unwrap_or(Tai(0)), frame.id);
-                self.rt.insert(key, Waiting { frame, open, close, wire });
+                self.rt.insert(key, Waiting { frame, open, close, wire, target: None });
                 Ok(())
             }
         }

@@ -36,7 +36,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Range;
 
-use crate::ephc::{ClockAdjust, Ephc, EphcError};
+use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact};
 use crate::isolation::ClassId;
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
@@ -104,6 +104,8 @@ struct Waiting<B> {
     close: Rat,
     /// Wire bytes it occupies (frame with FCS, at least 64, plus preamble and gap).
     wire: u64,
+    /// The byte it starts at, as found under clock generation `.0` ([`ByteStation::clock_gen`]).
+    target: Option<(u64, u64)>,
 }
 
 /// A posted descriptor not yet completed: where it starts and when, on the EPHC.
@@ -137,6 +139,14 @@ pub struct ByteStation<B> {
     /// A gap is expected at this descriptor (link-up, or an underrun the station detected itself).
     expected_gap: Option<u64>,
     draining: bool,
+    /// The real-time frame at the head whose target byte was last checked against its window (under the
+    /// generation its target was found in): the posting loop asks for the head once per descriptor.
+    checked: Option<(Tai, FrameId)>,
+    /// Bumped whenever the EPHC moves (an adjustment, a re-anchor): cached target bytes are found again.
+    clock_gen: u64,
+    /// The EPHC's exact time of the last posted descriptor's start: the next one's is found from it without
+    /// 128-bit division.
+    cursor: Exact,
 }
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
@@ -167,6 +177,9 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             counters: Counters::default(),
             expected_gap: None,
             draining: false,
+            checked: None,
+            clock_gen: 0,
+            cursor: Ephc::new(byte, 0, t0).exact(0),
             cfg,
         })
     }
@@ -258,6 +271,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// times; frames still waiting are placed by the adjusted clock (a step that moves one out of its window
     /// rejects it `clock-step` when it comes up).
     pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        self.clock_gen += 1;
         self.ephc.apply(adj, self.next_pos)
     }
 
@@ -287,6 +301,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if !self.started {
             self.host.set_time(land, self.next_pos);
             self.ephc.set_time(land, self.next_pos);
+            self.clock_gen += 1;
             self.started = true;
             self.expected_gap = Some(self.ring.posted());
         }
@@ -341,6 +356,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
             let t = i128::from(self.ephc.time_of(self.next_pos).0) + self.ephc.scaled(self.next_pos, i128::from(moved));
             self.ephc.set_time(Tai(crate::station::sat_i64(t)), self.next_pos);
+            self.clock_gen += 1;
         }
         moved
     }

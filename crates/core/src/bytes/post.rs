@@ -73,7 +73,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         };
         self.ring.set_len(k, len);
         let _ = self.ring.post_to(k + 1);
-        self.posted.push_back(Posted { pos: p, time: self.ephc.time_of(p) });
+        self.cursor = self.ephc.exact_from(&self.cursor, p);
+        self.posted.push_back(Posted { pos: p, time: self.cursor.time() });
         self.next_pos = p + u64::from(len) + OVERHEAD;
     }
 
@@ -81,9 +82,14 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// wire has passed beyond their window.
     fn rt_head(&mut self, p: u64) -> Option<((Tai, FrameId), u64)> {
         loop {
-            let (&key, w) = self.rt.iter().next()?;
+            let key = *self.rt.keys().next()?;
+            let mut b = self.target_of(key);
+            if b >= p && self.checked == Some(key) {
+                // Found and checked against its window under this clock already.
+                return Some((key, b));
+            }
+            let w = &self.rt[&key];
             let span = self.span_of(w.wire);
-            let mut b = self.byte_in_window(key.0, w.open, w.close, span);
             let why = if b < p {
                 // The wire passed its byte: it leaves late, at `p`, if that is still inside its window.
                 b = p;
@@ -95,12 +101,33 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             };
             let start = self.time_at(b);
             if start >= w.open && start + span <= w.close {
+                self.checked = Some(key);
                 return Some((key, b));
             }
             let w = self.rt.remove(&key).expect("just seen");
             self.queued[usize::from(w.frame.class.0)] -= 1;
             self.reject(w.frame.id, w.frame.class, why);
         }
+    }
+
+    /// The byte the waiting frame `key` starts at (see [`ByteStation::byte_in_window`]), found once per clock
+    /// generation.
+    fn target_of(&mut self, key: (Tai, FrameId)) -> u64 {
+        let gen = self.clock_gen;
+        let w = &self.rt[&key];
+        if let Some((g, b)) = w.target {
+            if g == gen {
+                return b;
+            }
+        }
+        let b = self.byte_in_window(key.0, w.open, w.close, self.span_of(w.wire));
+        if let Some(w) = self.rt.get_mut(&key) {
+            w.target = Some((gen, b));
+        }
+        if self.checked == Some(key) {
+            self.checked = None;
+        }
+        b
     }
 
     /// The byte nearest `t` at which a frame of `span` lies inside `[open, close)`: the nearest byte, or the
@@ -138,8 +165,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let own = (w.wire - OVERHEAD) as u32;
         let end = p + w.wire;
         let next = self.rt.range((core::ops::Bound::Excluded(key), core::ops::Bound::Unbounded)).next();
-        let Some((&(t2, _), w2)) = next else { return own };
-        let b2 = self.byte_in_window(t2, w2.open, w2.close, self.span_of(w2.wire));
+        let Some((&key2, _)) = next else { return own };
+        let b2 = self.target_of(key2);
         let gap = b2.saturating_sub(end);
         if gap > 0 && gap < MIN_WIRE && u64::from(own) + gap <= u64::from(self.cfg.max_frame) {
             own + gap as u32

@@ -1,0 +1,161 @@
+//! Benchmark of the byte clock's descriptor economy (not a test): on the simulated NIC, the same real-time
+//! stream — one 64-byte frame every 100 µs at a phase that is not on any slot boundary — sent in slot mode with
+//! 64 B, 300 B and 1230 B slots and on the byte clock, at 1 and 10 Gb/s. Reports, per mode: descriptors per
+//! link-second (what the NIC fetches and the host writes), the poll loop's CPU per link-second (station and
+//! simulated NIC together, wall time of this process on an otherwise idle core; compare the ratios, measured side
+//! by side in one run), the largest |wire start − txtime| (slot mode puts a frame at the start of its txtime's
+//! slot: up to δ early; the byte clock on the byte nearest it), and the advance each needed (the posted lead).
+//!
+//! ```sh
+//! cargo run --release -p keepon-nic --example bytebench -- 2   # simulated seconds per point (default 1)
+//! ```
+
+use std::time::Instant;
+
+use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
+use keepon_core::bytes::ByteConfig;
+use keepon_core::insert::Policy;
+use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
+use keepon_core::outcome::{Frame, FrameId};
+use keepon_core::station::StationConfig;
+use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
+use keepon_nic::engine::Engine;
+use keepon_nic::sim::{SimConfig, SimNic};
+use keepon_nic::Nic;
+
+const T0: Tai = Tai(1_700_000_000_000_000_000);
+const PERIOD: i64 = 100_000;
+/// Not a multiple of any slot period used here, nor of a byte at 1 Gb/s.
+const PHASE: i64 = 37_411;
+
+/// One frame every 100 µs from `first`, handed in 1 ms ahead.
+struct Stream {
+    first: Tai,
+    i: u64,
+    n: u64,
+}
+
+impl Source for Stream {
+    fn next_due(&self) -> Option<Tai> {
+        (self.i < self.n).then(|| self.at(self.i) - Nanos::from_ms(1))
+    }
+    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
+        let t = self.at(self.i);
+        self.i += 1;
+        Some(Frame { id: FrameId(self.i - 1), class: ClassId(0), txtime: Some(t), data: vec![0; 60] })
+    }
+}
+
+impl Stream {
+    fn at(&self, i: u64) -> Tai {
+        self.first + Nanos(i as i64 * PERIOD + PHASE)
+    }
+}
+
+struct Point {
+    descriptors: u64,
+    cpu_ns: u128,
+    max_dev: i64,
+    sent: u64,
+    lead: Nanos,
+}
+
+fn drive<S: Engine>(mut d: Driver<SimNic, S>, seconds: u64, lead: Nanos) -> Point {
+    d.bring_up(&mut |_| {}).unwrap();
+    let first = T0 + Nanos::from_ms(2) + Nanos(((d.nic.now().0 - T0.0) / PERIOD + 1) * PERIOD);
+    let mut src = Stream { first, i: 0, n: seconds * 10_000 };
+    let (mut max_dev, mut sent) = (0i64, 0u64);
+    let started = Instant::now();
+    d.run(&mut src, &mut |e| {
+        if let Event::Outcome(o) = e {
+            if let Ok(s) = o.result {
+                sent += 1;
+                let t = first.0 + (o.id.0 as i64) * PERIOD + PHASE;
+                max_dev = max_dev.max((s.time.0 - t).abs());
+            }
+        }
+    })
+    .unwrap();
+    let cpu_ns = started.elapsed().as_nanos();
+    Point { descriptors: d.station.counters().slots_posted, cpu_ns, max_dev, sent, lead }
+}
+
+fn slots(mbps: u64, slot: u32, seconds: u64) -> Point {
+    let g = SlotGeometry::new(LinkRate::from_mbps(mbps).unwrap(), slot).unwrap();
+    let mut sim = SimConfig::new(g, T0);
+    sim.keep_fillers = false;
+    // Every ring slot the class's: the frame goes in the slot that holds its txtime.
+    let own = Ownership::new(64, &[ClassSpec { name: "rt".into(), slots: (0..64).collect() }]).unwrap();
+    let batch = 32;
+    let station = StationConfig {
+        geometry: g,
+        ownership: own,
+        batch,
+        policy: Policy::Strict,
+        max_pending: 4096,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos::ZERO,
+        base_time: T0,
+        max_filler: 1518,
+    };
+    let poll = Nanos((g.period().floor_mul(u64::from(batch) / 4)) as i64);
+    let lead = Nanos(g.period().ceil_mul(u64::from(batch)) as i64);
+    let d = Driver::new(SimNic::new(sim), station, LoopConfig { poll_period: poll, max_duration: Nanos(i64::MAX) })
+        .unwrap();
+    drive(d, seconds, lead)
+}
+
+fn bytes(mbps: u64, seconds: u64) -> Point {
+    let rate = LinkRate::from_mbps(mbps).unwrap();
+    let g = SlotGeometry::new(rate, 1518).unwrap();
+    let mut sim = SimConfig::new(g, T0);
+    sim.keep_fillers = false;
+    let classes =
+        [ClassWindows { name: "rt".into(), windows: vec![Window { offset: Nanos(0), length: Nanos(PERIOD) }] }];
+    let lead = Nanos::from_us(100);
+    let cfg = ByteConfig {
+        rate,
+        windows: Windows::new(T0, Nanos(PERIOD), &classes, rate).unwrap(),
+        ring: 512,
+        max_frame: 1518,
+        lead,
+        max_pending: 4096,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos::ZERO,
+    };
+    let poll = Nanos(lead.0 / 4);
+    let d =
+        Driver::bytes(SimNic::new(sim), cfg, LoopConfig { poll_period: poll, max_duration: Nanos(i64::MAX) }).unwrap();
+    drive(d, seconds, lead)
+}
+
+fn main() {
+    let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    println!("one 64 B frame every 100 µs, {seconds} simulated s per point; CPU: station + simulated NIC");
+    println!(
+        "{:>9} {:>16} {:>14} {:>12} {:>12} {:>10} {:>10} {:>12}",
+        "rate", "mode", "descr./link-s", "CPU ms/link-s", "×byte clock", "max |dev|", "lead", "sent"
+    );
+    for mbps in [1000u64, 10_000] {
+        let b = bytes(mbps, seconds);
+        let mut rows: Vec<(String, Point)> =
+            [64u32, 300, 1230].iter().map(|&s| (format!("slots {s} B"), slots(mbps, s, seconds))).collect();
+        rows.push(("byte clock".into(), b));
+        let base = rows.last().map(|(_, p)| p.cpu_ns as f64).unwrap_or(1.0);
+        for (mode, p) in &rows {
+            println!(
+                "{:>6} Mb/s {:>16} {:>14} {:>12.1} {:>12.1} {:>7} ns {:>7} µs {:>6}/{}",
+                mbps,
+                mode,
+                p.descriptors / seconds,
+                p.cpu_ns as f64 / 1e6 / seconds as f64,
+                p.cpu_ns as f64 / base,
+                p.max_dev,
+                p.lead.0 / 1000,
+                p.sent,
+                seconds * 10_000
+            );
+        }
+    }
+}
