@@ -522,6 +522,13 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
         MEASUREMENT, ("crates/nic/examples/gridsweep.rs",)
     ),
     "bridge mdb show": Run(in_netns()),
+    # docs/byte-clock.md
+    "keepon run --config examples/windows.toml": Run(
+        run_in_scratch(lambda out: "byte clock" in out or pytest.fail(out))
+    ),
+    "cargo run --release -p keepon-nic --example bytebench -- 1": NotRun(
+        MEASUREMENT, ("crates/nic/examples/bytebench.rs",)
+    ),
     # docs/qemu.md
     "tests/qemu/build.sh OUT SCRIPT [FILE…]": Covered("crates/keepon/tests/qemu_etf.rs", ("build.sh",)),
     "tests/qemu/run.sh OUT [TIMEOUT]": Covered("crates/keepon/tests/qemu_etf.rs", ("run.sh",)),
