@@ -267,11 +267,14 @@ PAPER_FIG17 = {100: [(200, 218.0), (1500, 73.3)], 500: [(600, 895.0), (1500, 367
 
 
 def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
-    """Write fig17.png (throughput vs slot size per payload, the paper's quoted points as crosses)."""
+    """Write fig17.png (throughput vs slot size per payload; the byte clock as a line, the paper as crosses)."""
     pts: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    byte_clock: dict[int, float] = {}
 
     def row(r):
         pts[int(r["payload_bytes"])].append((int(r["slot_bytes"]), float(r["throughput_mbps"])))
+        if r.get("bytes_mbps"):
+            byte_clock[int(r["payload_bytes"])] = float(r["bytes_mbps"])
 
     _each(csv_path, {"payload_bytes", "slot_bytes", "throughput_mbps"}, "fig17 CSV", row)
     if not pts:
@@ -279,7 +282,9 @@ def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
     for ax, b in zip(axes[0], sorted(pts), strict=True):
         v = sorted(pts[b])
-        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", label="keepon (simulated)")
+        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", label="keepon, slots (simulated)")
+        if b in byte_clock:
+            ax.axhline(byte_clock[b], color="tab:green", linestyle="--", label="keepon, byte clock (simulated)")
         if b in PAPER_FIG17:
             ax.plot(*zip(*PAPER_FIG17[b], strict=True), "x", markersize=9, label="paper")
         ax.set_title(f"{b} B UDP payload")

@@ -1,4 +1,4 @@
-//! A small instance of Fig 17: padding costs exactly what one packet per slot predicts.
+//! A small instance of Fig 17: padding costs exactly what one packet per slot predicts; the byte clock pads nothing.
 
 use keepon_eval::fig17::{self, Params};
 
@@ -14,6 +14,10 @@ fn throughput_falls_with_slot_size_as_one_packet_per_slot() {
     for pt in &pts {
         assert!(pt.throughput <= pt.bound + 1e-6 && pt.throughput > 0.98 * pt.bound, "{pt:?}");
         assert!(pt.refused > 0, "offered beyond the slots' capacity: {pt:?}");
+        // The byte clock pads nothing: the line's bound for these packets, whatever the slot size.
+        let line = f64::from(pt.payload) / f64::from(pt.payload + 66) * 1e3;
+        assert!(pt.bytes <= line + 1e-6 && pt.bytes > 0.98 * line, "{pt:?}: line bound {line:.1}");
+        assert!(pt.bytes >= pt.throughput - 1e-6, "{pt:?}");
     }
     assert_eq!(csv.iter().filter(|&&c| c == b'\n').count(), 1 + 5);
     let mut bad = Params::paper(10);
