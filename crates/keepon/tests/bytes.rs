@@ -41,13 +41,15 @@ fn examples_in_bytes(dir: &Path) -> Vec<(String, Option<PathBuf>, PathBuf)> {
     v
 }
 
-/// Run `config` on the simulator; its stdout and records.
+/// Run `config` on the simulator; its stdout and records (and the wire as a pcap next to the records).
 fn run(config: &Path, csv: &Path) -> (String, Vec<Record>) {
     let out = Command::new(keepon_bin())
         .args(["run", "--backend", "sim", "--config"])
         .arg(config)
         .arg("--records")
         .arg(csv)
+        .arg("--pcap")
+        .arg(csv.with_extension("pcap"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -119,6 +121,30 @@ fn every_example_on_the_byte_clock_puts_frames_on_their_txtime_inside_their_wind
             }
         }
         assert!(rt_sent > 0 && rt_sent * 2 >= rt, "{name}: {rt_sent}/{rt} real-time frames sent");
+        // The pcap holds every sent frame at its wire time, as long as it is (frame_bytes less the FCS): unpadded.
+        let pcap = dir.path().join(format!("{name}.bytes.pcap"));
+        let mut reader = pcap_file::pcap::PcapReader::new(std::fs::File::open(&pcap).unwrap()).unwrap();
+        let mut on_wire = Vec::new();
+        while let Some(p) = reader.next_packet() {
+            let p = p.unwrap();
+            on_wire.push((p.timestamp.as_nanos() as i64, p.data.len()));
+        }
+        on_wire.sort_unstable();
+        let mut sent: Vec<(i64, usize)> = recs
+            .iter()
+            .filter(|r| r.sent())
+            .map(|r| {
+                let f = cfg.flows.iter().find(|f| f.name == r.flow).unwrap();
+                (r.tx_ns.unwrap(), f.spec.frame_bytes as usize - 4)
+            })
+            .collect();
+        sent.sort_unstable();
+        // (A real-time frame may carry padding that closed a gap too short for a filler: at most 83 bytes.)
+        assert_eq!(on_wire.len(), sent.len(), "{name}: the pcap holds every sent frame");
+        for (w, s) in on_wire.iter().zip(&sent) {
+            assert_eq!(w.0, s.0, "{name}: pcap time");
+            assert!(w.1 >= s.1 && w.1 < s.1 + 84, "{name}: a {} B frame as {} B on the wire", s.1, w.1);
+        }
         let _ = be_sent;
         // The same frames in slot mode take more descriptors.
         let Some(slots_cfg) = slots_cfg else { continue };
