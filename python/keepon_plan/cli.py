@@ -96,6 +96,8 @@ def export_seconds(problem) -> float:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    if args.timing == "bytes":
+        return cmd_solve_bytes(args)
     deadline = Deadline(args.time_limit, start=args.started, reserve=command_reserve(args.time_limit))
     try:
         with backstop(deadline):
@@ -153,6 +155,76 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_solve_bytes(args: argparse.Namespace) -> int:
+    """``solve --timing bytes``: windows sized to the frames and offsets in ns for the byte clock (bytes.py)."""
+    from . import bytes as byteplan
+
+    deadline = Deadline(args.time_limit, start=args.started, reserve=command_reserve(args.time_limit))
+    try:
+        with backstop(deadline):
+            deadline.enter("reading the flow set")
+            fs = load_flowset(args.flows)
+            choice = byteplan.choose_ring(fs)
+            for note in choice.notes:
+                _say(note)
+            base_time = fs.base_time if args.base_time is None else args.base_time
+            _say(
+                f"byte clock: ring {choice.slots} slots of {choice.slot_bytes} B, batch {choice.batch} (posting lead "
+                f"batch·δ), lead {choice.lead} ns; {len(fs.flows)} flows in {len(fs.classes)} classes, guard "
+                f"{args.guard} ns"
+            )
+            deadline.enter("synthesis")
+            progress = _say if args.verbose else _throttled(_say, 5.0)
+            before = deadline.elapsed()
+            budget = deadline.until(SOLVER_OVERRUN + EXPORT_SECONDS)
+            outcome = byteplan.plan_bytes(
+                fs,
+                guard=args.guard,
+                time_limit=budget,
+                seed=args.seed,
+                workers=args.workers,
+                progress=progress,
+                stop=time.monotonic() + budget,
+            )
+            if outcome.status == byteplan.INFEASIBLE:
+                _say(f"infeasible (proven): {outcome.reason}")
+                return EXIT_INFEASIBLE
+            if outcome.status != byteplan.PLAN:
+                _say(
+                    f"unknown: {outcome.reason} (synthesis had {budget:.1f} s of the {args.time_limit:g} s limit; "
+                    f"start-up and reading took {before:.1f} s); no plan written (raise --time-limit)"
+                )
+                return EXIT_UNKNOWN
+            plan = outcome.plan
+            assert plan is not None
+            found = f"the byte-clock plan found after {deadline.elapsed():.3f} s"
+            deadline.enter("export of " + found)
+            text = byteplan.runtime_config(fs, choice, plan, f"from {args.flows}", deadline, base_time=base_time)
+            gcl_text = byteplan.gate_list(fs, plan, base_time=base_time)
+            deadline.enter("verification of " + found)
+            violations = verify_plan_text(fs, text, deadline=deadline)
+    except TimeLimitExceeded as exc:
+        _say(f"unknown: {exc}; no plan written (raise --time-limit)")
+        return EXIT_UNKNOWN
+    if violations:
+        for v in violations:
+            _say(f"internal error: emitted plan fails the verifier: {v}")
+        return EXIT_INTERNAL
+    out = Path(args.out)
+    gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
+    try:
+        out.write_text(text, encoding="utf-8")
+        gcl.write_text(gcl_text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the plan: {exc.strerror}", exc.filename) from exc
+    windows = sum(len(w) for w in plan.windows)
+    _say(
+        f"plan ({plan.method}; cycle {plan.cycle} ns, {windows} windows) written to {out}, gate list to {gcl}; verified"
+    )
+    _say(f"done in {deadline.elapsed():.3f} s of the {args.time_limit:g} s limit")
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     fs = load_flowset(args.flows)
     violations = verify_plan_file(fs, args.plan)
@@ -160,8 +232,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for v in violations:
             _say(f"invalid: {v}")
         return EXIT_INFEASIBLE
+    if _is_bytes_plan(args.plan):
+        _say(
+            f"valid: {args.plan} (byte clock) satisfies windows inside the cycle and disjoint, (1) every frame in a "
+            "window of its class, (2) jitter, (3) no two frames overlapping, phases, periodicity and lead"
+        )
+        return EXIT_OK
     _say(f"valid: {args.plan} satisfies (1) ownership, (2) jitter, (3) no collision, phases, ring and lead")
     return EXIT_OK
+
+
+def _is_bytes_plan(path: str) -> bool:
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            link = tomllib.load(fh).get("link")
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(link, dict) and link.get("timing") == "bytes"
+
+
+def _duration(text: str) -> int:
+    from .units import ValueError_, parse_duration
+
+    try:
+        return parse_duration(int(text) if text.isdigit() else text)
+    except ValueError_ as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -220,6 +318,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         metavar="S",
         help="bound on the whole command: reading, synthesis, export and verification (default 60)",
+    )
+    p.add_argument(
+        "--timing",
+        choices=("slots", "bytes"),
+        default="slots",
+        help="slots (default): slot masks for the slot ring; bytes: [[class]] windows sized to the frames for the "
+        'byte clock (link.timing = "bytes", docs/byte-clock.md)',
+    )
+    p.add_argument(
+        "--guard",
+        type=_duration,
+        default=0,
+        metavar="DURATION",
+        help="--timing bytes: added to every frame's window (integer ns or e.g. 100ns; default 0)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, choices=(1, 2), help="CP-SAT workers (1 is deterministic)")

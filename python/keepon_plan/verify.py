@@ -91,6 +91,11 @@ def verify_plan_text(
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"plan is not valid TOML: {exc}", path) from exc
     try:
+        link = doc.get("link")
+        if isinstance(link, dict) and link.get("timing", "slots") == "bytes":
+            from .verify_bytes import verify_bytes
+
+            return verify_bytes(fs, doc, deadline, Violation, _Invalid, MAX_REPORTED)
         return _verify(fs, doc, deadline)
     except _Invalid as exc:
         return [exc.violation]
