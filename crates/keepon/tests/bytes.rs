@@ -154,3 +154,23 @@ fn every_example_on_the_byte_clock_puts_frames_on_their_txtime_inside_their_wind
         eprintln!("{name}: {d_slots} descriptors in slots, {d_bytes} on the byte clock");
     }
 }
+
+/// The daemon does not run the byte clock yet: it refuses such a configuration with a message that says so, and
+/// does not quietly serve in slots.
+#[test]
+fn the_daemon_refuses_the_byte_clock_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/windows.toml");
+    let sock = dir.path().join("k.sock");
+    let text = std::fs::read_to_string(example).unwrap() + &format!("\n[daemon]\nsocket = \"{}\"\n", sock.display());
+    let cfg = dir.path().join("daemon.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let mut cmd = Command::new(keepon_bin());
+    cmd.args(["daemon", "--backend", "sim", "--duration", "5s", "--config"]).arg(&cfg);
+    cmd.current_dir(dir.path());
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the daemon served a byte-clock configuration: {err}");
+    assert!(err.contains("link.timing = \"bytes\"") && err.contains("not yet in the daemon"), "{err}");
+    assert!(!sock.exists(), "no socket was bound");
+}

@@ -424,6 +424,12 @@ enum Stop {
     Flushing(Tai),
 }
 
+/// The daemon (and so its clients, `keepon talk`, the preload library and `keepon run` with `[ptp]`) runs in
+/// slots only, for now.
+pub const BYTES_NOT_IN_DAEMON: &str = "link.timing = \"bytes\": the byte clock runs in `keepon run` without [ptp] \
+     only, not yet in the daemon (nor, through it, for clients, talk, the preload library or PTP); remove the key \
+     to serve in slots";
+
 /// Serve until `stop` is set (or `duration` of host time has passed), then stop as the module docs say:
 /// every submit the socket took gets exactly one outcome, and the socket file is removed.
 pub fn serve<N: Nic>(
@@ -447,6 +453,10 @@ pub fn serve_with<N: Nic>(
     duration: Option<Nanos>,
 ) -> Result<DaemonStats, String> {
     let limits = &dcfg.limits;
+    if cfg.timing == crate::config::WireTiming::Bytes {
+        // Refused, not run in slots: a client would get slot timing while the configuration asks for bytes.
+        return Err(BYTES_NOT_IN_DAEMON.into());
+    }
     let ptp = PtpConfig::from_config(cfg).map_err(|e| e.to_string())?;
     if let Some(p) = &ptp {
         p.check_link(nic.timing()).map_err(|e| e.to_string())?;
