@@ -47,7 +47,9 @@ frame_bytes = 1518
 count = 20
 """
 
-# 10 Gb/s (0.8 ns a byte: wire times are fractions of a ns), fixed phases that collide unless b uses its jitter.
+# 10 Gb/s (0.8 ns a byte: wire times are fractions of a ns), fixed phases that collide unless b uses its jitter, and
+# differently in its two instances: instance 0 fits only in [176, 532] ns (between a and d), instance 1 only after c
+# (from 51 216 + 68 ns, the free link after a 1500-byte frame), so b needs instance_offsets.
 TEN_G = """
 [link]
 rate = "10Gbps"
@@ -65,7 +67,7 @@ name = "b"
 class = "ctrl"
 period = "50us"
 phase = "0ns"
-jitter = "2us"
+jitter = "1500ns"
 frame_bytes = 64
 count = 60
 
@@ -74,6 +76,14 @@ name = "c"
 class = "video"
 period = "100us"
 phase = "50us"
+frame_bytes = 1500
+count = 30
+
+[[flow]]
+name = "d"
+class = "video"
+period = "100us"
+phase = "600ns"
 frame_bytes = 1500
 count = 30
 """
@@ -185,13 +195,15 @@ def test_more_traffic_than_the_cycle_holds_is_refused(period, proof, tmp_path, c
 
 def test_fixed_phases_that_collide_are_refused_by_the_exact_model(tmp_path, capsys):
     # Both flows must send at 0 ns of every 100 µs: their frames would overlap; the capacity count cannot see it.
-    text = TEN_G.replace('jitter = "2us"\n', "").replace('period = "50us"', 'period = "100us"')
+    text = TEN_G.replace('jitter = "1500ns"\n', "").replace('period = "50us"', 'period = "100us"')
     code, _, plan = solve(tmp_path, text)
     err = capsys.readouterr().err
     assert code == 1 and "infeasible (proven): no placement" in err and not plan.exists()
     # With its jitter b moves off a's frame.
-    code, _, _ = solve(tmp_path, TEN_G)
+    code, _, plan = solve(tmp_path, TEN_G)
     assert code == 0
+    b = next(f for f in tomllib.loads(plan.read_text())["flow"] if f["name"] == "b")
+    assert b["repeat"] == "100us" and 176 <= _ns(b["instance_offsets"][0]) <= 532, b
 
 
 def test_guard_widens_every_window(tmp_path, capsys):
@@ -200,7 +212,7 @@ def test_guard_widens_every_window(tmp_path, capsys):
     assert main(["verify", str(flows), str(plan)]) == 0
     doc = tomllib.loads(plan.read_text())
     video = next(c for c in doc["class"] if c["name"] == "video")["windows"]
-    assert video == [["50us", f"{math.ceil(wire_ns(1500, 10**10)) + 100}ns"]]
+    assert video == [["600ns", "1316ns"], ["50us", f"{math.ceil(wire_ns(1500, 10**10)) + 100}ns"]]
 
 
 @pytest.mark.parametrize("text", [ONE_G, TEN_G], ids=["1g", "10g"])
