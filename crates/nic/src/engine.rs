@@ -3,6 +3,7 @@
 //! the same way — frames in, a consumer count observed, descriptors posted, outcomes out.
 
 use keepon_core::bytes::ByteStation;
+use keepon_core::ephc::{ClockAdjust, EphcError};
 use keepon_core::outcome::{Counters, Frame, Outcome, Reason};
 use keepon_core::ring::{Ring, RingError, SlotView};
 use keepon_core::station::{Observation, Poll, Station};
@@ -39,6 +40,8 @@ pub trait Engine {
     fn counters(&self) -> &Counters;
     /// How long a healthy NIC needs for one ring of descriptors.
     fn ring_span(&self) -> Nanos;
+    /// Apply a synchronisation adjustment to the EPHC (from the next descriptor not yet posted on).
+    fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError>;
 }
 
 impl Engine for Station<Vec<u8>> {
@@ -85,6 +88,9 @@ impl Engine for Station<Vec<u8>> {
         let p = self.config().geometry.period();
         Nanos(i64::try_from(p.floor_mul(Station::ring(self).len())).unwrap_or(i64::MAX))
     }
+    fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        Station::adjust_clock(self, adj).map(|_| ())
+    }
 }
 
 impl Engine for ByteStation<Vec<u8>> {
@@ -129,5 +135,8 @@ impl Engine for ByteStation<Vec<u8>> {
     }
     fn ring_span(&self) -> Nanos {
         ByteStation::ring_span(self)
+    }
+    fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        ByteStation::adjust_clock(self, adj)
     }
 }

@@ -546,8 +546,8 @@ impl Oracle {
         ((1.0 / (1.0 + f) - 1.0) * 1e12).round() as i64
     }
 
-    /// Steer `station` if it is time.
-    pub fn steer<B: AsRef<[u8]>>(&mut self, nic: &SimNic, station: &mut keepon_core::station::Station<B>) {
+    /// Steer `station` (the slot station or the byte clock) if it is time.
+    pub fn steer<S: crate::engine::Engine>(&mut self, nic: &SimNic, station: &mut S) {
         use keepon_core::ephc::{ClockAdjust, MAX_PPT};
         let now = nic.now();
         if self.next.is_some_and(|t| now < t) {

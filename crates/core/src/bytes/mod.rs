@@ -127,7 +127,7 @@ pub struct ByteStation<B> {
     started: bool,
     /// The byte the next descriptor starts at.
     next_pos: u64,
-    /// Descriptors `posted_base..ring.posted()`.
+    /// Descriptors `posted_base..ring.posted()` (the last two rings of consumed ones too).
     posted: VecDeque<Posted>,
     posted_base: u64,
     /// Real-time frames by (txtime, id).
@@ -375,7 +375,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.counters.fillers_sent += (done.end - done.start) - sent.len() as u64;
         self.counters.sent += sent.len() as u64;
         self.outcomes.extend(sent);
-        while self.posted_base < done.end && !self.posted.is_empty() {
+        // Consumed (fetched) descriptors may still be on their way to the wire, and their times are asked for
+        // when they get there: keep two rings' worth.
+        let keep_from = done.end.saturating_sub(2 * self.ring.len());
+        while self.posted_base < keep_from && !self.posted.is_empty() {
             self.posted.pop_front();
             self.posted_base += 1;
         }
