@@ -33,7 +33,7 @@ from . import __version__
 from .deadline import Deadline, check
 from .emit import _q, resolve_base_time
 from .model import FlowSet, InputError
-from .params import ParamError, RingChoice, max_data_age
+from .params import RingChoice, max_data_age, pick_batch
 from .units import PREAMBLE_SFD_IFG_BYTES, ceil_frac, floor_frac, format_duration, format_rate, lcm_all, slot_period
 
 PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
@@ -114,19 +114,7 @@ def choose_ring(fs: FlowSet) -> RingChoice:
         f" {limit} ns"
     )
     hi = min(hi, b)
-    notes: list[str] = []
-    if fs.batch is not None:
-        batch = fs.batch
-        if not lo <= batch <= hi:
-            notes.append(f"note: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
-    else:
-        if lo > hi:
-            raise ParamError(
-                f"--timing bytes: no batch satisfies the bounds ({'; '.join(why)}); relax [params] or set [ring] batch",
-                fs.path,
-                fs.source.line(("params",)) if fs.source else None,
-            )
-        batch = hi
+    batch, notes = pick_batch(fs, lo, hi, why, "--timing bytes: ")
     lead = p.lead if p.lead is not None else ceil_frac(batch * delta + margin)
     return RingChoice(slot_bytes, slots, batch, lead, tuple(notes))
 

@@ -95,6 +95,22 @@ def export_seconds(problem) -> float:
     return SOLVER_OVERRUN + EXPORT_SECONDS + EXPORT_SECONDS_PER_INSTANCE * instances
 
 
+def _write_verified(args: argparse.Namespace, text: str, gcl_text: str, violations: list) -> tuple[Path, Path] | int:
+    """Write the plan and its gate list if the verifier found nothing (their paths), else the exit code."""
+    if violations:
+        for v in violations:
+            _say(f"internal error: emitted plan fails the verifier: {v}")
+        return EXIT_INTERNAL
+    out = Path(args.out)
+    gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
+    try:
+        out.write_text(text, encoding="utf-8")
+        gcl.write_text(gcl_text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the plan: {exc.strerror}", exc.filename) from exc
+    return out, gcl
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     if args.timing == "bytes":
         return cmd_solve_bytes(args)
@@ -139,17 +155,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     except TimeLimitExceeded as exc:
         _say(f"unknown: {exc}; no plan written (raise --time-limit)")
         return EXIT_UNKNOWN
-    if violations:
-        for v in violations:
-            _say(f"internal error: emitted plan fails the verifier: {v}")
-        return EXIT_INTERNAL
-    out = Path(args.out)
-    gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
-    try:
-        out.write_text(text, encoding="utf-8")
-        gcl.write_text(gcl_text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the plan: {exc.strerror}", exc.filename) from exc
+    written = _write_verified(args, text, gcl_text, violations)
+    if isinstance(written, int):
+        return written
+    out, gcl = written
     _say(f"plan ({outcome.schedule.method}) written to {out}, gate list to {gcl}; verified")
     _say(f"done in {deadline.elapsed():.3f} s of the {args.time_limit:g} s limit")
     return EXIT_OK
@@ -206,17 +215,10 @@ def cmd_solve_bytes(args: argparse.Namespace) -> int:
     except TimeLimitExceeded as exc:
         _say(f"unknown: {exc}; no plan written (raise --time-limit)")
         return EXIT_UNKNOWN
-    if violations:
-        for v in violations:
-            _say(f"internal error: emitted plan fails the verifier: {v}")
-        return EXIT_INTERNAL
-    out = Path(args.out)
-    gcl = Path(args.gcl) if args.gcl else out.with_suffix(".gcl")
-    try:
-        out.write_text(text, encoding="utf-8")
-        gcl.write_text(gcl_text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the plan: {exc.strerror}", exc.filename) from exc
+    written = _write_verified(args, text, gcl_text, violations)
+    if isinstance(written, int):
+        return written
+    out, gcl = written
     windows = sum(len(w) for w in plan.windows)
     _say(
         f"plan ({plan.method}; cycle {plan.cycle} ns, {windows} windows) written to {out}, gate list to {gcl}; verified"

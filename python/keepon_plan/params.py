@@ -142,21 +142,25 @@ def choose(fs: FlowSet) -> RingChoice:
     slots = choose_slots(fs, slot_bytes)
     delta = slot_period(slot_bytes, fs.rate)
     lo, hi, why = batch_bounds(fs, delta, slots)
-    notes: list[str] = []
-    if fs.batch is not None:
-        batch = fs.batch
-        if not lo <= batch <= hi:
-            notes.append(f"note: batch {batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
-    else:
-        if lo > hi:
-            raise ParamError(
-                f"no batch satisfies the bounds ({'; '.join(why)}); relax [params] or set [ring] batch",
-                fs.path,
-                fs.source.line(("params",)) if fs.source else None,
-            )
-        batch = hi
+    batch, notes = pick_batch(fs, lo, hi, why)
     lead = default_lead(fs, delta, batch)
     return RingChoice(slot_bytes, slots, batch, lead, tuple(notes))
+
+
+def pick_batch(fs: FlowSet, lo: int, hi: int, why: list[str], mode: str = "") -> tuple[int, list[str]]:
+    """The flow set's batch (a note if it is outside ``lo..=hi``), else the largest within the bounds."""
+    notes: list[str] = []
+    if fs.batch is not None:
+        if not lo <= fs.batch <= hi:
+            notes.append(f"note: batch {fs.batch} given in the flow set is outside {lo}..={hi} ({'; '.join(why)})")
+        return fs.batch, notes
+    if lo > hi:
+        raise ParamError(
+            f"{mode}no batch satisfies the bounds ({'; '.join(why)}); relax [params] or set [ring] batch",
+            fs.path,
+            fs.source.line(("params",)) if fs.source else None,
+        )
+    return hi, notes
 
 
 def _fmt(x: Fraction) -> str:
