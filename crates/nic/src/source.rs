@@ -162,3 +162,28 @@ impl Source for FlowSource {
         Some(Frame { id: frame_id(spec.flow, seq), class: spec.class, txtime, data: test_frame(spec, seq, txtime) })
     }
 }
+
+/// Frames given up front, each with its submission time, handed in in that order (tests, experiments).
+pub struct Listed {
+    frames: Vec<(Tai, Frame<Vec<u8>>)>,
+    next: usize,
+}
+
+impl Listed {
+    /// `frames` as (submission time, frame), sorted here by time (then id).
+    pub fn new(mut frames: Vec<(Tai, Frame<Vec<u8>>)>) -> Listed {
+        frames.sort_by_key(|(t, f)| (*t, f.id));
+        Listed { frames, next: 0 }
+    }
+}
+
+impl Source for Listed {
+    fn next_due(&self) -> Option<Tai> {
+        self.frames.get(self.next).map(|(t, _)| *t)
+    }
+    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
+        let f = self.frames.get(self.next).map(|(_, f)| f.clone());
+        self.next += 1;
+        f
+    }
+}

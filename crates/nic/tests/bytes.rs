@@ -16,20 +16,8 @@ use keepon_core::outcome::{Frame, FrameId, Reason};
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, NoFrames, Source};
 use keepon_nic::sim::{HostModel, Oracle, Oscillator, SimConfig, SimNic};
+use keepon_nic::source::Listed;
 use keepon_nic::Nic;
-
-struct VecSource(Vec<(Tai, Frame<Vec<u8>>)>, usize);
-
-impl Source for VecSource {
-    fn next_due(&self) -> Option<Tai> {
-        self.0.get(self.1).map(|(t, _)| *t)
-    }
-    fn take(&mut self) -> Option<Frame<Vec<u8>>> {
-        let f = self.0.get(self.1).map(|(_, f)| f.clone());
-        self.1 += 1;
-        f
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -147,7 +135,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     }
     frames.sort_by_key(|(t, f)| (*t, f.id));
     let submitted: HashMap<FrameId, Frame<Vec<u8>>> = frames.iter().map(|(_, f)| (f.id, f.clone())).collect();
-    let mut source = VecSource(frames, 0);
+    let mut source = Listed::new(frames);
 
     let mut outcomes = HashMap::new();
     let mut wire = Vec::new();

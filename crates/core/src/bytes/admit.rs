@@ -4,7 +4,8 @@
 use super::windows::Rat;
 use super::{ByteStation, Waiting, MIN_WIRE};
 use crate::outcome::{Frame, Reason};
-use crate::station::{MAX_PAST, MIN_FRAME_DATA};
+use crate::station::admission::within_horizon;
+use crate::station::MIN_FRAME_DATA;
 use crate::time::{Tai, WIRE_OVERHEAD_BYTES};
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
@@ -63,13 +64,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             return Ok(None);
         }
         let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
-        let ahead = i128::from(t.0) - i128::from(self.ephc_at(now).0);
-        if ahead > i128::from(self.cfg.max_advance.0) {
-            return Err(Reason::TooFarAhead);
-        }
-        if ahead < -i128::from(MAX_PAST.0) {
-            return Err(Reason::Late);
-        }
+        within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
         let wire = (len as u64 + 4).max(MIN_WIRE - u64::from(WIRE_OVERHEAD_BYTES)) + u64::from(WIRE_OVERHEAD_BYTES);
         let (start, span) = (Rat::ns(i128::from(t.0)), self.span_of(wire));
         let end = start + span;

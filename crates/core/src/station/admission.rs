@@ -54,15 +54,8 @@ impl<B: AsRef<[u8]>> Station<B> {
             }
         } else {
             let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
-            // Untrusted times: compared in i128, so no txtime (i64::MIN included) can wrap. The txtime is EPHC
-            // time, `now` the host's: compare in EPHC time.
-            let ahead = i128::from(t.0) - i128::from(self.ephc_at(now).0);
-            if ahead > i128::from(self.cfg.max_advance.0) {
-                return Err(Reason::TooFarAhead);
-            }
-            if ahead < -i128::from(MAX_PAST.0) {
-                return Err(Reason::Late);
-            }
+            // The txtime is EPHC time, `now` the host's: compare in EPHC time.
+            within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
         }
         if self.queued[usize::from(frame.class.0)] >= self.cfg.max_pending {
             return Err(Reason::QueueFull);
@@ -76,4 +69,22 @@ impl<B: AsRef<[u8]>> Station<B> {
         debug_assert!(*q > 0, "queued count of class {} underflows", class.0);
         *q = q.saturating_sub(1);
     }
+}
+
+/// A txtime (EPHC time) neither further ahead of `now` (EPHC time) than `max_advance` (`too-far-ahead`) nor more
+/// than [`MAX_PAST`] behind it (`late`). Untrusted times are compared in i128: no txtime (i64::MIN included) can
+/// wrap.
+pub(crate) fn within_horizon(
+    t: crate::time::Tai,
+    now: crate::time::Tai,
+    max_advance: crate::time::Nanos,
+) -> Result<(), Reason> {
+    let ahead = i128::from(t.0) - i128::from(now.0);
+    if ahead > i128::from(max_advance.0) {
+        return Err(Reason::TooFarAhead);
+    }
+    if ahead < -i128::from(MAX_PAST.0) {
+        return Err(Reason::Late);
+    }
+    Ok(())
 }

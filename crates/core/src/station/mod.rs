@@ -38,7 +38,7 @@
 //! schedule slot that holds the frame's txtime ([`Sent::scheduled`]) — its deviation is `time − scheduled` —
 //! so the application sees exactly how far each frame was off.
 
-mod admission;
+pub(crate) mod admission;
 pub mod alignment;
 mod change;
 mod grid;
