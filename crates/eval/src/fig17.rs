@@ -199,6 +199,7 @@ fn byte_clock(b: u32, cycles: u64, seed: u64) -> Result<f64, String> {
         max_pending: 256,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(0),
+        policy: keepon_core::insert::Policy::Strict,
     };
     let span = cycles as i64 * i64::from(RING) * (1518 + 20) * 8;
     let frame = b + 46;

@@ -272,6 +272,7 @@ pub fn byte_config(cfg: &Config) -> ByteConfig {
         max_pending: cfg.max_pending,
         max_advance: cfg.max_advance,
         post_latency: Nanos(0),
+        policy: cfg.policy,
     }
 }
 

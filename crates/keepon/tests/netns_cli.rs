@@ -417,11 +417,14 @@ fn daemon_talk_listen_through_a_bridge() {
         println!("  {:<10} {got:?}", recs[0].flow);
         assert!(got.keys().all(|k| tolerated.contains(&k.as_str()) || k == "late"), "{}: {got:?}", recs[0].flow);
         // `late` is the talker's own doing when the host stalls it (submitted behind schedule, or an underrun:
-        // checked above), so it counts with the sent ones here; every other loss is bounded at 10 %.
+        // checked above), and `underrun` the daemon's host stalling past its lead (it reported them): both count
+        // with the sent ones here — how many a loaded host costs is not this test's to bound (a CI run beside a
+        // build lost 41 of 200 to 32 ms stalls). Every other loss is bounded at 10 %.
         let late = got.get("late").copied().unwrap_or(0);
+        let stalled = if underruns > 0 { got.get("underrun").copied().unwrap_or(0) } else { 0 };
         assert!(
-            (sent + late) * 10 >= recs.len() * 9,
-            "{}: only {sent} of {} sent ({late} late)",
+            (sent + late + stalled) * 10 >= recs.len() * 9,
+            "{}: only {sent} of {} sent ({late} late, {stalled} lost to underruns)",
             recs[0].flow,
             recs.len()
         );

@@ -123,6 +123,7 @@ fn bytes(mbps: u64, seconds: u64) -> Point {
         max_pending: 4096,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos::ZERO,
+        policy: keepon_core::insert::Policy::Strict,
     };
     let poll = Nanos(lead.0 / 4);
     let d =

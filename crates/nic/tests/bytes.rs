@@ -99,6 +99,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
         max_pending: 4096,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos::ZERO,
+        policy: keepon_core::insert::Policy::Strict,
     };
     let loop_cfg = LoopConfig { poll_period: Nanos::from_us(10), max_duration: Nanos::from_ms(2_000) };
     let mut d = Driver::bytes(SimNic::new(sim), cfg, loop_cfg).unwrap();

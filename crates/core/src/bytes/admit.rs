@@ -3,7 +3,8 @@
 
 use super::windows::Rat;
 use super::{ByteStation, Waiting, MIN_WIRE};
-use crate::outcome::{Frame, Reason};
+use crate::insert::Policy;
+use crate::outcome::{Frame, FrameId, Reason};
 use crate::station::admission::within_horizon;
 use crate::station::MIN_FRAME_DATA;
 use crate::time::{Tai, WIRE_OVERHEAD_BYTES};
@@ -23,18 +24,20 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 self.be.push_back(frame);
                 Ok(())
             }
-            Ok(Some((open, close, wire))) => {
+            Ok(Some((at, open, close, wire))) => {
                 self.queued[usize::from(frame.class.0)] += 1;
-                let key = (frame.txtime.unwrap_or(Tai(0)), frame.id);
+                // Keyed by where it goes (its txtime, or later under the relaxed policy); the outcome reports the
+                // txtime as `scheduled`, so the move shows as its deviation.
+                let key = (at, frame.id);
                 self.rt.insert(key, Waiting { frame, open, close, wire, target: None });
                 Ok(())
             }
         }
     }
 
-    /// The checks; for a real-time frame, its window and wire bytes.
+    /// The checks; for a real-time frame, where it goes, its window and its wire bytes.
     #[allow(clippy::type_complexity)]
-    fn admit(&self, frame: &Frame<B>, now: Tai) -> Result<Option<(Rat, Rat, u64)>, Reason> {
+    fn admit(&self, frame: &Frame<B>, now: Tai) -> Result<Option<(Tai, Rat, Rat, u64)>, Reason> {
         let windows = &self.cfg.windows;
         if self.draining {
             return Err(Reason::Shutdown);
@@ -66,30 +69,53 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
         within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
         let wire = (len as u64 + 4).max(MIN_WIRE - u64::from(WIRE_OVERHEAD_BYTES)) + u64::from(WIRE_OVERHEAD_BYTES);
-        let (start, span) = (Rat::ns(i128::from(t.0)), self.span_of(wire));
-        let end = start + span;
-        let Some((open, close)) = windows.admitting(frame.class, start, end) else {
-            // Longer than any window of the class: it can never go; otherwise this time is not the class's.
-            return Err(if span > windows.longest(frame.class) { Reason::Oversize } else { Reason::NotOwned });
-        };
-        // The wire is posted up to `next_pos`: a frame due before that is late.
-        if start < self.time_at(self.next_pos) {
-            return Err(Reason::Late);
-        }
-        // No other real-time frame may hold any of its wire time.
-        let before = self.rt.range(..(t, frame.id)).next_back();
-        if let Some((_, w)) = before {
-            let ends = Rat::ns(i128::from(w.frame.txtime.unwrap_or(Tai(0)).0));
-            let s = self.span_of(w.wire);
-            if ends + s > start {
-                return Err(Reason::SlotTaken);
+        let span = self.span_of(wire);
+        // Where it goes: its txtime, or (relaxed) the first free time after it in a window of its class, within a
+        // cycle of it — as the slot station's relaxed policy takes the earliest free owned slot within a ring cycle.
+        let relaxed = self.cfg.policy == Policy::Relaxed;
+        let first = Rat::ns(i128::from(t.0));
+        let last = first + windows.cycle();
+        // The candidate start, exact (a window may open between nanoseconds); the frame is keyed by its floor and
+        // placed on the byte nearest it inside the window, after the frame before it.
+        let mut start = first;
+        for _ in 0..=self.rt.len() + 2 * windows.spans() {
+            let end = start + span;
+            let moved = start != first;
+            let Some((open, close)) = windows.admitting(frame.class, start, end) else {
+                if !moved && span > windows.longest(frame.class) {
+                    return Err(Reason::Oversize); // longer than any window of the class: it can never go
+                }
+                if !moved && !relaxed {
+                    return Err(Reason::NotOwned);
+                }
+                // Moved past the frames that held its time and out of a window (or never in one): the next window.
+                match windows.next_opening(frame.class, start + Rat { num: 1, den: 1_000 }) {
+                    Some(o) if o <= last => start = o,
+                    _ => return Err(if moved { Reason::SlotTaken } else { Reason::NotOwned }),
+                }
+                continue;
+            };
+            // The wire is posted up to `next_pos`: a frame due before that is late.
+            if start < self.time_at(self.next_pos) {
+                return Err(Reason::Late);
+            }
+            // The real-time frame that starts last before this one would end: the only one that can hold any of
+            // its wire time (they never overlap each other; frames start on whole ns, so those before `end` start
+            // before its ceiling).
+            let until = Tai(i64::try_from(-((-end.num).div_euclid(end.den))).unwrap_or(i64::MAX));
+            let held = self.rt.range(..(until, FrameId(0))).next_back().and_then(|(&(s2, _), w)| {
+                let end2 = Rat::ns(i128::from(s2.0)) + self.span_of(w.wire);
+                (Rat::ns(i128::from(s2.0)) < end && end2 > start).then_some(end2)
+            });
+            match held {
+                None => {
+                    let at = Tai(i64::try_from(start.floor()).unwrap_or(i64::MAX));
+                    return Ok(Some((at, open, close, wire)));
+                }
+                Some(end2) if relaxed => start = end2,
+                Some(_) => return Err(Reason::SlotTaken),
             }
         }
-        if let Some((_, w)) = self.rt.range((t, frame.id)..).next() {
-            if Rat::ns(i128::from(w.frame.txtime.unwrap_or(Tai(0)).0)) < end {
-                return Err(Reason::SlotTaken);
-            }
-        }
-        Ok(Some((open, close, wire)))
+        Err(Reason::SlotTaken)
     }
 }

@@ -70,6 +70,9 @@ pub struct ByteConfig {
     pub max_advance: Nanos,
     /// Host time from a post to the NIC starting on it (set by the driver from the backend).
     pub post_latency: Nanos,
+    /// A real-time frame whose wire time another already holds: refused `slot-taken` (strict), or sent at the first
+    /// time after the frames that hold it, still inside its window (relaxed; its outcome shows how late).
+    pub policy: crate::insert::Policy,
 }
 
 /// A configuration that cannot run.

@@ -57,6 +57,7 @@ fn config(mbps: u64, windows: Windows) -> ByteConfig {
         max_pending: 1024,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos::ZERO,
+        policy: crate::insert::Policy::Strict,
     }
 }
 
@@ -299,4 +300,31 @@ fn an_idle_link_posts_the_longest_fillers() {
     let n = nic.wire.len();
     assert!(nic.wire.iter().all(|s| s.len == 1518));
     assert!((800..=850).contains(&n), "{n} descriptors");
+}
+
+#[test]
+fn the_relaxed_policy_sends_a_frame_after_those_that_hold_its_time() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    // The window 0…6 µs of a 100 µs cycle: room for a 500-byte frame (4.16 µs on the wire) and one 100-byte frame
+    // (0.99 µs) after it, not two.
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 6_000)]), rate).unwrap();
+    let t = T0 + Nanos::from_us(500);
+    let frames = vec![
+        (T0, frame(1, 0, Some(t), 496)),             // 520 wire bytes: 4 160 ns
+        (T0, frame(2, 0, Some(t), 100)),             // the same time: after frame 1, at t + 4 160 ns
+        (T0, frame(3, 0, Some(t + Nanos(10)), 100)), // after frame 2: t + 4 160 + 992 > the window's 5 µs
+    ];
+    let relaxed = ByteConfig { policy: crate::insert::Policy::Relaxed, ..config(1000, windows.clone()) };
+    let (nic, outcomes) = run(relaxed, frames.clone(), Nanos::from_ms(1), Nanos::from_us(20));
+    let by_id = |id: u64| outcomes.iter().find(|o| o.id == FrameId(id)).unwrap().result;
+    let s2 = by_id(2).unwrap();
+    assert_eq!((s2.time, s2.scheduled), (t + Nanos(4_160), Some(t)), "back to back after frame 1, its deviation shown");
+    // Frame 3 does not fit after frame 2 in this window: it goes in the next one, a cycle (100 µs) on.
+    let s3 = by_id(3).unwrap();
+    assert_eq!((s3.time, s3.scheduled), (t + Nanos::from_us(100), Some(t + Nanos(10))));
+    let s = starts(&nic);
+    assert_eq!(s[1], (FrameId(2), Rat::ns(i128::from(t.0 + 4_160)), 104));
+    // Strict: the frame whose time another holds is refused.
+    let (_, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(1), Nanos::from_us(20));
+    assert_eq!(outcomes.iter().find(|o| o.id == FrameId(2)).unwrap().result, Err(Reason::SlotTaken));
 }

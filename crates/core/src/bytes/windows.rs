@@ -246,6 +246,11 @@ impl Windows {
         Windows { q, base, cycle: i128::from(ownership.ring()) * num, spans, names }
     }
 
+    /// Number of windows in the cycle (all classes).
+    pub fn spans(&self) -> usize {
+        self.spans.len()
+    }
+
     /// Number of classes.
     pub fn classes(&self) -> usize {
         self.names.len()
@@ -328,6 +333,16 @@ impl Windows {
             close = self.at(cycle, next.end);
         }
         (end <= close).then_some((open, close))
+    }
+
+    /// The opening time of the first window of class `c` that opens at or after `t` (`None` for best effort).
+    pub fn next_opening(&self, c: ClassId, t: Rat) -> Option<Rat> {
+        let (n, off) = self.locate(t);
+        let mine = || self.spans.iter().filter(|s| s.class == c);
+        match mine().find(|s| Rat::ns(s.start) >= off) {
+            Some(s) => Some(self.at(n, s.start)),
+            None => mine().next().map(|s| self.at(n + 1, s.start)),
+        }
     }
 
     /// The first window (of any class) that `[start, end)` enters, as its absolute opening time: best effort
@@ -417,6 +432,10 @@ mod tests {
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_000)), None);
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_001)), Some(Rat::ns(42_000)));
         assert_eq!(w.longest_free(), Some(Rat::ns(8_000)));
+        assert_eq!(w.next_opening(a, Rat::ns(31_000)), Some(Rat::ns(32_000)));
+        assert_eq!(w.next_opening(a, Rat::ns(32_000)), Some(Rat::ns(32_000)));
+        assert_eq!(w.next_opening(a, Rat::ns(32_001)), Some(Rat::ns(42_000)));
+        assert_eq!(w.next_opening(ClassId(1), Rat::ns(0)), None);
         assert_eq!(meet.longest_free(), Some(Rat::ns(7_000)));
         assert_eq!(always.longest_free(), Some(Rat::ns(0)));
     }
