@@ -139,17 +139,7 @@ impl<N: Nic> Driver<N> {
         station.max_filler = station.max_filler.min(nic.max_frame_bytes()).max(station.geometry.slot_bytes());
         let t0 = nic.now() + nic.post_latency();
         let station = Station::new(station, t0).map_err(DriverError::Station)?;
-        Ok(Driver {
-            nic,
-            station,
-            cfg,
-            wire: Vec::new(),
-            sent: VecDeque::new(),
-            abandoned: HashSet::new(),
-            refused: HashMap::new(),
-            refused_buf: Vec::new(),
-            refused_counts: [0; Reason::COUNT],
-        })
+        Ok(Driver::with_station(nic, station, cfg))
     }
 }
 
@@ -160,21 +150,26 @@ impl<N: Nic> Driver<N, ByteStation<Vec<u8>>> {
         cfg.max_frame = cfg.max_frame.min(nic.max_frame_bytes());
         let t0 = nic.now() + nic.post_latency();
         let station = ByteStation::new(cfg, t0).map_err(DriverError::Bytes)?;
-        Ok(Driver {
+        Ok(Driver::with_station(nic, station, loop_cfg))
+    }
+}
+
+impl<N: Nic, S: Engine> Driver<N, S> {
+    /// A built station bound to `nic`, nothing in flight yet.
+    fn with_station(nic: N, station: S, cfg: LoopConfig) -> Self {
+        Driver {
             nic,
             station,
-            cfg: loop_cfg,
+            cfg,
             wire: Vec::new(),
             sent: VecDeque::new(),
             abandoned: HashSet::new(),
             refused: HashMap::new(),
             refused_buf: Vec::new(),
             refused_counts: [0; Reason::COUNT],
-        })
+        }
     }
-}
 
-impl<N: Nic, S: Engine> Driver<N, S> {
     /// Bring the link up before any frame is handed in: poll (posting fillers) until the station's schedule grid
     /// is final — the backend has reported when the link really came up, or slots have left without such a
     /// report. Times derived from the grid (flow epochs, a daemon's cycle start) must be read only after this.
