@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
 use keepon_core::insert::Policy;
-use keepon_core::isolation::{parse_mask, ClassSpec, Ownership};
+use keepon_core::isolation::{parse_mask, ClassId, ClassSpec, Ownership};
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai, MIN_FRAME_BYTES};
 use keepon_nic::emulation::EmulatedError;
 use keepon_nic::sim::{HostModel, SimConfig};
@@ -542,6 +542,14 @@ impl Config {
     /// may stall before the link underruns.
     pub fn lead(&self) -> u128 {
         self.geometry.period().floor_mul(u64::from(self.batch))
+    }
+
+    /// A class with no time of its own (no ring slots, or with class windows no window): best effort.
+    pub fn is_best_effort(&self, c: ClassId) -> bool {
+        match &self.windows {
+            Some(w) => w.is_best_effort(c),
+            None => self.ownership.is_best_effort(c),
+        }
     }
 
     /// Read and validate a file.

@@ -28,6 +28,10 @@ pub const MAX_THRESHOLD: Nanos = Nanos::from_ms(1_000);
 /// The longest delay-floor window (`ptp.delay_floor_window`): ten minutes.
 pub const MAX_FLOOR_WINDOW: Nanos = Nanos::from_ms(600_000);
 
+/// PTP runs on the slot clock only, for now.
+pub const BYTES_NOT_WITH_PTP: &str = "link.timing = \"bytes\" with [ptp]: PTP runs on the slot clock only, not yet \
+     on the byte clock; remove link.timing to run PTP in slots, or [ptp] to serve on the byte clock";
+
 /// `[ptp]` as written.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +160,10 @@ impl PtpConfig {
     /// own clock).
     pub fn from_config(cfg: &Config) -> Result<Option<PtpConfig>, ConfigError> {
         let Some(table) = cfg.raw.ptp.clone() else { return Ok(None) };
+        if cfg.timing == crate::config::WireTiming::Bytes {
+            // Refused, not run in slots: PTP would get slot timing while the configuration asks for bytes.
+            return Err(ConfigError(BYTES_NOT_WITH_PTP.into()));
+        }
         schedule_keepable(cfg)?;
         let s: PtpSection =
             table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;

@@ -6,11 +6,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keepon::api::{Client, Delivery, Request, Response};
+use keepon::backend::{self, BackendOptions};
 use keepon::config::Config;
+use keepon::daemon::{serve, DaemonConfig};
 use keepon::record::{self, Record};
 use keepon::run::byte_config;
 use keepon_core::bytes::windows::Rat;
 use keepon_core::isolation::ClassId;
+use keepon_core::outcome::Reason;
+use keepon_core::testframe::TestHeader;
 
 fn keepon_bin() -> &'static str {
     env!("CARGO_BIN_EXE_keepon")
@@ -158,22 +167,137 @@ fn every_example_on_the_byte_clock_puts_frames_on_their_txtime_inside_their_wind
     }
 }
 
-/// The daemon does not run the byte clock yet: it refuses such a configuration with a message that says so, and
-/// does not quietly serve in slots.
-#[test]
-fn the_daemon_refuses_the_byte_clock_and_says_why() {
-    let dir = tempfile::tempdir().unwrap();
+/// `examples/windows.toml` as a daemon configuration on `sock`, with `extra` appended.
+fn daemon_config(sock: &Path, extra: &str) -> String {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/windows.toml");
+    std::fs::read_to_string(example).unwrap()
+        + &format!("\n[run]\npoll_period = \"20us\"\n[daemon]\nsocket = \"{}\"\n{extra}", sock.display())
+}
+
+fn test_frame(len: usize, seq: u64, txtime: i64) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    TestHeader { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], flow: 0, seq, txtime }.emit(&mut b[..38]);
+    b
+}
+
+/// The daemon on the byte clock (the simulated NIC held to the wall clock), as a client sees it: `Info` gives
+/// the class windows in ns and the cycle; real-time frames at any offset inside their window leave within half a
+/// byte of their txtime, unpadded; frames outside their windows, running past one, longer than any, or best
+/// effort with a txtime, are refused with the reason; a live schedule change is refused with why; the daemon
+/// stops with every frame answered.
+#[test]
+fn the_daemon_serves_the_byte_clock() {
+    let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("k.sock");
-    let text = std::fs::read_to_string(example).unwrap() + &format!("\n[daemon]\nsocket = \"{}\"\n", sock.display());
+    let cfg = Config::parse(&daemon_config(&sock, "")).unwrap();
+    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
+    let mut c = None;
+    for _ in 0..500 {
+        if let Ok(mut k) = Client::connect(&sock) {
+            if k.info().is_ok() {
+                c = Some(k);
+                break;
+            }
+        }
+        assert!(!server.is_finished(), "daemon ended: {:?}", server.join());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = c.expect("the daemon answers");
+    c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    let info = c.info().unwrap();
+    assert_eq!(info.classes, ["ctrl", "video", "be"]);
+    assert_eq!(info.windows, [vec![(0, 5_000), (125_000, 5_000)], vec![(40_000, 60_000)], vec![]]);
+    assert_eq!((info.cycle, info.base_time), ((250_000, 1), 0));
+    assert_eq!(info.cycle_start % 250_000, 0, "a cycle start: {}", info.cycle_start);
+    assert!(info.cycle_start > info.now, "{info:?}");
+
+    // Cycles far enough ahead that a loaded host still hands them in before the wire is posted.
+    let cycle = 250_000i64;
+    let base = info.cycle_start + 400 * cycle;
+    // (class, txtime, length): on time anywhere inside a window, at any ns.
+    let mut good = Vec::new();
+    for i in 0..20i64 {
+        let at = base + i * cycle;
+        good.push(("ctrl", at + 1_237 + 3 * i, 200usize));
+        good.push(("ctrl", at + 125_000 + 3_000, 100));
+        good.push(("video", at + 40_000 + 7_777 * (i % 7), 1514));
+    }
+    let bad = [
+        ("ctrl", base + 10_000, 200, Reason::NotOwned), // outside every ctrl window
+        ("ctrl", base + 4_000, 200, Reason::NotOwned),  // runs past the window's end
+        ("ctrl", base + 1_237, 200, Reason::SlotTaken), // the time a frame already holds
+        ("ctrl", base + cycle, 1_000, Reason::Oversize), // longer than any ctrl window (8 µs > 5 µs)
+    ];
+    let mut tag = 0u64;
+    let mut want = std::collections::HashMap::new();
+    for &(class, t, len) in &good {
+        c.send(&Request::Submit { tag, class: class.into(), txtime: Some(t), frame: test_frame(len, tag, t) }).unwrap();
+        want.insert(tag, Ok(t));
+        tag += 1;
+    }
+    for &(class, t, len, why) in &bad {
+        c.send(&Request::Submit { tag, class: class.into(), txtime: Some(t), frame: test_frame(len, tag, t) }).unwrap();
+        want.insert(tag, Err(why));
+        tag += 1;
+    }
+    c.send(&Request::Submit { tag, class: "be".into(), txtime: Some(base), frame: test_frame(300, tag, 0) }).unwrap();
+    want.insert(tag, Err(Reason::UnexpectedTxtime));
+    tag += 1;
+    for _ in 0..10 {
+        c.send(&Request::Submit { tag, class: "be".into(), txtime: None, frame: test_frame(1500, tag, 0) }).unwrap();
+        want.insert(tag, Ok(i64::MIN)); // best effort: sent, outside every window (below)
+        tag += 1;
+    }
+    let be_from = tag - 10;
+    // A live schedule change: refused, saying why.
+    let change = c.change_schedule(base, vec![("ctrl".into(), vec![0])]).unwrap();
+    assert!(change.as_ref().is_err_and(|e| e.contains("byte clock")), "{change:?}");
+
+    let half = 4; // half a byte at 1 Gb/s
+    let mut seen = 0;
+    while seen < want.len() {
+        let Some(Response::Outcome { tag, delivery }) = c.recv().unwrap() else { panic!("the daemon closed") };
+        seen += 1;
+        match (want[&tag], delivery) {
+            (_, Delivery::Sent { time, .. }) if tag >= be_from => {
+                // Best effort: in no window.
+                let off = (time - info.base_time).rem_euclid(cycle);
+                let end = off + (1500 + 20) * 8;
+                for w in info.windows.iter().flatten() {
+                    let (o, e) = (w.0 as i64, (w.0 + w.1) as i64);
+                    assert!(end <= o || off >= e, "best effort #{tag} at {off} in window {w:?}");
+                }
+            }
+            (Ok(t), Delivery::Sent { time, off_schedule, .. }) => {
+                assert!((time - t).abs() <= half, "#{tag}: sent at {time}, txtime {t}");
+                assert!(!off_schedule, "#{tag}");
+            }
+            (Err(w), Delivery::Rejected(r)) => assert_eq!(r, w, "#{tag}"),
+            (w, d) => panic!("#{tag}: wanted {w:?}, got {d:?}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let stats = server.join().unwrap().unwrap();
+    assert_eq!(stats.frames, want.len() as u64);
+}
+
+/// PTP runs on the slot clock only: a daemon asked for both refuses, saying so, and binds no socket.
+#[test]
+fn the_daemon_refuses_ptp_on_the_byte_clock_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("k.sock");
     let cfg = dir.path().join("daemon.toml");
-    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(&cfg, daemon_config(&sock, "[ptp]\nclass = \"ctrl\"\n")).unwrap();
     let mut cmd = Command::new(keepon_bin());
     cmd.args(["daemon", "--backend", "sim", "--duration", "5s", "--config"]).arg(&cfg);
     cmd.current_dir(dir.path());
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the daemon served a byte-clock configuration: {err}");
-    assert!(err.contains("link.timing = \"bytes\"") && err.contains("not yet in the daemon"), "{err}");
+    assert!(!out.status.success(), "the daemon served PTP on a byte-clock configuration: {err}");
+    assert!(err.contains("link.timing = \"bytes\" with [ptp]"), "{err}");
     assert!(!sock.exists(), "no socket was bound");
 }

@@ -40,6 +40,11 @@ impl Rat {
     pub fn floor(self) -> i128 {
         self.num.div_euclid(self.den)
     }
+
+    /// Rounded up to whole ns.
+    pub fn ceil(self) -> i128 {
+        -(-self.num).div_euclid(self.den)
+    }
 }
 
 impl core::ops::Add for Rat {
@@ -296,6 +301,21 @@ impl Windows {
         Some(Rat { num: wrap.max(inner), den: self.q })
     }
 
+    /// The first cycle start at or after `t`, exactly.
+    pub fn cycle_start_at_or_after(&self, t: Tai) -> Rat {
+        let (n, off) = self.locate(Rat::ns(i128::from(t.0)));
+        self.at(if off.num == 0 { n } else { n + 1 }, 0)
+    }
+
+    /// Class `c`'s windows as exact `(open, close)` offsets from the cycle start, in cycle order.
+    pub fn of_class(&self, c: ClassId) -> impl Iterator<Item = (Rat, Rat)> + '_ {
+        let q = self.q;
+        self.spans
+            .iter()
+            .filter(move |s| s.class == c)
+            .map(move |s| (Rat { num: s.start, den: q }, Rat { num: s.end, den: q }))
+    }
+
     /// The cycle holding `t` and `t`'s offset into it, in ticks (`t·q − base·q − n·cycle`, exact to below a
     /// tick: floored).
     fn locate(&self, t: Rat) -> (i128, Rat) {
@@ -461,5 +481,16 @@ mod tests {
         assert_eq!(w.longest(ClassId(0)), Rat { num: 2 * 4584, den: 5 });
         assert_eq!(w.first_reserved(d(8), d(10)), None);
         assert_eq!(w.first_reserved(d(8), d(11)), Some(d(10)));
+        // What `Info` reports: the windows as offsets, and cycle starts (8·δ = 7334.4 ns).
+        let of: alloc::vec::Vec<(Rat, Rat)> = w.of_class(ClassId(0)).collect();
+        assert_eq!(of, [(d(2), d(4)), (d(6), d(7))]);
+        assert_eq!((d(2).floor(), d(2).ceil(), Rat::ns(-3).ceil()), (1833, 1834, -3));
+        assert_eq!(w.cycle_start_at_or_after(Tai(0)), d(0));
+        assert_eq!(w.cycle_start_at_or_after(Tai(1)), d(8));
+        assert_eq!(w.cycle_start_at_or_after(Tai(7334)), d(8));
+        assert_eq!(w.cycle_start_at_or_after(Tai(7335)), d(16));
+        assert_eq!(w.cycle_start_at_or_after(Tai(-7334)), d(0));
+        assert_eq!(w.cycle_start_at_or_after(Tai(-7335)), d(-8));
+        assert_eq!(w.of_class(ClassId(1)).count(), 0);
     }
 }

@@ -82,6 +82,7 @@ mod conn;
 mod feed;
 pub mod metrics;
 mod schedule;
+mod served;
 mod socket;
 mod sync;
 pub use sync::MEASUREMENT_LOG_HEADER;
@@ -98,7 +99,8 @@ use keepon_nic::Nic;
 use crate::api::{message_len, Delivery, Info, PortRole, Request, Response, ServoCode, SyncState, TimeInfo};
 use crate::config::Config;
 use crate::ptpconf::PtpConfig;
-use crate::run::station_config;
+use crate::run::{byte_config, station_config};
+use served::Served;
 
 pub use config::{AllowRule, DaemonConfig, Limits};
 use conn::{Conn, Conns, Usage};
@@ -269,11 +271,12 @@ struct Routes<'a> {
 
 /// Route the station's events: outcomes to their clients (and out of their class's share), release reports to
 /// the clients that wait for them and to PTP.
-fn route(events: &mut Vec<Event>, r: Routes, station: &mut keepon_core::station::Station<Vec<u8>>) {
+fn route<S: Served>(events: &mut Vec<Event>, r: Routes, station: &mut S) {
     let Routes { tolerance, now, feed, owner, conns, releases, stats, ptp } = r;
     for e in events.drain(..) {
         match e {
-            Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
+            Event::Outcome(o)
+                if ptp.as_mut().zip(station.slots()).is_some_and(|((s, now), st)| s.on_outcome(&o, st, *now)) => {}
             Event::Outcome(Outcome { id, class, result }) => {
                 feed.settled(class);
                 stats.count(Some(class), result.as_ref().map(|_| ()).map_err(|why| *why));
@@ -288,8 +291,8 @@ fn route(events: &mut Vec<Event>, r: Routes, station: &mut keepon_core::station:
             Event::Underrun(_) => stats.underruns += 1,
             Event::Wire(w) => {
                 let Some(id) = w.frame else { continue };
-                if let Some((s, now)) = ptp.as_mut() {
-                    if s.on_released(id, w.released, w.stamped, station, *now) {
+                if let Some(((s, now), st)) = ptp.as_mut().zip(station.slots()) {
+                    if s.on_released(id, w.released, w.stamped, st, *now) {
                         continue;
                     }
                 }
@@ -378,7 +381,7 @@ fn serve_requests(
                     // free-running clock.
                     Some(id)
                         if txtime.is_some()
-                            && !ctx.cfg.ownership.is_best_effort(id)
+                            && !ctx.cfg.is_best_effort(id)
                             && ctx.time.sync == SyncState::NotSynchronised =>
                     {
                         Err(Reason::NotSynchronised)
@@ -424,12 +427,6 @@ enum Stop {
     Flushing(Tai),
 }
 
-/// The daemon (and so its clients, `keepon talk`, the preload library and `keepon run` with `[ptp]`) runs in
-/// slots only, for now.
-pub const BYTES_NOT_IN_DAEMON: &str = "link.timing = \"bytes\": the byte clock runs in `keepon run` without [ptp] \
-     only, not yet in the daemon (nor, through it, for clients, talk, the preload library or PTP); remove the key \
-     to serve in slots";
-
 /// Serve until `stop` is set (or `duration` of host time has passed), then stop as the module docs say:
 /// every submit the socket took gets exactly one outcome, and the socket file is removed.
 pub fn serve<N: Nic>(
@@ -453,17 +450,23 @@ pub fn serve_with<N: Nic>(
     duration: Option<Nanos>,
 ) -> Result<DaemonStats, String> {
     let limits = &dcfg.limits;
-    if cfg.timing == crate::config::WireTiming::Bytes {
-        // Refused, not run in slots: a client would get slot timing while the configuration asks for bytes.
-        return Err(BYTES_NOT_IN_DAEMON.into());
-    }
+    let bytes = cfg.timing == crate::config::WireTiming::Bytes;
     let ptp = PtpConfig::from_config(cfg).map_err(|e| e.to_string())?;
     if let Some(p) = &ptp {
         p.check_link(nic.timing()).map_err(|e| e.to_string())?;
     }
     let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
     let setup = ptp.map(|p| (p, link.unwrap_or(PtpLink { mac: DEFAULT_PTP_MAC, rx: Box::new(NoRx) })));
-    let result = serve_bound(cfg, dcfg, nic, setup, stop, duration, &mut bound, limits);
+    let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: Nanos(i64::MAX) };
+    let result = if bytes {
+        Driver::bytes(nic, byte_config(cfg), loop_cfg)
+            .map_err(|e| e.to_string())
+            .and_then(|d| serve_bound(cfg, dcfg, d, setup, stop, duration, &mut bound, limits))
+    } else {
+        Driver::new(nic, station_config(cfg), loop_cfg)
+            .map_err(|e| e.to_string())
+            .and_then(|d| serve_bound(cfg, dcfg, d, setup, stop, duration, &mut bound, limits))
+    };
     if let Some(b) = bound.take() {
         b.close();
     }
@@ -471,18 +474,16 @@ pub fn serve_with<N: Nic>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn serve_bound<N: Nic>(
+fn serve_bound<N: Nic, S: Served>(
     cfg: &Config,
     dcfg: &DaemonConfig,
-    nic: N,
+    mut driver: Driver<N, S>,
     setup: Option<(PtpConfig, PtpLink)>,
     stop: &AtomicBool,
     duration: Option<Nanos>,
     bound: &mut Option<socket::BoundSocket>,
     limits: &Limits,
 ) -> Result<DaemonStats, String> {
-    let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: Nanos(i64::MAX) };
-    let mut driver = Driver::new(nic, station_config(cfg), loop_cfg).map_err(|e| e.to_string())?;
     let start = driver.nic.now();
     let classes = cfg.ownership.classes();
     let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
@@ -509,7 +510,8 @@ fn serve_bound<N: Nic>(
     let mut ptp: Option<(Sync, Tai)> = match setup {
         Some((p, link)) => {
             let now = driver.nic.now();
-            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
+            let station = driver.station.slots().ok_or(crate::ptpconf::BYTES_NOT_WITH_PTP)?;
+            let mut sync = Sync::new(p, link.mac, station, now, link.rx);
             sync.open_measurement_log()?;
             if driver.nic.timing() == keepon_nic::Timing::HostPaced {
                 sync.tx_on_release()?;
@@ -519,14 +521,13 @@ fn serve_bound<N: Nic>(
         None => None,
     };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
-    let delta = cfg.geometry.period();
-    let mut windows = schedule::windows(&cfg.ownership, delta);
+    let mut windows = driver.station.windows();
     // Schedule changes asked for this poll, and whether one is pending.
     let mut changes: Vec<schedule::Request> = Vec::new();
     let (mut change_pending, mut schedule_changes) = (false, 0u64);
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
-        let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.ownership.is_best_effort(ClassId(i as u8)));
+        let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.is_best_effort(ClassId(i as u8)));
         (a, rt)
     };
     // Where the next poll starts serving best-effort-only connections (round robin under the budget).
@@ -553,36 +554,35 @@ fn serve_bound<N: Nic>(
             phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
         }
 
-        if let (Some((s, at)), Stop::No | Stop::Draining(_)) = (ptp.as_mut(), phase) {
+        if let (Some((s, at)), Stop::No | Stop::Draining(_), Some(st)) = (ptp.as_mut(), phase, driver.station.slots()) {
             *at = now;
-            s.poll(&driver.nic, &mut driver.station, now);
+            s.poll(&driver.nic, st, now);
         }
-        let time = match &ptp {
-            Some((s, _)) => s.time(&driver.station, now, driver.nic.host_time(now)),
-            None => TimeInfo {
+        let time = match (&ptp, driver.station.slots()) {
+            (Some((s, _)), Some(st)) => s.time(st, now, driver.nic.host_time(now)),
+            _ => TimeInfo {
                 sync: SyncState::FreeRunning,
                 port: PortRole::None,
                 servo: ServoCode::Unlocked,
                 ephc_now: driver.station.ephc_at(now).0,
                 host_now: driver.nic.host_time(now).0,
                 offset: None,
-                freq_ppt: driver.station.ephc().rate_ppt(),
+                freq_ppt: driver.station.rate_ppt(),
                 path_delay: None,
-                alignment: sync::alignment_of(&driver.station),
+                alignment: driver.station.alignment(),
             },
         };
-        if change_pending && driver.station.pending_change().is_none() {
+        if change_pending && driver.station.pending_windows().is_none() {
             change_pending = false;
-            windows = schedule::windows(driver.station.ownership(), delta);
+            windows = driver.station.windows();
             eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
         }
         // Read and answer requests.
         let info = {
             // A cycle start at least a ring of slots ahead of the NIC.
             let st = &driver.station;
-            let ahead =
-                st.ephc_at(now) + Nanos(i64::try_from(cfg.geometry.period().floor_mul(st.ring().len())).unwrap_or(0));
-            let cycle = st.cycle_time();
+            let ahead = st.ephc_at(now) + st.ring_span();
+            let cycle = st.cycle();
             Info {
                 rate_bps: cfg.geometry.rate().bps(),
                 slot_bytes: cfg.geometry.slot_bytes(),
@@ -591,7 +591,7 @@ fn serve_bound<N: Nic>(
                 now: st.ephc_at(now).0,
                 cycle_start: st.cycle_start_at_or_after(ahead).map_or(0, |t| t.0),
                 base_time: st.base_time().0,
-                cycle: (cycle.num(), cycle.den()),
+                cycle,
                 host: dcfg.host,
                 classes: Vec::new(),
                 windows: Vec::new(),
@@ -631,7 +631,7 @@ fn serve_bound<N: Nic>(
         }
         // Schedule changes, in the order asked: each answered with when it takes effect, or why not.
         for schedule::Request { cid, uid, base_time, classes } in changes.drain(..) {
-            let r = schedule::apply(&mut driver.station, uid, base_time, &classes);
+            let r = driver.station.change_schedule(uid, base_time, &classes);
             match &r {
                 Ok(s) => {
                     change_pending = true;
@@ -663,10 +663,7 @@ fn serve_bound<N: Nic>(
                 stats: &stats,
                 queued: feed.per_class(),
                 open_connections: conns.map.len(),
-                schedule_pending: driver
-                    .station
-                    .pending_change()
-                    .map(|(t, own)| (t.0, schedule::windows(own, cfg.geometry.period()))),
+                schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, w)),
                 schedule_changes,
             };
             let text = metrics::render(&view);
