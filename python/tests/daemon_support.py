@@ -37,11 +37,13 @@ def keepon_binary() -> Path | None:
     return None
 
 
-def config_text(socket: Path, uid: int) -> str:
-    """tc-0 owns ring slot 0, tc-1 ring slots 1 and 17, tc-2 is best effort; this uid may use tc-0 and tc-2 only."""
+def config_text(socket: Path, uid: int, timing: str = "slots") -> str:
+    """tc-0 owns ring slot 0, tc-1 ring slots 1 and 17, tc-2 is best effort; this uid may use tc-0 and tc-2 only.
+    ``timing = "bytes"``: the byte clock, the same slots as time windows."""
     return f"""# keepon client tests
 [link]
 rate = "100Mbps"
+timing = "{timing}"
 [ring]
 slot_bytes = 1230      # δ = 100 µs
 slots = 32             # cycle 3.2 ms
@@ -82,13 +84,13 @@ class Daemon:
         return int(m.group(1))
 
 
-def start_daemon(tmp: Path, max_seconds: int = 60) -> Daemon:
+def start_daemon(tmp: Path, max_seconds: int = 60, timing: str = "slots") -> Daemon:
     exe = keepon_binary()
     if exe is None:
         pytest.skip("keepon binary not built (make build, or cargo build --release -p keepon)")
     sock = tmp / "keepon.sock"
     cfg = tmp / "daemon.toml"
-    cfg.write_text(config_text(sock, os.geteuid()))
+    cfg.write_text(config_text(sock, os.geteuid(), timing))
     log = tmp / "daemon.log"
     with log.open("w") as out:
         # --duration bounds the daemon even if this process dies before stopping it.

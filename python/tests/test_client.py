@@ -390,3 +390,47 @@ def test_a_schedule_change_moves_a_window_from_its_base_time(daemon):
         late = c.change_schedule(info.now - 1_000_000, {"tc-0": [6]})
         assert late.time is None and "earliest" in late.error
         assert c.info().windows[0] == ((5 * SLOT, SLOT),)
+
+
+def test_the_byte_clock_sends_each_frame_at_its_txtime_unpadded(tmp_path):
+    """``link.timing = "bytes"``: the same classes as time windows; a frame at any ns inside its window leaves on the
+    byte nearest its txtime (not at the slot start before it); outside its window it is refused; best effort runs
+    outside every window; a live schedule change is refused with the reason."""
+    d = start_daemon(tmp_path, timing="bytes")
+    try:
+        with Client(d.socket, timeout=10) as c:
+            info = c.info()
+            assert info.windows == (((0, SLOT),), ((SLOT, SLOT), (17 * SLOT, SLOT)), ())
+            assert info.cycle_num == CYCLE * info.cycle_den
+            first = info.cycle_start + 100 * CYCLE
+            # Anywhere in ring slot 0's window, at odd ns: 100 B frames take 9.92 µs of wire.
+            good = {i: first + i * CYCLE + 1_001 + 4_567 * i for i in range(16)}
+            for tag, t in good.items():
+                c.submit("tc-0", t, eth_frame(100, tag), tag)
+            c.submit("tc-0", first + 95_000, eth_frame(100, 50), 50)  # runs past its window's end
+            c.submit("tc-0", first + 5 * SLOT, eth_frame(100, 51), 51)  # in no window of tc-0
+            be = [c.submit("tc-2", None, eth_frame(1000, k), 200 + k) for k in range(5)]
+            outcomes: dict[int, Outcome] = {}
+            while len(outcomes) < len(good) + 2 + len(be):
+                m = c.recv()
+                assert isinstance(m, Outcome), m
+                outcomes[m.tag] = m
+            refused = c.change_schedule(first, {"tc-0": [3]})
+            assert refused.time is None and "byte clock" in refused.error, refused
+    finally:
+        d.stop()
+    underruns = d.underruns()
+    assert outcomes[50].reason is Reason.NOT_OWNED and outcomes[51].reason is Reason.NOT_OWNED
+    for tag, t in good.items():
+        o = outcomes[tag]
+        if underruns == 0:
+            assert o.sent and abs(o.time - t) <= BYTE // 2 and o.ring_slot == 0, o
+        else:
+            assert o.sent or o.reason in (Reason.UNDERRUN, Reason.LATE), o
+    windows = [(0, SLOT), (SLOT, 2 * SLOT), (17 * SLOT, 18 * SLOT)]
+    for tag in be:
+        o = outcomes[tag]
+        off = (o.time - info.base_time) % CYCLE
+        assert o.sent and o.ring_slot == off // SLOT, (o, off)  # the ring slot its start falls in
+        end = off + (1000 + 4 + 20) * BYTE
+        assert all(end <= a or off >= b for a, b in windows), (o, off)

@@ -77,6 +77,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let last = first + windows.cycle();
         // The candidate start, exact (a window may open between nanoseconds); the frame is keyed by its floor and
         // placed on the byte nearest it inside the window, after the frame before it.
+        // Time first, as ETF and the slot station do: a txtime the posted wire has passed is late, whatever
+        // its window.
+        if first < self.time_at(self.next_pos) {
+            return Err(Reason::Late);
+        }
         let mut start = first;
         for _ in 0..=self.rt.len() + 2 * windows.spans() {
             let end = start + span;

@@ -370,9 +370,9 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let base = self.posted_base;
         let posted = &self.posted;
         self.ring.reclaim(done.clone(), |k, kind| {
-            if let SlotKind::Real { id, class, txtime, .. } = kind {
+            if let SlotKind::Real { id, class, txtime, ring_slot, .. } = kind {
                 let time = posted.get((k - base) as usize).map_or(Tai(0), |p| p.time);
-                sent.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot: 0, scheduled: txtime }) });
+                sent.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot, scheduled: txtime }) });
             }
         });
         self.counters.fillers_sent += (done.end - done.start) - sent.len() as u64;

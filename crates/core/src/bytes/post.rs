@@ -58,14 +58,16 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 let w = self.rt.remove(&key).expect("the head was just found");
                 self.queued[usize::from(w.frame.class.0)] -= 1;
                 let f = w.frame;
-                let placed = Placed { id: f.id, class: f.class, txtime: f.txtime, ring_slot: 0 };
+                let ring_slot = self.cfg.windows.ring_slot_at(self.time_at(p));
+                let placed = Placed { id: f.id, class: f.class, txtime: f.txtime, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
             }
             Next::BestEffort(len) => {
                 let f = self.be.pop_front().expect("the head was just found");
                 self.queued[usize::from(f.class.0)] -= 1;
-                let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot: 0 };
+                let ring_slot = self.cfg.windows.ring_slot_at(self.time_at(p));
+                let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
             }

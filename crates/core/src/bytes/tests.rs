@@ -328,3 +328,17 @@ fn the_relaxed_policy_sends_a_frame_after_those_that_hold_its_time() {
     let (_, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(1), Nanos::from_us(20));
     assert_eq!(outcomes.iter().find(|o| o.id == FrameId(2)).unwrap().result, Err(Reason::SlotTaken));
 }
+
+/// Time is checked before the window, as ETF and the slot station do: a passed txtime is `late` wherever it
+/// falls, a future one outside its class's windows `not-owned`.
+#[test]
+fn a_passed_txtime_is_late_before_it_is_out_of_window() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 10_000)]), rate).unwrap();
+    let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    // The wire is posted 200 µs ahead: 50 µs in is passed, and outside the window (0–10 µs of each cycle).
+    assert_eq!(st.submit(frame(1, 0, Some(T0 + Nanos::from_us(50)), 100), T0), Err(Reason::Late));
+    assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_us(1_050)), 100), T0), Err(Reason::NotOwned));
+    assert_eq!(st.submit(frame(3, 0, Some(T0 + Nanos::from_us(1_005)), 100), T0), Ok(()));
+}

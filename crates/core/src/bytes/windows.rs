@@ -192,6 +192,8 @@ pub struct Windows {
     /// All windows of all classes, by start.
     spans: Vec<Span>,
     names: Vec<String>,
+    /// The slot period in ticks, where the windows are a slot mask's.
+    slot: Option<i128>,
 }
 
 impl Windows {
@@ -229,7 +231,7 @@ impl Windows {
             }
         }
         let names = classes.iter().map(|c| c.name.clone()).collect();
-        Ok(Windows { q: 1, base, cycle: i128::from(cycle.0), spans, names })
+        Ok(Windows { q: 1, base, cycle: i128::from(cycle.0), spans, names, slot: None })
     }
 
     /// The windows a slot mask stands for: ring slot `i` of a class is `[i·δ, (i+1)·δ)` of a cycle of `N·δ`,
@@ -248,7 +250,7 @@ impl Windows {
             }
         }
         let names = (0..ownership.classes()).map(|c| String::from(ownership.name(ClassId(c as u8)))).collect();
-        Windows { q, base, cycle: i128::from(ownership.ring()) * num, spans, names }
+        Windows { q, base, cycle: i128::from(ownership.ring()) * num, spans, names, slot: Some(num) }
     }
 
     /// Number of windows in the cycle (all classes).
@@ -299,6 +301,14 @@ impl Windows {
         let wrap = self.cycle - last.end + first.start;
         let inner = self.spans.windows(2).map(|p| p[1].start - p[0].end).max().unwrap_or(0);
         Some(Rat { num: wrap.max(inner), den: self.q })
+    }
+
+    /// The ring slot `t` falls in, where the windows are a slot mask's (0 for windows given as time): what an
+    /// outcome reports as its ring slot.
+    pub fn ring_slot_at(&self, t: Rat) -> u32 {
+        let Some(slot) = self.slot else { return 0 };
+        let (_, off) = self.locate(t);
+        u32::try_from(off.num.div_euclid(off.den * slot)).unwrap_or(0)
     }
 
     /// The first cycle start at or after `t`, exactly.
@@ -492,5 +502,9 @@ mod tests {
         assert_eq!(w.cycle_start_at_or_after(Tai(-7334)), d(0));
         assert_eq!(w.cycle_start_at_or_after(Tai(-7335)), d(-8));
         assert_eq!(w.of_class(ClassId(1)).count(), 0);
+        // Ring slots of times: slot 2 is [1833.6, 2750.4) ns of each cycle.
+        let at = |t: Rat| w.ring_slot_at(t);
+        assert_eq!((at(d(2)), at(d(3) - Rat { num: 1, den: 5 }), at(d(3)), at(d(8 + 7)), at(d(-1))), (2, 2, 3, 7, 7));
+        assert_eq!(Windows::new(Tai(0), Nanos(10_000), &[], rate()).map(|w| w.ring_slot_at(d(3))).ok(), None);
     }
 }
