@@ -301,3 +301,81 @@ fn the_daemon_refuses_ptp_on_the_byte_clock_and_says_why() {
     assert!(err.contains("link.timing = \"bytes\" with [ptp]"), "{err}");
     assert!(!sock.exists(), "no socket was bound");
 }
+
+/// `keepon talk` through `keepon daemon` on the byte clock, both from the CLI with `examples/windows.toml`: every
+/// real-time frame leaves within half a byte of its txtime (or, on a stalled host, says why not); best effort is
+/// sent; the records hold every frame.
+#[test]
+fn talk_through_a_byte_clock_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("k.sock");
+    let cfg = dir.path().join("windows.toml");
+    // 1 ms of wire posted ahead and frames handed in 10 ms ahead: room for a loaded host (the example's 200 µs
+    // and 300 µs are for a quiet one).
+    // (`run.start`: the flows begin 20 ms after talk starts, so that the first is handed in on time too.)
+    let text = daemon_config(&sock, "")
+        .replace("slots = 32", "slots = 128")
+        .replace("batch = 20 ", "batch = 100 ")
+        .replace("lead = \"300us\"", "lead = \"10ms\"")
+        .replace("[run]\n", "[run]\nstart = \"20ms\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
+    let mut daemon = Command::new(keepon_bin())
+        .args(["daemon", "--backend", "sim", "--duration", "60s", "--config"])
+        .arg(&cfg)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let up = (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        Client::connect(&sock).and_then(|mut c| c.info()).is_ok()
+    });
+    let records = dir.path().join("talk.csv");
+    let talk = up.then(|| {
+        Command::new(keepon_bin())
+            .args(["talk", "--socket"])
+            .arg(&sock)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--records")
+            .arg(&records)
+            .output()
+            .unwrap()
+    });
+    // SAFETY: kill(2) on the daemon this test started.
+    unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) };
+    daemon.wait().unwrap();
+    let daemon_out = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let talk = talk.unwrap_or_else(|| panic!("the daemon did not come up: {daemon_out}"));
+    let text = String::from_utf8_lossy(&talk.stdout);
+    assert!(talk.status.success(), "{text}{}\n{daemon_out}", String::from_utf8_lossy(&talk.stderr));
+    // "…, N underruns, …" in the daemon's summary.
+    let underruns: u64 = daemon_out
+        .rsplit_once(" underruns")
+        .and_then(|(head, _)| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no underrun count in the daemon's summary: {daemon_out}"));
+    let recs = record::read(&records).unwrap();
+    assert_eq!(recs.len(), 4000 + 2000 + 5000, "a record for every frame");
+    let (mut rt, mut be) = (0, 0);
+    for r in &recs {
+        match (r.sent(), r.txtime_ns, r.tx_ns) {
+            (true, Some(t), Some(tx)) => {
+                rt += 1;
+                assert!(underruns > 0 || (tx - t).abs() <= 4, "{} #{}: {} ns off its txtime", r.flow, r.seq, tx - t);
+            }
+            (true, None, Some(_)) => be += 1,
+            (false, _, _) => assert!(
+                underruns > 0 && matches!(r.reason.as_str(), "late" | "underrun"),
+                "{} #{} rejected {} ({underruns} underruns)",
+                r.flow,
+                r.seq,
+                r.reason
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(rt > 0 && be > 0, "{rt} real-time and {be} best-effort frames sent\n{text}");
+    eprintln!("{rt} real-time and {be} best-effort frames sent, {underruns} underruns\n{text}");
+}
