@@ -68,9 +68,11 @@
  *       (minus the kernel's TAI offset when the message is read). One message per frame, queued once both are
  *       known (SO_EE_ORIGIN_TIMESTAMPING, SCM_TSTAMP_SND, ee_data = OPT_ID key, no payload with OPT_TSONLY). A
  *       frame sent off its scheduled slot after an underrun is reported sent, like any other.
- *     ON THE WIRE, keepon differs from ETF in two ways (until its byte clock lands): a frame leaves at the start
+ *     ON THE WIRE, keepon in slot mode (the default) differs from ETF in two ways: a frame leaves at the start
  *     of the slot that holds its txtime, up to one slot (δ) before the txtime, which ETF never does; and it is
- *     padded to the slot size (the program's bytes, then padding the receiving stack ignores).
+ *     padded to the slot size (the program's bytes, then padding the receiving stack ignores). A daemon on the
+ *     byte clock (link.timing = "bytes") sends each frame on the byte nearest its txtime (within half a byte),
+ *     unpadded.
  *     KEEPON_TXTIME_LOG=1 logs every frame's keepon outcome (with keepon's own reason) to stderr.
  *     If the daemon cannot be reached, sends on keepon sockets fail with ENETDOWN (no reconnection); if it goes
  *     away, every frame still waiting for its outcome is reported MISSED.
