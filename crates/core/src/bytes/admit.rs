@@ -1,13 +1,14 @@
 //! Admission on the byte clock: class, length, txtime, window and overlap checks, before a frame waits for its
 //! byte.
 
+use super::place::wire_bytes;
 use super::windows::Rat;
-use super::{ByteStation, Waiting, MIN_WIRE};
+use super::{ByteStation, Waiting};
 use crate::insert::Policy;
 use crate::outcome::{Frame, FrameId, Reason};
 use crate::station::admission::within_horizon;
 use crate::station::MIN_FRAME_DATA;
-use crate::time::{Tai, WIRE_OVERHEAD_BYTES};
+use crate::time::Tai;
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Hand a frame to the station. Every frame gets exactly one outcome in [`ByteStation::drain_outcomes`];
@@ -60,7 +61,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 return Err(Reason::UnexpectedTxtime);
             }
             // Longer than any stretch the windows leave free: it could never go.
-            let wire = (len as u64 + 4).max(MIN_WIRE - u64::from(WIRE_OVERHEAD_BYTES)) + u64::from(WIRE_OVERHEAD_BYTES);
+            let wire = wire_bytes(len);
             if windows.longest_free().is_some_and(|free| self.span_of(wire) > free) {
                 return Err(Reason::NoCapacity);
             }
@@ -68,7 +69,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         }
         let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
         within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
-        let wire = (len as u64 + 4).max(MIN_WIRE - u64::from(WIRE_OVERHEAD_BYTES)) + u64::from(WIRE_OVERHEAD_BYTES);
+        let wire = wire_bytes(len);
         let span = self.span_of(wire);
         // Where it goes: its txtime, or (relaxed) the first free time after it in a window of its class, within a
         // cycle of it — as the slot station's relaxed policy takes the earliest free owned slot within a ring cycle.

@@ -28,8 +28,11 @@
 //!   is its deviation) or rejected (reason), as in the slot station.
 
 mod admit;
+mod place;
 mod post;
 pub mod windows;
+
+pub use place::Place;
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;

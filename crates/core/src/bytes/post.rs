@@ -134,7 +134,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The byte nearest `t` at which a frame of `span` lies inside `[open, close)`: the nearest byte, or the
     /// one after it if that starts before the window, or the one before it if the frame would run past it.
-    fn byte_in_window(&self, t: Tai, open: Rat, close: Rat, span: Rat) -> u64 {
+    pub(super) fn byte_in_window(&self, t: Tai, open: Rat, close: Rat, span: Rat) -> u64 {
         let b = self.nearest_byte(t);
         if self.time_at(b) < open {
             b + 1

@@ -342,3 +342,43 @@ fn a_passed_txtime_is_late_before_it_is_out_of_window() {
     assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_us(1_050)), 100), T0), Err(Reason::NotOwned));
     assert_eq!(st.submit(frame(3, 0, Some(T0 + Nanos::from_us(1_005)), 100), T0), Ok(()));
 }
+
+/// `first_place`: the first time at or after a given one where a frame of the class fits a window, and the time
+/// it will leave — which its `Sent` outcome then reports, to the ns.
+#[test]
+fn a_place_found_ahead_is_where_the_frame_leaves() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(10_000, 5_000), (60_000, 20_000)]), rate).unwrap();
+    let cfg = config(1000, windows);
+    let mut st = ByteStation::<Vec<u8>>::new(cfg.clone(), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    let rt = ClassId(0);
+    let cycle = T0 + Nanos::from_ms(1);
+    // Before a window: its opening. 200 B take 1.792 µs of wire (with FCS, preamble and gap).
+    let p1 = st.first_place(rt, cycle + Nanos(3), 200).unwrap();
+    assert_eq!(p1.txtime, cycle + Nanos(10_000));
+    assert!(p1.tx >= p1.txtime && p1.tx - p1.txtime <= Nanos(8), "{p1:?}");
+    assert!(p1.end - p1.tx >= Nanos(1_792) && p1.end - p1.tx <= Nanos(1_793), "{p1:?}");
+    // Inside the first window but too late for the frame to end in it: the next window.
+    let p2 = st.first_place(rt, cycle + Nanos(13_500), 200).unwrap();
+    assert_eq!(p2.txtime, cycle + Nanos(60_000));
+    // Right after a frame: at its end.
+    let p3 = st.first_place(rt, p2.end, 1500).unwrap();
+    assert_eq!(p3.txtime, p2.end);
+    assert!((p3.tx - p3.txtime).0.abs() <= 4, "{p3:?}");
+    // Longer than every window of the class, or best effort: nowhere.
+    let short = Windows::new(T0, Nanos::from_us(100), &classes(&[(10_000, 1_000)]), rate).unwrap();
+    let st2 = ByteStation::<Vec<u8>>::new(config(1000, short), T0).unwrap();
+    assert_eq!(st2.first_place(rt, cycle, 200), None);
+    assert_eq!(st.first_place(ClassId(1), cycle, 200), None);
+    // Handed in with those txtimes, the frames leave exactly then.
+    let frames = [(1, p1), (2, p2), (3, p3)]
+        .iter()
+        .map(|&(id, p)| (T0 + Nanos::from_us(300), frame(id, 0, Some(p.txtime), if id == 3 { 1500 } else { 200 })))
+        .collect();
+    let (_, outcomes) = run(cfg, frames, Nanos::from_ms(2), Nanos::from_us(20));
+    for (id, p) in [(1, p1), (2, p2), (3, p3)] {
+        let o = outcomes.iter().find(|o| o.id == FrameId(id)).unwrap();
+        assert_eq!(o.result.map(|s| s.time), Ok(p.tx), "frame {id}");
+    }
+}
