@@ -9,6 +9,7 @@
 
 use serde::Deserialize;
 
+use keepon_core::bytes::windows::Rat;
 use keepon_core::isolation::ClassId;
 use keepon_core::time::Nanos;
 use keepon_nic::Timing;
@@ -28,9 +29,8 @@ pub const MAX_THRESHOLD: Nanos = Nanos::from_ms(1_000);
 /// The longest delay-floor window (`ptp.delay_floor_window`): ten minutes.
 pub const MAX_FLOOR_WINDOW: Nanos = Nanos::from_ms(600_000);
 
-/// PTP runs on the slot clock only, for now.
-pub const BYTES_NOT_WITH_PTP: &str = "link.timing = \"bytes\" with [ptp]: PTP runs on the slot clock only, not yet \
-     on the byte clock; remove link.timing to run PTP in slots, or [ptp] to serve on the byte clock";
+/// The longest frame PTP sends, with FCS: an Announce (64 bytes) over UDPv4 (42 bytes of headers).
+const PTP_LONGEST_FRAME: u32 = 64 + 42 + 4;
 
 /// `[ptp]` as written.
 #[derive(Deserialize, Debug, Clone)]
@@ -160,11 +160,11 @@ impl PtpConfig {
     /// own clock).
     pub fn from_config(cfg: &Config) -> Result<Option<PtpConfig>, ConfigError> {
         let Some(table) = cfg.raw.ptp.clone() else { return Ok(None) };
-        if cfg.timing == crate::config::WireTiming::Bytes {
-            // Refused, not run in slots: PTP would get slot timing while the configuration asks for bytes.
-            return Err(ConfigError(BYTES_NOT_WITH_PTP.into()));
+        let bytes = cfg.timing == crate::config::WireTiming::Bytes;
+        // (The byte clock sizes every filler as it needs: it keeps the schedule whatever the slot size.)
+        if !bytes {
+            schedule_keepable(cfg)?;
         }
-        schedule_keepable(cfg)?;
         let s: PtpSection =
             table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;
         let role = match s.role.as_deref().unwrap_or("auto") {
@@ -227,11 +227,26 @@ impl PtpConfig {
             .ownership
             .class_named(&s.class)
             .ok_or_else(|| ConfigError(format!("ptp.class = \"{}\": no such class", s.class)))?;
-        if cfg.ownership.is_best_effort(class) {
+        if cfg.is_best_effort(class) {
             return Err(ConfigError(format!(
-                "ptp.class = \"{}\" owns no slots: PTP event messages need owned slots for exact TX times",
-                s.class
+                "ptp.class = \"{}\" owns no slots{}: PTP event messages need owned slots for exact TX times",
+                s.class,
+                if bytes { " and has no windows" } else { "" }
             )));
+        }
+        if bytes {
+            let windows = crate::run::byte_config(cfg).windows;
+            let b = cfg.geometry.rate().byte_time();
+            let wire = u64::from(PTP_LONGEST_FRAME + keepon_core::time::WIRE_OVERHEAD_BYTES);
+            let span = Rat { num: i128::from(b.num()) * i128::from(wire), den: i128::from(b.den()) };
+            if windows.longest(class) < span {
+                return Err(ConfigError(format!(
+                    "ptp.class = \"{}\": its longest window is shorter than PTP's longest frame ({PTP_LONGEST_FRAME} B, \
+                     {} ns on the wire): give the class a longer window",
+                    s.class,
+                    span.ceil()
+                )));
+            }
         }
         let servo = match s.servo.as_deref().unwrap_or("kalman") {
             "kalman" => ServoKind::Kalman,

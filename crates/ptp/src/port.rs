@@ -1,17 +1,19 @@
-//! A PTP port on a keepon station, sans-IO: the glue between the [`PtpEngine`] and a [`Station`].
+//! A PTP port on a keepon station, sans-IO: the glue between the [`PtpEngine`] and a station ([`PtpStation`]:
+//! the slot station or the byte clock).
 //!
 //! - Event and general messages become frames of the configured [`Transport`], scheduled through the station's
-//!   normal insertion path in the PTP class, each in its own slot `lead` ahead; an event message's TX time is
-//!   its `Sent` outcome's slot time plus the MAC/PHY constant — exact, known when it is placed.
+//!   normal insertion path in the PTP class, each in its own place `lead` ahead (a slot the class owns, or on the
+//!   byte clock a time inside one of its windows); an event message's TX time is its `Sent` outcome's time plus
+//!   the MAC/PHY constant — exact, known when it is placed.
 //! - Received frames are handed in with their RX time already converted to EPHC time; the configured RX
 //!   latency is subtracted (with exact TX, an uncalibrated RX latency biases the slave by half of it).
 //! - The engine's clock is a mirror of the station's EPHC, refreshed before every engine call; whatever the
-//!   servo did to it is applied to the station with [`Station::adjust_clock`] (the schedule's grid moves too).
+//!   servo did to it is applied to the station with [`PtpStation::steer`] (the schedule's grid moves too).
 //! - With [`PtpPort::hold_adjustments`], the servo's adjustments are kept for the caller instead
 //!   ([`PtpPort::take_adjustments`]): a dual clock lets PTP discipline its RX slot clock's phase and steers the
 //!   station's EPHC with a loop of its own.
 //! - Timers are kept here, in host time; call [`PtpPort::poll`] from the poll loop.
-//! - With [`PortConfig::one_step`], a Sync is one-step: its slot is chosen first, and the slot's EPHC time plus
+//! - With [`PortConfig::one_step`], a Sync is one-step: its place is chosen first, and its EPHC time plus
 //!   the MAC/PHY constant — the TX time, known before the frame leaves — is written into it
 //!   ([`crate::wire::make_one_step`]); no Follow_Up is sent. That needs a link whose slot time is the TX time (the
 //!   simulated NIC, line-rate NICs): on host-paced links the TX time is known only after the host released the
@@ -32,13 +34,13 @@ use std::rc::Rc;
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::isolation::ClassId;
 use keepon_core::outcome::{Frame, FrameId, Outcome, Reason};
-use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 
 use crate::clock::EphcClock;
 use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
 use crate::igmp::{self, Membership};
 use crate::servo::ServoStatus;
+use crate::station::{Place, PtpStation};
 use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError, IP_PTP};
 
 /// Frame ids with this bit set belong to the PTP port.
@@ -53,7 +55,7 @@ pub struct PortConfig {
     pub transport: Transport,
     /// The station's MAC address.
     pub mac: [u8; 6],
-    /// The class PTP frames use (it must own slots).
+    /// The class PTP frames use (it must own slots, or on the byte clock windows).
     pub class: ClassId,
     /// How far ahead of the wire a PTP frame is scheduled (at least the insertion window's start).
     pub lead: Nanos,
@@ -88,7 +90,7 @@ pub enum PortError {
     Wire(WireError),
     /// The station refused a PTP frame.
     Rejected(Reason),
-    /// No slot of the PTP class is within reach.
+    /// No place of the PTP class is within reach (no slot, or no window the frame fits, within a cycle).
     NoSlot,
     /// The station refused a clock adjustment (it stays unapplied).
     Adjust,
@@ -110,7 +112,8 @@ pub struct PtpPort {
     one_step: HashMap<FrameId, Tai>,
     tx_on_release: bool,
     next_id: u64,
-    last_slot: Option<u64>,
+    /// Where the last PTP frame went ([`Place::mark`]): the next goes after it.
+    last: Option<i128>,
     errors: Vec<PortError>,
     lag: TxLag,
     /// With [`PtpPort::hold_adjustments`]: the servo's adjustments not yet taken by the caller.
@@ -152,9 +155,8 @@ const TIMER_ORDER: [Timer; 6] =
 
 impl PtpPort {
     /// A port on `station` (which must be up), at host time `now`.
-    pub fn new(cfg: PortConfig, station: &mut Station<Vec<u8>>, now: Tai, seed: u64) -> PtpPort {
-        let at = station.wire_position(station.ring().consumed());
-        let clock = Rc::new(RefCell::new(EphcClock::new(station.ephc().clone(), at)));
+    pub fn new<S: PtpStation>(cfg: PortConfig, station: &mut S, now: Tai, seed: u64) -> PtpPort {
+        let clock = Rc::new(RefCell::new(station.servo_clock(now)));
         let (engine, outs) = PtpEngine::new(cfg.engine, clock.clone(), seed);
         let mut p = PtpPort {
             cfg,
@@ -166,7 +168,7 @@ impl PtpPort {
             one_step: HashMap::new(),
             tx_on_release: false,
             next_id: 0,
-            last_slot: None,
+            last: None,
             errors: Vec::new(),
             lag: TxLag::default(),
             held: None,
@@ -192,15 +194,15 @@ impl PtpPort {
         true
     }
 
-    /// Send the membership report if one is due (into the next PTP slot, like any PTP frame).
-    fn report_membership(&mut self, station: &mut Station<Vec<u8>>, now: Tai) {
+    /// Send the membership report if one is due (into the next PTP place, like any PTP frame).
+    fn report_membership<S: PtpStation>(&mut self, station: &mut S, now: Tai) {
         let (Some(m), Transport::UdpV4 { src }) = (self.membership, self.cfg.transport) else { return };
         if !m.due(now) {
             return;
         }
         let frame = igmp::report(self.cfg.mac, src, m.group());
         // Placed or refused (the refusal is reported): either way the next report follows on schedule.
-        let _ = self.slot(station).and_then(|k| self.place(frame, k, station, now));
+        let _ = self.place(frame.len(), station).and_then(|p| self.hand_in(frame, p, station, now));
         if let Some(m) = &mut self.membership {
             m.on_sent(now);
         }
@@ -222,10 +224,8 @@ impl PtpPort {
     }
 
     /// Refresh the engine's clock from the station at host time `now`.
-    fn mirror(&mut self, station: &Station<Vec<u8>>, now: Tai) {
-        *self.clock.borrow_mut() =
-            EphcClock::new(station.ephc().clone(), station.wire_position(station.ring().consumed()))
-                .reading(station.clock_at(now));
+    fn mirror<S: PtpStation>(&mut self, station: &S, now: Tai) {
+        *self.clock.borrow_mut() = station.servo_clock(now);
     }
 
     /// Keep the servo's clock adjustments for the caller ([`PtpPort::take_adjustments`]) instead of applying them
@@ -243,20 +243,20 @@ impl PtpPort {
         self.held.as_mut().map(core::mem::take).unwrap_or_default()
     }
 
-    fn apply(&mut self, station: &mut Station<Vec<u8>>) {
+    fn apply<S: PtpStation>(&mut self, station: &mut S) {
         let adj = self.clock.borrow_mut().take_adjustments();
         if let Some(held) = &mut self.held {
             held.extend(adj.into_iter().map(|(_, a)| a));
             return;
         }
         for (_, a) in adj {
-            if station.adjust_clock(a).is_err() {
+            if station.steer(a).is_err() {
                 self.errors.push(PortError::Adjust);
             }
         }
     }
 
-    fn outputs(&mut self, outs: Vec<Output>, station: &mut Station<Vec<u8>>, now: Tai) {
+    fn outputs<S: PtpStation>(&mut self, outs: Vec<Output>, station: &mut S, now: Tai) {
         for o in outs {
             match o {
                 Output::SetTimer { timer, after } => {
@@ -268,65 +268,54 @@ impl PtpPort {
                     self.one_step_sync(&mut data, token, station, now);
                 }
                 Output::SendEvent { data, token } => {
-                    if let Some(id) = self.slot(station).and_then(|k| self.submit(&data, k, station, now)) {
+                    if let Some(id) = self.submit(&data, station, now) {
                         self.tokens.insert(id, token);
                     }
                 }
                 Output::SendGeneral { data } => {
-                    let _ = self.slot(station).and_then(|k| self.submit(&data, k, station, now));
+                    let _ = self.submit(&data, station, now);
                 }
             }
         }
     }
 
-    /// Send `sync` one-step: into the next slot, carrying that slot's EPHC time plus the TX constant, and tell
-    /// the engine it left then (no Follow_Up). A Sync that cannot carry its time goes two-step.
-    fn one_step_sync(&mut self, sync: &mut [u8], token: TxToken, station: &mut Station<Vec<u8>>, now: Tai) {
-        let Some(k) = self.slot(station) else { return };
-        let slot_time = station.slot_time(k);
-        let tx = slot_time + self.cfg.tx_constant;
+    /// Send `sync` one-step: into the next place, carrying its EPHC time plus the TX constant, and tell the
+    /// engine it left then (no Follow_Up). A Sync that cannot carry its time goes two-step.
+    fn one_step_sync<S: PtpStation>(&mut self, sync: &mut [u8], token: TxToken, station: &mut S, now: Tai) {
+        // The frame's length decides its place on the byte clock; writing the time does not change it.
+        let Some(probe) = self.frame_of(sync, station) else { return };
+        let Some(place) = self.place(probe.len(), station) else { return };
+        let tx = place.tx + self.cfg.tx_constant;
         if make_one_step(sync, tx).is_err() {
-            if let Some(id) = self.submit(sync, k, station, now) {
+            if let Some(id) = self.hand_in(probe, place, station, now) {
                 self.tokens.insert(id, token);
             }
             return;
         }
         let Some(seq) = sequence_id(sync) else { return };
-        let Some(id) = self.submit(sync, k, station, now) else { return };
-        self.one_step.insert(id, slot_time);
+        let Some(data) = self.frame_of(sync, station) else { return };
+        let Some(id) = self.hand_in(data, place, station, now) else { return };
+        self.one_step.insert(id, place.tx);
         self.mirror(station, now);
         let outs = self.engine.on_one_step_sent(token, seq, tx);
         self.apply(station);
         self.outputs(outs, station, now);
     }
 
-    /// The next free slot of the PTP class at least `lead` ahead (after the last one taken).
-    fn slot(&mut self, station: &Station<Vec<u8>>) -> Option<u64> {
-        let own = &station.config().ownership;
-        let n = station.ring().len();
-        let phase = station.phase();
-        // On the current clock (slots in flight keep the clock they were posted under, which a step has left).
-        let soon = station.ephc().time_of(station.wire_position(station.ring().consumed())) + self.cfg.lead;
-        let Some(mut k) = station.slot_of(soon) else {
+    /// The next place for a PTP frame of `len` bytes at least `lead` ahead (after the last one taken).
+    fn place<S: PtpStation>(&mut self, len: usize, station: &S) -> Option<Place> {
+        let Some(p) = station.next_place(self.cfg.class, self.cfg.lead, len, self.last) else {
             self.errors.push(PortError::NoSlot);
             return None;
         };
-        if let Some(last) = self.last_slot {
-            k = k.max(last + 1);
-        }
-        // The first slot at or after k that the PTP class owns (within one ring).
-        let Some(k) = (k..k + n).find(|&j| own.owner_of((j + phase) % n) == Some(self.cfg.class)) else {
-            self.errors.push(PortError::NoSlot);
-            return None;
-        };
-        self.last_slot = Some(k);
-        Some(k)
+        self.last = Some(p.mark);
+        Some(p)
     }
 
-    /// Schedule a message into slot `k` (from [`PtpPort::slot`]).
-    fn submit(&mut self, msg: &[u8], k: u64, station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
-        match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.ring().data_bytes()) {
-            Ok(data) => self.place(data, k, station, now),
+    /// The frame carrying `msg` (padded to what the station fills anyway).
+    fn frame_of<S: PtpStation>(&mut self, msg: &[u8], station: &S) -> Option<Vec<u8>> {
+        match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.pad_to()) {
+            Ok(data) => Some(data),
             Err(e) => {
                 self.errors.push(PortError::Wire(e));
                 None
@@ -334,13 +323,18 @@ impl PtpPort {
         }
     }
 
-    /// Schedule a frame into slot `k` (from [`PtpPort::slot`]).
-    fn place(&mut self, data: Vec<u8>, k: u64, station: &mut Station<Vec<u8>>, now: Tai) -> Option<FrameId> {
-        let j = u64::try_from(i128::from(k) + i128::from(station.schedule_shift())).ok()?;
-        let txtime = station.schedule().time_of(j);
+    /// Schedule a message into the next place.
+    fn submit<S: PtpStation>(&mut self, msg: &[u8], station: &mut S, now: Tai) -> Option<FrameId> {
+        let data = self.frame_of(msg, station)?;
+        let place = self.place(data.len(), station)?;
+        self.hand_in(data, place, station, now)
+    }
+
+    /// Hand a frame in at `place` (from [`PtpPort::place`]).
+    fn hand_in<S: PtpStation>(&mut self, data: Vec<u8>, place: Place, station: &mut S, now: Tai) -> Option<FrameId> {
         self.next_id += 1;
         let id = FrameId(PTP_ID_BIT | self.next_id);
-        match station.submit(Frame { id, class: self.cfg.class, txtime: Some(txtime), data }, now) {
+        match station.hand_in(Frame { id, class: self.cfg.class, txtime: Some(place.txtime), data }, now) {
             Ok(()) => Some(id),
             Err(why) => {
                 self.errors.push(PortError::Rejected(why));
@@ -351,7 +345,7 @@ impl PtpPort {
 
     /// A frame arrived; `rx` is its arrival in EPHC time (before the RX latency correction).
     /// An IGMP query (over UDPv4) is taken as by [`PtpPort::on_igmp`].
-    pub fn on_rx(&mut self, frame: &[u8], rx: Tai, station: &mut Station<Vec<u8>>, now: Tai) {
+    pub fn on_rx<S: PtpStation>(&mut self, frame: &[u8], rx: Tai, station: &mut S, now: Tai) {
         if self.on_igmp(frame, now) {
             return;
         }
@@ -372,7 +366,7 @@ impl PtpPort {
     }
 
     /// An outcome from the station: if it is a PTP frame's, it is consumed here (returns true).
-    pub fn on_outcome(&mut self, o: &Outcome, station: &mut Station<Vec<u8>>, now: Tai) -> bool {
+    pub fn on_outcome<S: PtpStation>(&mut self, o: &Outcome, station: &mut S, now: Tai) -> bool {
         if o.id.0 & PTP_ID_BIT == 0 {
             return false;
         }
@@ -420,19 +414,19 @@ impl PtpPort {
     /// The backend released frame `id` at host time `released` (`None`: it does not say; `stamped`: the time
     /// is the kernel's TX timestamp): if it is a PTP event message waiting for its TX time, hand the engine the
     /// later of its slot time and its release, converted to EPHC time (returns true for PTP frames).
-    pub fn on_released(
+    pub fn on_released<S: PtpStation>(
         &mut self,
         id: FrameId,
         released: Option<Tai>,
         stamped: bool,
-        station: &mut Station<Vec<u8>>,
+        station: &mut S,
         now: Tai,
     ) -> bool {
         if id.0 & PTP_ID_BIT == 0 {
             return false;
         }
         if let Some((token, slot_time)) = self.awaiting.remove(&id) {
-            let left = released.map(|r| station.ephc_at(r));
+            let left = released.map(|r| station.wire_clock_at(r));
             if let Some(left) = left {
                 self.lag.add((left - slot_time).0, stamped);
             }
@@ -446,7 +440,7 @@ impl PtpPort {
     }
 
     /// Fire the timers due at host time `now`.
-    pub fn poll(&mut self, station: &mut Station<Vec<u8>>, now: Tai) {
+    pub fn poll<S: PtpStation>(&mut self, station: &mut S, now: Tai) {
         let mut due: Vec<(Tai, usize, Timer)> = TIMER_ORDER
             .iter()
             .enumerate()

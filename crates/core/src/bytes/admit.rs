@@ -60,9 +60,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             if frame.txtime.is_some() {
                 return Err(Reason::UnexpectedTxtime);
             }
-            // Longer than any stretch the windows leave free: it could never go.
+            // Longer than any stretch the windows leave free, with a byte to spare on either side (bytes start where
+            // the clock puts them, not where a stretch opens): it could never go.
             let wire = wire_bytes(len);
-            if windows.longest_free().is_some_and(|free| self.span_of(wire) > free) {
+            if windows.longest_free().is_some_and(|free| self.span_of(wire + 2) > free) {
                 return Err(Reason::NoCapacity);
             }
             return Ok(None);
@@ -81,7 +82,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         // Time first, as ETF and the slot station do: a txtime the posted wire has passed is late, whatever
         // its window.
         if first < self.time_at(self.next_pos) {
-            return Err(Reason::Late);
+            return Err(self.passed(t));
         }
         let mut start = first;
         for _ in 0..=self.rt.len() + 2 * windows.spans() {

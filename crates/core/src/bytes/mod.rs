@@ -23,7 +23,8 @@
 //! - **Isolation.** A real-time frame is admitted only if its whole wire time lies in one window of its class;
 //!   best effort goes only where no window is, and only in gaps it fills exactly or with room for a filler.
 //! - **Descriptor economy.** With nothing due, fillers are as long as the link allows: a descriptor per
-//!   `max_frame` bytes instead of one per slot. The wire is posted `lead` ahead of the host's clock.
+//!   `max_frame` bytes instead of one per slot. The wire is posted `lead` (as bytes at the line rate) beyond the
+//!   next descriptor the NIC will fetch, so a NIC oscillator off the host's keeps the lead.
 //! - **Outcomes.** Every frame ends as sent (descriptor, EPHC time, its txtime as `scheduled`: the difference
 //!   is its deviation) or rejected (reason), as in the slot station.
 
@@ -153,6 +154,11 @@ pub struct ByteStation<B> {
     /// The EPHC's exact time of the last posted descriptor's start: the next one's is found from it without
     /// 128-bit division.
     cursor: Exact,
+    /// The lead in wire bytes at the nominal rate.
+    lead_bytes: u64,
+    /// EPHC intervals the wire lost to its latest underruns (idle, or posted and then moved later): a frame
+    /// due in one is rejected `underrun`, not `late`.
+    lost: VecDeque<(Tai, Tai)>,
 }
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
@@ -186,6 +192,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             checked: None,
             clock_gen: 0,
             cursor: Ephc::new(byte, 0, t0).exact(0),
+            lead_bytes: (cfg.lead.0 as u128 * u128::from(byte.den())).div_ceil(u128::from(byte.num())) as u64,
+            lost: VecDeque::new(),
             cfg,
         })
     }
@@ -281,6 +289,15 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.ephc.apply(adj, self.next_pos)
     }
 
+    /// Why a frame due at `t` can no longer go: the wire passed it, in an underrun's lost time or not.
+    fn passed(&self, t: Tai) -> Reason {
+        if self.lost.iter().any(|&(from, to)| from <= t && t < to) {
+            Reason::Underrun
+        } else {
+            Reason::Late
+        }
+    }
+
     fn reject(&mut self, id: FrameId, class: ClassId, why: Reason) {
         self.counters.rejected[why.index()] += 1;
         self.outcomes.push(Outcome { id, class, result: Err(why) });
@@ -316,7 +333,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             if expected {
                 self.expected_gap = None;
             }
-            let moved = self.reanchor(gap.at, gap.restart, !expected);
+            let moved = self.reanchor(gap.at, gap.restart, !expected, !expected);
             if !expected {
                 self.counters.underruns += 1;
                 underruns.push(Underrun {
@@ -331,7 +348,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let posted = self.ring.posted();
         let idle = self.ring.consumed() == posted && self.host.time_of(self.next_pos) <= obs.now;
         if idle && !self.draining && posted > 0 {
-            let moved = self.reanchor(posted, land, false);
+            let moved = self.reanchor(posted, land, false, true);
             self.expected_gap = Some(posted);
             self.counters.underruns += 1;
             underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
@@ -339,15 +356,16 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if self.draining {
             return Ok(Poll { post: posted..posted, underruns });
         }
-        let post = self.post_until(obs.now + self.cfg.lead);
+        let post = self.post_ahead();
         self.counters.slots_posted += post.end - post.start;
         Ok(Poll { post, underruns })
     }
 
     /// Descriptor `at` started (or will start) at host time `restart`: move the host's view there, and the
     /// EPHC of that descriptor and all after it by as much (only later, with `only_later`: a gap the NIC saw
-    /// can only delay the wire; an earlier restart is the host view's drift). Returns the move, ns.
-    fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool) -> i64 {
+    /// can only delay the wire; an earlier restart is the host view's drift). With `underrun`, the EPHC time the wire
+    /// lost is remembered: frames due in it are rejected `underrun`. Returns the move, ns.
+    fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool, underrun: bool) -> i64 {
         let pos = match at.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
             Some(p) => p.pos,
             None => self.next_pos,
@@ -355,6 +373,15 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let moved = crate::station::sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(pos).0));
         self.host.set_time(restart, pos);
         let moved = if only_later { moved.max(0) } else { moved };
+        if moved > 0 && underrun {
+            // From where descriptor `at` was to start to where the wire now resumes posting.
+            let lost_from = self.ephc.time_of(pos);
+            let lost_to = Tai(self.ephc.time_of(self.next_pos).0.saturating_add(moved));
+            if self.lost.len() == 8 {
+                self.lost.pop_front();
+            }
+            self.lost.push_back((lost_from, lost_to));
+        }
         if moved != 0 {
             let from = at.saturating_sub(self.posted_base) as usize;
             for p in self.posted.iter_mut().skip(from) {

@@ -21,10 +21,14 @@ enum Next {
 }
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
-    /// Post descriptors until the wire reaches host time `until`, or the ring is full.
-    pub(super) fn post_until(&mut self, until: Tai) -> Range<u64> {
+    /// Post descriptors until the lead's worth of bytes lies beyond the next descriptor the NIC will fetch, or
+    /// the ring is full. Counted in bytes from the consumer index, not in host time: a NIC whose oscillator
+    /// runs fast or slow against the host's consumes its bytes sooner or later, and the lead stays what was
+    /// configured (as the slot station keeps `batch` slots beyond it).
+    pub(super) fn post_ahead(&mut self) -> Range<u64> {
         let start = self.ring.posted();
-        while self.ring.posted() < self.ring.consumed() + self.ring.len() && self.host.time_of(self.next_pos) < until {
+        let until = self.wire_position(self.ring.consumed()) + self.lead_bytes;
+        while self.ring.posted() < self.ring.consumed() + self.ring.len() && self.next_pos < until {
             self.post_one();
         }
         start..self.ring.posted()
@@ -44,13 +48,24 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 } else {
                     match self.best_effort_fits(p, Some(gap)) {
                         Some(len) => Next::BestEffort(len),
-                        None => Next::Filler(self.filler_towards(gap)),
+                        // Towards the best-effort frame's next free place if it ends before the real-time
+                        // frame's byte (exactly, or with room for a filler), else towards that byte.
+                        None => {
+                            let be = self.be_aim(p).filter(|&(t, wire)| {
+                                let left = b.checked_sub(t + wire);
+                                t < b && left.is_some_and(|l| l == 0 || l >= MIN_WIRE)
+                            });
+                            Next::Filler(self.filler_towards(be.map_or(gap, |(t, _)| t - p)))
+                        }
                     }
                 }
             }
             None => match self.best_effort_fits(p, None) {
                 Some(len) => Next::BestEffort(len),
-                None => Next::Filler(self.cfg.max_frame),
+                None => Next::Filler(match self.be_aim(p) {
+                    Some((t, _)) => self.filler_towards(t - p),
+                    None => self.cfg.max_frame,
+                }),
             },
         };
         let len = match next {
@@ -95,7 +110,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             let why = if b < p {
                 // The wire passed its byte: it leaves late, at `p`, if that is still inside its window.
                 b = p;
-                Reason::Late
+                self.passed(key.0)
             } else {
                 // No byte puts all of it inside its window (one narrower than the frame plus a byte, or a
                 // clock step since it was admitted).
@@ -192,6 +207,32 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let span = self.span_of(wire);
         let end = start + span;
         self.cfg.windows.first_reserved(start, end).is_none().then_some(len as u32)
+    }
+
+    /// The byte at least a minimum filler after `p` where the best-effort frame at the head of its queue first
+    /// lies in no window, and its wire bytes (`None` without one, or none within two cycles): fillers are sized
+    /// to land it there, as they land real-time frames on their bytes.
+    fn be_aim(&self, p: u64) -> Option<(u64, u64)> {
+        let f = self.be.front()?;
+        let wire = (f.data.as_ref().len() as u64 + 4).max(MIN_WIRE - OVERHEAD) + OVERHEAD;
+        let span = self.span_of(wire);
+        let mut from = self.time_at(p + MIN_WIRE);
+        for _ in 0..4 {
+            let t = self.cfg.windows.next_free(from, span)?;
+            // The first byte at or after `t` (a byte starts at a whole ns or between: the one after its floor
+            // may be the first at or after it).
+            let mut b = self.ephc.slot_at_or_after(Tai(i64::try_from(t.floor()).ok()?))?.max(p + MIN_WIRE);
+            while self.time_at(b) < t {
+                b += 1;
+            }
+            let start = self.time_at(b);
+            if self.cfg.windows.first_reserved(start, start + span).is_none() {
+                return Some((b, wire));
+            }
+            // Rounded up to its byte, it runs into the next window: the stretch after that.
+            from = start;
+        }
+        None
     }
 
     /// A filler's wire length towards a real-time frame `gap` bytes on: all of it if one filler can, else as

@@ -382,3 +382,29 @@ fn a_place_found_ahead_is_where_the_frame_leaves() {
         assert_eq!(o.result.map(|s| s.time), Ok(p.tx), "frame {id}");
     }
 }
+
+/// A host stall longer than the lead drains the ring: the wire goes idle and restarts later. Frames due in the
+/// time the wire lost are rejected `underrun` (waiting ones when their turn comes, new ones at admission), not
+/// `late`; a frame due after it still goes.
+#[test]
+fn frames_due_while_the_link_was_idle_are_underruns() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
+    let first = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    assert!(!first.post.is_empty());
+    assert_eq!(st.submit(frame(1, 0, Some(T0 + Nanos::from_ms(1)), 100), T0), Ok(()));
+    assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_ms(5)), 100), T0), Ok(()));
+    // 2 ms later the NIC has sent all it had (the 200 µs posted): idle since.
+    let now = T0 + Nanos::from_ms(2);
+    let posted = st.ring().posted();
+    let p = st.poll(Observation { consumed: posted, now, gaps: &[] }).unwrap();
+    assert_eq!(p.underruns.len(), 1, "the station saw the link idle");
+    assert_eq!(st.submit(frame(3, 0, Some(T0 + Nanos::from_us(1_500)), 100), now), Err(Reason::Underrun));
+    let mut reasons: Vec<_> = st.drain_outcomes().map(|o| (o.id.0, o.result.err())).collect();
+    reasons.sort_unstable();
+    assert_eq!(reasons, [(1, Some(Reason::Underrun)), (3, Some(Reason::Underrun))]);
+    // A passed time the stall did not cover is still `late`.
+    assert_eq!(st.submit(frame(4, 0, Some(T0 + Nanos::from_us(100)), 100), now), Err(Reason::Late));
+    assert_eq!(st.in_flight(), 1, "frame 2 (due after the stall) waits for its byte");
+}

@@ -378,6 +378,24 @@ impl Windows {
     /// The first window (of any class) that `[start, end)` enters, as its absolute opening time: best effort
     /// may not use that interval. `None` if the interval is free of windows.
     pub fn first_reserved(&self, start: Rat, end: Rat) -> Option<Rat> {
+        self.first_reserved_window(start, end).map(|(open, _)| open)
+    }
+
+    /// The earliest time at or after `start` from which `span` is free of windows, within two cycles (`None`
+    /// if no stretch of the cycle is that long): where a best-effort frame of that wire time can go next.
+    pub fn next_free(&self, start: Rat, span: Rat) -> Option<Rat> {
+        let mut t = start;
+        for _ in 0..=2 * self.spans.len() + 1 {
+            match self.first_reserved_window(t, t + span) {
+                None => return Some(t),
+                Some((_, close)) => t = close,
+            }
+        }
+        None
+    }
+
+    /// [`Windows::first_reserved`], with the window's absolute closing time.
+    fn first_reserved_window(&self, start: Rat, end: Rat) -> Option<(Rat, Rat)> {
         if self.spans.is_empty() {
             return None;
         }
@@ -395,7 +413,7 @@ impl Windows {
                     return None;
                 }
                 if close > start {
-                    return Some(open.max(start));
+                    return Some((open.max(start), close));
                 }
             }
             cycle += 1;
@@ -461,6 +479,12 @@ mod tests {
         assert_eq!(w.first_reserved(Rat::ns(33_000), Rat::ns(33_001)), Some(Rat::ns(33_000)));
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_000)), None);
         assert_eq!(w.first_reserved(Rat::ns(34_000), Rat::ns(42_001)), Some(Rat::ns(42_000)));
+        // The next free stretch for a span: after the window that blocks it, here the next cycle's.
+        assert_eq!(w.next_free(Rat::ns(31_000), Rat::ns(1_000)), Some(Rat::ns(31_000)));
+        assert_eq!(w.next_free(Rat::ns(31_500), Rat::ns(1_000)), Some(Rat::ns(34_000)));
+        assert_eq!(w.next_free(Rat::ns(33_000), Rat::ns(8_000)), Some(Rat::ns(34_000)));
+        assert_eq!(w.next_free(Rat::ns(41_000), Rat::ns(2_000)), Some(Rat::ns(44_000)));
+        assert_eq!(w.next_free(Rat::ns(33_000), Rat::ns(8_001)), None, "longer than any free stretch");
         assert_eq!(w.longest_free(), Some(Rat::ns(8_000)));
         assert_eq!(w.next_opening(a, Rat::ns(31_000)), Some(Rat::ns(32_000)));
         assert_eq!(w.next_opening(a, Rat::ns(32_000)), Some(Rat::ns(32_000)));

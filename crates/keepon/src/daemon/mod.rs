@@ -275,8 +275,7 @@ fn route<S: Served>(events: &mut Vec<Event>, r: Routes, station: &mut S) {
     let Routes { tolerance, now, feed, owner, conns, releases, stats, ptp } = r;
     for e in events.drain(..) {
         match e {
-            Event::Outcome(o)
-                if ptp.as_mut().zip(station.slots()).is_some_and(|((s, now), st)| s.on_outcome(&o, st, *now)) => {}
+            Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
             Event::Outcome(Outcome { id, class, result }) => {
                 feed.settled(class);
                 stats.count(Some(class), result.as_ref().map(|_| ()).map_err(|why| *why));
@@ -291,8 +290,8 @@ fn route<S: Served>(events: &mut Vec<Event>, r: Routes, station: &mut S) {
             Event::Underrun(_) => stats.underruns += 1,
             Event::Wire(w) => {
                 let Some(id) = w.frame else { continue };
-                if let Some(((s, now), st)) = ptp.as_mut().zip(station.slots()) {
-                    if s.on_released(id, w.released, w.stamped, st, *now) {
+                if let Some((s, now)) = ptp.as_mut() {
+                    if s.on_released(id, w.released, w.stamped, station, *now) {
                         continue;
                     }
                 }
@@ -510,8 +509,7 @@ fn serve_bound<N: Nic, S: Served>(
     let mut ptp: Option<(Sync, Tai)> = match setup {
         Some((p, link)) => {
             let now = driver.nic.now();
-            let station = driver.station.slots().ok_or(crate::ptpconf::BYTES_NOT_WITH_PTP)?;
-            let mut sync = Sync::new(p, link.mac, station, now, link.rx);
+            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
             sync.open_measurement_log()?;
             if driver.nic.timing() == keepon_nic::Timing::HostPaced {
                 sync.tx_on_release()?;
@@ -554,13 +552,13 @@ fn serve_bound<N: Nic, S: Served>(
             phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
         }
 
-        if let (Some((s, at)), Stop::No | Stop::Draining(_), Some(st)) = (ptp.as_mut(), phase, driver.station.slots()) {
+        if let (Some((s, at)), Stop::No | Stop::Draining(_)) = (ptp.as_mut(), phase) {
             *at = now;
-            s.poll(&driver.nic, st, now);
+            s.poll(&driver.nic, &mut driver.station, now);
         }
-        let time = match (&ptp, driver.station.slots()) {
-            (Some((s, _)), Some(st)) => s.time(st, now, driver.nic.host_time(now)),
-            _ => TimeInfo {
+        let time = match &ptp {
+            Some((s, _)) => s.time(&driver.station, now, driver.nic.host_time(now)),
+            None => TimeInfo {
                 sync: SyncState::FreeRunning,
                 port: PortRole::None,
                 servo: ServoCode::Unlocked,

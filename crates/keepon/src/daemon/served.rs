@@ -1,12 +1,13 @@
-//! What the daemon needs of a station beyond what the station loop does ([`Engine`]): the schedule `Info`
-//! reports, the clock's rate and alignment for `Time`, and live schedule change. The slot station and the byte
-//! clock both serve.
+//! What the daemon needs of a station beyond what the station loop does ([`Engine`]) and PTP does
+//! ([`PtpStation`]): the schedule `Info` reports, the clock's rate and alignment for `Time`, and live schedule
+//! change. The slot station and the byte clock both serve.
 
 use keepon_core::bytes::windows::Rat;
 use keepon_core::bytes::ByteStation;
 use keepon_core::station::Station;
 use keepon_core::time::Tai;
 use keepon_nic::engine::Engine;
+use keepon_ptp::station::PtpStation;
 
 use crate::api::Scheduled;
 
@@ -16,7 +17,7 @@ use super::{schedule, sync};
 pub type ClassWindows = Vec<Vec<(u64, u64)>>;
 
 /// A station the daemon can serve.
-pub trait Served: Engine {
+pub trait Served: Engine + PtpStation {
     /// The cycle time, `num / den` ns exactly.
     fn cycle(&self) -> (u64, u64);
     /// The base time: a cycle starts there.
@@ -38,8 +39,8 @@ pub trait Served: Engine {
     fn rate_ppt(&self) -> i64;
     /// How far the wire kept to the schedule (median, p99, max of |slot start − schedule time|, ns).
     fn alignment(&self) -> Option<(i64, i64, i64)>;
-    /// The slot station, for PTP (which runs on slots only, for now).
-    fn slots(&mut self) -> Option<&mut Station<Vec<u8>>>;
+    /// The same for the status line, in words.
+    fn grid_line(&self) -> String;
 }
 
 impl Served for Station<Vec<u8>> {
@@ -74,8 +75,8 @@ impl Served for Station<Vec<u8>> {
     fn alignment(&self) -> Option<(i64, i64, i64)> {
         sync::alignment_of(self)
     }
-    fn slots(&mut self) -> Option<&mut Station<Vec<u8>>> {
-        Some(self)
+    fn grid_line(&self) -> String {
+        sync::grid_line(self)
     }
 }
 
@@ -120,10 +121,11 @@ impl Served for ByteStation<Vec<u8>> {
     fn rate_ppt(&self) -> i64 {
         self.ephc().rate_ppt()
     }
+    /// (Each real-time frame's own deviation is in its outcome: the byte clock keeps no grid.)
     fn alignment(&self) -> Option<(i64, i64, i64)> {
         None
     }
-    fn slots(&mut self) -> Option<&mut Station<Vec<u8>>> {
-        None
+    fn grid_line(&self) -> String {
+        "byte clock (each frame's deviation is in its outcome)".into()
     }
 }

@@ -23,6 +23,7 @@
 use keepon_core::outcome::{FrameId, Outcome};
 use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
+use keepon_nic::engine::Engine;
 use keepon_nic::Nic;
 use keepon_ptp::engine::{EngineConfig, MeasurementRecord};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort, TxLag};
@@ -31,6 +32,8 @@ use keepon_ptp::wire::WireError;
 
 use crate::api::{PortRole, ServoCode, SyncState, TimeInfo};
 use crate::ptpconf::{PtpConfig, Role};
+
+use super::served::Served;
 
 /// Where received frames come from.
 pub trait RxSource {
@@ -130,7 +133,7 @@ fn identity(mac: [u8; 6]) -> [u8; 8] {
 
 impl Sync {
     /// Start PTP on `station` (which must be up) at backend time `now`, with frames from `rx`.
-    pub fn new(cfg: PtpConfig, mac: [u8; 6], station: &mut Station<Vec<u8>>, now: Tai, rx: Box<dyn RxSource>) -> Sync {
+    pub fn new<S: Served>(cfg: PtpConfig, mac: [u8; 6], station: &mut S, now: Tai, rx: Box<dyn RxSource>) -> Sync {
         let engine = EngineConfig {
             domain: cfg.domain,
             identity: identity(mac),
@@ -143,11 +146,8 @@ impl Sync {
             servo: cfg.servo,
             floor: cfg.delay_floor,
         };
-        // Schedule PTP frames beyond the posted slots and one poll: the insertion window starts `batch` slots
-        // ahead, and the frame must be placed before its slot is posted.
-        let sc = station.config();
-        let period = sc.geometry.period();
-        let lead = Nanos(i64::try_from(period.ceil_mul(u64::from(sc.batch) * 2 + 2)).unwrap_or(i64::MAX));
+        // Schedule PTP frames beyond what is posted and one poll.
+        let lead = station.ptp_lead();
         let pc = PortConfig {
             engine,
             transport: cfg.transport,
@@ -220,7 +220,7 @@ impl Sync {
     }
 
     /// One poll: receive, fire timers, re-judge synchronisation, log changes. `now` is the backend's clock.
-    pub fn poll<N: Nic>(&mut self, nic: &N, station: &mut Station<Vec<u8>>, now: Tai) {
+    pub fn poll<N: Nic, S: Served>(&mut self, nic: &N, station: &mut S, now: Tai) {
         if let Err(e) = self.rx.recv(&mut self.frames) {
             self.errors += 1;
             eprintln!("keepon daemon: ptp: receive failed: {e}");
@@ -308,24 +308,24 @@ impl Sync {
     }
 
     /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).
-    pub fn on_released(
+    pub fn on_released<S: Served>(
         &mut self,
         id: FrameId,
         released: Option<Tai>,
         stamped: bool,
-        station: &mut Station<Vec<u8>>,
+        station: &mut S,
         now: Tai,
     ) -> bool {
         self.port.on_released(id, released, stamped, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).
-    pub fn on_outcome(&mut self, o: &Outcome, station: &mut Station<Vec<u8>>, now: Tai) -> bool {
+    pub fn on_outcome<S: Served>(&mut self, o: &Outcome, station: &mut S, now: Tai) -> bool {
         self.port.on_outcome(o, station, now)
     }
 
     /// The `Time` reply at backend time `now`, host time `host`.
-    pub fn time(&self, station: &Station<Vec<u8>>, now: Tai, host: Tai) -> TimeInfo {
+    pub fn time<S: Served>(&self, station: &S, now: Tai, host: Tai) -> TimeInfo {
         let st = self.last;
         TimeInfo {
             sync: if self.synchronised { SyncState::Synchronised } else { SyncState::NotSynchronised },
@@ -335,16 +335,16 @@ impl Sync {
                 ServoState::Stepping => ServoCode::Stepping,
                 ServoState::Locked => ServoCode::Locked,
             },
-            ephc_now: station.ephc_at(now).0,
+            ephc_now: Engine::ephc_at(station, now).0,
             host_now: host.0,
             offset: st.offset.map(|o| o.0),
-            freq_ppt: station.ephc().rate_ppt(),
+            freq_ppt: station.rate_ppt(),
             path_delay: st.mean_delay.map(|d| d.0),
-            alignment: alignment_of(station),
+            alignment: station.alignment(),
         }
     }
 
-    fn describe(&self, station: &Station<Vec<u8>>, now: Tai) -> String {
+    fn describe<S: Served>(&self, station: &S, now: Tai) -> String {
         // (The grid's alignment follows the sync error: how far the wire kept to the schedule on the EPHC.)
         let st = self.last;
         let role = match self.role() {
@@ -361,10 +361,10 @@ impl Sync {
                 w => format!(" (delay floor over {} s)", w.0 as f64 / 1e9),
             },
             ns(st.offset),
-            station.ephc().rate_ppt() as f64 / 1e6,
+            station.rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),
-            (station.ephc_at(now) - now).0,
-            grid_line(station),
+            (Engine::ephc_at(station, now) - now).0,
+            station.grid_line(),
             match self.port.tx_lag() {
                 l @ TxLag { n: 1.., .. } => format!(
                     ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max",
