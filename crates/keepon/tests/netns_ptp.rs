@@ -42,6 +42,11 @@ const RMS_LIMIT: f64 = 10_000.0;
 /// keepon slave ← ptp4l master. Returns the true errors (ns) over `window` after the station reported
 /// synchronised, and the mean frequency correction (ppm).
 fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (Vec<i64>, f64) {
+    slave_run_on(tag, l2, offset, ppm, window, false)
+}
+
+/// [`slave_run`], on the byte clock if `bytes` (the same ring slots as time windows).
+fn slave_run_on(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration, bytes: bool) -> (Vec<i64>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
@@ -57,7 +62,11 @@ fn slave_run(tag: &str, l2: bool, offset: &str, ppm: f64, window: Duration) -> (
     let mut ptp4l = spawn_ptp4l(d, &topo.listener, "kp1", l2, &conf);
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
-    std::fs::write(&cfg, keepon_conf(&sock, offset, ppm, &extra)).unwrap();
+    let mut text = keepon_conf(&sock, offset, ppm, &extra);
+    if bytes {
+        text = text.replacen("[link]\n", "[link]\ntiming = \"bytes\"\n", 1);
+    }
+    std::fs::write(&cfg, text).unwrap();
     let mut daemon = spawn_daemon(d, &topo.talker, "kp0", &cfg);
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
@@ -188,6 +197,18 @@ fn keepon_slave_follows_ptp4l_over_l2_from_plus_3ms_and_plus_50ppm() {
     assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the 3 ms offset was not removed", s.median);
     assert!(s.rms < RMS_LIMIT, "true error rms {:.0} ns (limit {RMS_LIMIT} ns)", s.rms);
     let _ = f;
+}
+
+/// The same on the byte clock: its PTP messages leave inside the `ptp` class's windows (its ring slots as time),
+/// each on the byte nearest the txtime its port chose; the injected 3 ms and 50 ppm are removed.
+#[test]
+fn keepon_slave_on_the_byte_clock_follows_ptp4l_over_l2() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    let (errors, f) = slave_run_on("kb", true, "3ms", 50.0, Duration::from_secs(10), true);
+    let s = stats(&errors);
+    assert!(s.median.abs() < 500_000.0, "true error median {:.0} ns: the 3 ms offset was not removed", s.median);
+    assert!(s.rms < RMS_LIMIT, "true error rms {:.0} ns (limit {RMS_LIMIT} ns)", s.rms);
+    assert!((f + 50.0).abs() < 1.0, "frequency correction {f:+.3} ppm for a +50 ppm link");
 }
 
 /// keepon slave ← ptp4l master over UDPv4, the link 1 s behind and 50 ppm slow (the station's admission and
