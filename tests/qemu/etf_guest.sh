@@ -62,6 +62,20 @@ wait $L
 echo BEGIN-TX; cat /tmp/tx.csv; echo END-TX
 echo BEGIN-RX; cat /tmp/rx.csv; cat /tmp/listen.txt; echo END-RX
 
+# (b') The same flows on keepon's byte clock (link.timing = "bytes"): each real frame's SCM_TXTIME is the time
+# of the byte it starts on, within half a byte of its txtime; no padding to the slot size.
+awk '{ print } /^\[link\]$/ { print "timing = \"bytes\"" }' /etf.toml > /tmp/etf-bytes.toml
+/usr/sbin/tc qdisc del dev eth0 root
+keepon listen --iface eth1 --config /tmp/etf-bytes.toml --records /tmp/rxb.csv --duration 12s > /tmp/listenb.txt 2>&1 &
+L=$!
+sleep 1
+echo BEGIN-KEEPON-BYTES
+keepon run --config /tmp/etf-bytes.toml --backend etf --iface eth0 --install-qdisc --etf-delta 5000000 --records /tmp/txb.csv 2>&1
+echo "END-KEEPON-BYTES status=$?"
+wait $L
+echo BEGIN-TXB; cat /tmp/txb.csv; echo END-TXB
+echo BEGIN-RXB; cat /tmp/rxb.csv; cat /tmp/listenb.txt; echo END-RXB
+
 # (c) Gate control lists in the taprio-style form keepon-plan (and the case study) write, loaded into the kernel's
 # own taprio on a 4-queue veth (taprio needs a multi-queue device; e1000e has one queue). load_gcl FILE DEV takes
 # the first block of sched-entry lines (a `# egress` comment starts the next one), one traffic class per gate bit.

@@ -14,7 +14,8 @@
 //!   timestamps none (`OPT_TSONLY`) — what the preload library gives (txtime_preload.rs checks it there);
 //! - `keepon run --backend etf --install-qdisc` with `tests/qemu/etf.toml`: keepon installs the qdisc, every
 //!   frame gets exactly one record, and the frames recorded `sent` are exactly those the listener on the other NIC
-//!   received, each no earlier than its slot time minus ETF's delta;
+//!   received, each no earlier than its slot time minus ETF's delta; the same on the byte clock
+//!   (`link.timing = "bytes"`), where the time keepon hands ETF is each frame's txtime to within half a byte;
 //! - the gate lists keepon-plan writes (Example 2) and the case study's switch GCLs (`validation/casestudy/gcl.txt`)
 //!   load, every entry, into the kernel's own taprio on a 4-queue veth.
 
@@ -199,34 +200,10 @@ fn keepon_and_an_etf_program_on_the_kernels_etf_in_qemu() {
     assert_eq!(udp.0, 21);
     eprintln!("etf-sender over UDP on ETF: (accepted, received, missed) {udp:?}");
 
-    // keepon's flows through the ETF qdisc keepon installed.
-    let (out, status) = section(&log, "KEEPON");
-    assert_eq!(status, "status=0", "{out}");
-    assert!(out.contains("backend: etf on eth0") && out.contains("kernel ETF, not measured"), "{out}");
+    // keepon's flows through the ETF qdisc keepon installed: in slots, and on the byte clock.
     assert!(log.contains("qdisc etf") && log.contains("clockid TAI delta 5000000"), "keepon installed ETF");
-    let tx = records(section(&log, "TX").0, &work, "tx.csv");
-    let rx = records(section(&log, "RX").0, &work, "rx.csv");
-    let mut seen = BTreeSet::new();
-    for r in &tx {
-        assert!(seen.insert((r.flow.clone(), r.seq)), "one record per frame: {r:?}");
-        assert!(r.outcome == "sent" || r.outcome == "rejected", "{r:?}");
-    }
-    assert_eq!(tx.len(), 80, "every frame of etf.toml has its record");
-    let sent: BTreeMap<(String, u64), i64> =
-        tx.iter().filter(|r| r.outcome == "sent").map(|r| ((r.flow.clone(), r.seq), r.ephc_ns.unwrap())).collect();
-    let heard: BTreeMap<(String, u64), i64> =
-        rx.iter().map(|r| ((r.flow.clone(), r.seq), r.rx_ns.expect("receive timestamp"))).collect();
-    assert_eq!(
-        sent.keys().collect::<Vec<_>>(),
-        heard.keys().collect::<Vec<_>>(),
-        "the frames recorded sent are exactly the frames received"
-    );
-    for (k, t) in &sent {
-        let rx_ns = heard[k];
-        assert!(rx_ns >= t - DELTA && rx_ns <= t + TCG_SLACK, "{k:?}: slot time {t}, received {rx_ns}");
-    }
-    assert!(sent.len() >= tx.len() / 2, "most frames are sent even under TCG: {} of {}", sent.len(), tx.len());
-    eprintln!("keepon --backend etf: {} of {} frames sent and received", sent.len(), tx.len());
+    check_keepon(&log, &work, ("KEEPON", "TX", "RX"), false);
+    check_keepon(&log, &work, ("KEEPON-BYTES", "TXB", "RXB"), true);
 
     // The gate lists load into the kernel's taprio, every entry of them.
     let (taprio, _) = section(&log, "TAPRIO");
@@ -242,4 +219,56 @@ fn keepon_and_an_etf_program_on_the_kernels_etf_in_qemu() {
         assert_eq!(shown, n, "gate list {i}: the kernel's taprio holds every entry:\n{taprio}");
     }
     eprintln!("taprio: {} gate lists loaded ({loaded:?})", loaded.len());
+}
+
+/// `keepon run --backend etf` with `tests/qemu/etf.toml` (on the byte clock if `bytes`): every frame gets exactly
+/// one record, the frames recorded `sent` are exactly those the listener received, each no earlier than its time
+/// minus ETF's delta; on the byte clock each real-time frame's time is its txtime to within half a byte.
+fn check_keepon(log: &str, work: &Path, (run, txs, rxs): (&str, &str, &str), bytes: bool) {
+    let (out, status) = section(log, run);
+    assert_eq!(status, "status=0", "{out}");
+    assert!(out.contains("backend: etf on eth0") && out.contains("kernel ETF, not measured"), "{out}");
+    let tx = records(section(log, txs).0, work, &format!("{txs}.csv"));
+    let rx = records(section(log, rxs).0, work, &format!("{rxs}.csv"));
+    let mut seen = BTreeSet::new();
+    for r in &tx {
+        assert!(seen.insert((r.flow.clone(), r.seq)), "one record per frame: {r:?}");
+        assert!(r.outcome == "sent" || r.outcome == "rejected", "{r:?}");
+    }
+    assert_eq!(tx.len(), 80, "every frame of etf.toml has its record");
+    let sent: BTreeMap<(String, u64), i64> =
+        tx.iter().filter(|r| r.outcome == "sent").map(|r| ((r.flow.clone(), r.seq), r.ephc_ns.unwrap())).collect();
+    let heard: BTreeMap<(String, u64), i64> =
+        rx.iter().map(|r| ((r.flow.clone(), r.seq), r.rx_ns.expect("receive timestamp"))).collect();
+    assert_eq!(
+        sent.keys().collect::<Vec<_>>(),
+        heard.keys().collect::<Vec<_>>(),
+        "{run}: the frames recorded sent are exactly the frames received"
+    );
+    for (k, t) in &sent {
+        let rx_ns = heard[k];
+        assert!(rx_ns >= t - DELTA && rx_ns <= t + TCG_SLACK, "{run} {k:?}: time {t}, received {rx_ns}");
+    }
+    if bytes {
+        // 10 Mb/s: a byte is 800 ns. The time handed to ETF is the frame's byte on the byte clock: the nearest
+        // (half a byte either way), or the next one where the nearest would start before the window (etf.toml's
+        // flows sit at their windows' openings).
+        // After an underrun (the emulated guest is slow) a frame posted before the gap leaves after it: later, never
+        // earlier.
+        // (The run's summary: "… · underruns N".)
+        let underruns: u64 = out
+            .split("underruns ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{run}: no underrun count in {out}"));
+        let late = if underruns > 0 { i64::MAX } else { 800 };
+        for r in tx.iter().filter(|r| r.outcome == "sent") {
+            if let (Some(txtime), Some(t)) = (r.txtime_ns, r.ephc_ns) {
+                assert!((-400..=late).contains(&(t - txtime)), "{run}: {} #{} at {t}, txtime {txtime}", r.flow, r.seq);
+            }
+        }
+    }
+    assert!(sent.len() >= tx.len() / 2, "most frames are sent even under TCG: {} of {}", sent.len(), tx.len());
+    eprintln!("keepon --backend etf ({run}): {} of {} frames sent and received", sent.len(), tx.len());
 }
