@@ -10,7 +10,9 @@
 //! out; E2E or P2P delay), [`port`] (the engine on a station: PTP frames through the insertion path with exact TX
 //! times, one-step Sync where the slot time is the TX time, adjustments through `Station::adjust_clock`),
 //! [`station`] (what the port needs of a station; the slot station and the byte clock both carry PTP), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
-//! granularity/jitter study), [`dualsim`] (two stations back to back, single vs dual clock), [`wire`] (PTP over
+//! granularity/jitter study), [`dual`] (the dual clock's steering: RX
+//! slot count, merge rule, PTP on the RX clock, a local loop on the EPHC), [`dualsim`] (two stations back to back,
+//! single vs dual clock), [`wire`] (PTP over
 //! L2 and UDPv4: checked parse, emit), [`igmp`] (membership of PTP's IPv4 group, for switches that snoop IGMP).
 //!
 //! statime (pinned `=0.4.0`, upstream on hold) appears only behind our own types: [`clock::ServoClock`],
@@ -25,6 +27,7 @@
 
 pub mod a9;
 pub mod clock;
+pub mod dual;
 pub mod dualsim;
 pub mod engine;
 pub mod igmp;

@@ -15,7 +15,7 @@
 use keepon_nic::driver::NoFrames;
 use std::collections::{HashMap, VecDeque};
 
-use keepon_core::dualclock::{DualClock, DualCounters, Merge};
+use keepon_core::dualclock::DualCounters;
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
@@ -25,6 +25,7 @@ use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
+use keepon_ptp::dual::{DualGains, DualSteer};
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
 use keepon_ptp::igmp;
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
@@ -189,47 +190,22 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
     }
 }
 
-/// The local loop's gains per steering interval: while acquiring, `keepon_ptp::dualsim`'s (kp 0.002, ki 1e-5
-/// per 1 ms sample: it learns a 20 ppm error within seconds, damping ≈ 0.3); then, to pass less of the
-/// readings' quantization noise, a quarter of the bandwidth (kp 0.0005, ki 1.25e-7: damping ≈ 0.7).
-const ACQUIRE: (f64, f64) = (0.002, 0.000_01);
-const TRACK: (f64, f64) = (0.0005, 0.000_000_125);
-/// Clean steering intervals before the loop switches to its tracking gains.
-const ACQUIRED: u32 = 10_000;
-/// The local loop's steering interval.
-const STEER: Nanos = Nanos::from_ms(1);
 /// Largest RX loss, slots.
 const MAX_LOST: u64 = 8;
 
-/// The dual clock of a slave whose master streams at line rate (paper §4.2), on the station path; the logic of
-/// `keepon_ptp::dualsim`:
+/// The dual clock of a slave whose master streams at line rate (paper §4.2), on the station path: the steering
+/// is `keepon_ptp::dual::DualSteer` (see there); what this harness adds is the RX count.
 /// - RX count: the master's slots, fillers included, that fully arrived by this node's poll, less lost ones.
 ///   The master's wire events give each slot's true start (plus the link delay: its arrival); they are reported
 ///   at the master's polls, after the slot, so between two reports the count follows the line rate from the
-///   latest one (the master streams back to back, and its oscillator is exact here). It is read at the poll, so it lags the wire by up to a slot,
-///   like the TX consumer index.
+///   latest one (the master streams back to back, and its oscillator is exact here). It is read at the poll, so
+///   it lags the wire by up to a slot, like the TX consumer index.
 /// - TX reading: the EPHC at the slot on the wire — the consumer count less the slot being fetched and the
 ///   NIC's fetch-ahead (the simulated NIC counts a slot consumed when it fetches it), so that both readings lag
 ///   the truth by `[0, τ)`, as the merge rule assumes.
-/// - Both go through [`DualClock::read`] at every poll: the first reading anchors the RX clock; an RX clock
-///   lagging by more than 2τ (lost counts) is renumbered by whole slots.
-/// - A Sync's `t2` is the RX clock's time of the Sync's RX slot (its place in the RX count): exact up to the
-///   clock's anchoring.
-/// - PTP (the port's moving-average servo, its adjustments held) sets the RX clock's phase: the step it asks
-///   for at every Sync goes to the RX clock, and to the EPHC too when beyond τ (lock-in). Its frequency
-///   adjustments are dropped: the RX clock runs at the master's rate by construction.
-/// - A local PI loop steers the EPHC's frequency to the RX clock through `Station::adjust_clock`, every
-///   [`STEER`], on the mean `T_tx − T_rx` of the polls whose readings agreed (the readings' ±τ quantizations
-///   average out as the poll phase moves across the two slot grids).
-/// - Lost counts are whole slots. The merge rule renumbers the RX clock from one reading pair, which is good
-///   only to a slot, and losses of one or two slots hide in its 2τ band. Between two intervals the mean
-///   `T_tx − T_rx` drifts by nanoseconds, so it is compared with the last clean interval's (the reference, moved
-///   with PTP's steps of the RX clock): beyond τ/2 off, the RX clock has lost whole slots and is renumbered by
-///   the nearest whole number of them; beyond τ/4 (a loss during the interval) the interval is not used. Only
-///   clean intervals steer and become the reference. (Beyond `keepon_ptp::dualsim`, which waits for the next
-///   Sync and steers meanwhile.)
+/// - A Sync's `t2` is the RX clock's time of the Sync's RX slot (its place in the RX count).
 struct DualRx {
-    clock: DualClock,
+    steer: DualSteer,
     /// The master's latest reported slot and when it started arriving here.
     latest: Option<(u64, Tai)>,
     /// The slot period, ns (whole here).
@@ -238,40 +214,22 @@ struct DualRx {
     lost: u64,
     /// Probability per poll of an RX loss.
     loss: f64,
-    /// Renumberings by the mean difference (see above).
-    slot_fixes: u64,
-    /// The last clean interval's mean `T_tx − T_rx` (see above).
-    reference: Option<i64>,
-    /// Clean steering intervals so far, up to [`ACQUIRED`].
-    clean: u32,
-    integral_ppb: f64,
-    /// Sum and number of agreeing `T_tx − T_rx` since the last steering.
-    sum: i64,
-    n: i64,
-    last_steer: Tai,
 }
 
 impl DualRx {
     fn new(g: SlotGeometry, loss: f64, now: Tai) -> DualRx {
         DualRx {
-            clock: DualClock::new(g.period()),
+            steer: DualSteer::new(g.period(), DualGains::default(), now).expect("whole-ns slots"),
             latest: None,
             period: g.period().floor_mul(1) as i64,
             lost: 0,
             loss,
-            slot_fixes: 0,
-            reference: None,
-            clean: 0,
-            integral_ppb: 0.0,
-            sum: 0,
-            n: 0,
-            last_steer: now,
         }
     }
 
     /// The RX time of the master's slot `slot` (a received frame's place in the RX count).
     fn t2(&self, slot: u64) -> Option<Tai> {
-        self.clock.rx_time_of(slot.checked_sub(self.lost)?)
+        self.steer.rx_time_of(slot.checked_sub(self.lost)?)
     }
 
     /// This node's poll at host time `now` (after the driver observed the NIC): count, read, steer.
@@ -287,60 +245,20 @@ impl DualRx {
         let fetch = u64::from(d.nic.config().fetch_ahead);
         let st = &mut d.station;
         let t_tx = st.ephc().time_of(st.wire_position(st.ring().consumed().saturating_sub(1 + fetch)));
-        match self.clock.read(t_tx, count) {
-            // The interval's readings straddle the renumbering: start again.
-            Merge::RxLagging(_) => (self.sum, self.n) = (0, 0),
-            Merge::Agree(_) => {
-                if let Some(t_rx) = self.clock.rx_time_of(count) {
-                    self.sum += (t_tx - t_rx).0;
-                    self.n += 1;
-                }
-            }
-            _ => {}
+        if let Some(a) = self.steer.poll(now, t_tx, count) {
+            st.adjust_clock(a).expect("a rate within ±500 ppm");
         }
-        if now - self.last_steer < STEER {
-            return;
-        }
-        if self.n > 0 {
-            let mean = self.sum / self.n;
-            let (tau, off) = (self.clock.tau().0, mean - self.reference.unwrap_or(mean));
-            if 2 * off.abs() > tau {
-                let slots = off.signum() * ((2 * off.abs() + self.period) / (2 * self.period));
-                self.clock.step(Nanos(slots * self.period));
-                self.slot_fixes += 1;
-            } else if 4 * off.abs() <= tau {
-                self.reference = Some(mean);
-                self.clean = (self.clean + 1).min(ACQUIRED);
-                let (kp, ki) = if self.clean < ACQUIRED { ACQUIRE } else { TRACK };
-                // PI on the mean difference, as a frequency offset over the interval (ppb); the EPHC's absolute
-                // frequency adjustment is the result.
-                let o_ppb = mean as f64 / ((now - self.last_steer).0 as f64 / 1e9);
-                self.integral_ppb = (self.integral_ppb - ki * o_ppb).clamp(-500_000.0, 500_000.0);
-                let f = (self.integral_ppb - kp * o_ppb).clamp(-500_000.0, 500_000.0);
-                st.adjust_clock(ClockAdjust::Rate((f * 1000.0).round() as i64)).expect("a rate within ±500 ppm");
-            }
-        }
-        self.last_steer = now;
-        (self.sum, self.n) = (0, 0);
     }
 
     /// The PTP servo's held adjustments: steps set the RX clock's phase (and the EPHC's beyond τ).
     fn ptp(&mut self, adj: Vec<ClockAdjust>, d: &mut Driver<SimNic>) {
-        for a in adj {
-            let ClockAdjust::Step(by) = a else { continue };
-            self.clock.step(by);
-            (self.sum, self.n) = (0, 0);
-            if by.0.abs() > self.clock.tau().0 {
-                d.station.adjust_clock(ClockAdjust::Step(by)).expect("a PTP step");
-            } else if let Some(r) = &mut self.reference {
-                // Only the RX clock moved: `T_tx − T_rx` moves the other way.
-                *r -= by.0;
-            }
+        for a in self.steer.ptp(adj) {
+            d.station.adjust_clock(a).expect("a PTP step");
         }
     }
 
     fn counters(&self) -> DualCounters {
-        self.clock.counters()
+        self.steer.counters()
     }
 }
 
@@ -594,13 +512,13 @@ fn the_dual_clock_recovers_from_lost_rx_counts() {
         nodes[1].errors.len(),
         x.lost,
         x.counters(),
-        x.slot_fixes
+        x.steer.slot_fixes()
     );
     assert!(
-        x.counters().rx_lagging > 10 && x.slot_fixes > 10,
+        x.counters().rx_lagging > 10 && x.steer.slot_fixes() > 10,
         "RX clock renumbered: {:?}, {}",
         x.counters(),
-        x.slot_fixes
+        x.steer.slot_fixes()
     );
     assert!(nodes[1].errors.len() > 100, "slave frames judged: {}", nodes[1].errors.len());
     assert!(max < 1_000 && mean < 100.0, "mean |error| {mean:.0} ns, max {max} ns");
