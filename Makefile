@@ -153,6 +153,8 @@ eval: build py-env
 	mkdir -p validation/a9-sync validation/dual-clock
 	cp $(OUT)/a9/a9_summary.csv validation/a9-sync/a9_summary.csv
 	cp $(OUT)/a9/dual_summary.csv validation/dual-clock/dual_summary.csv
+	cp $(OUT)/a9/dual_convergence.csv validation/dual-clock/dual_convergence.csv
+	$(VPY) -m keepon_plan.evalplot fig22 $(OUT)/a9/dual_convergence.csv --out validation/dual-clock
 	$(VPY) -m keepon_plan.plots_sync $(OUT)/a9 --out validation/a9-sync
 	$(MAKE) eval-network
 

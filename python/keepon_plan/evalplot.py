@@ -7,6 +7,7 @@
     python -m keepon_plan.evalplot fig19 OUT/fig19.csv --out OUT
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
     python -m keepon_plan.evalplot robustness OUT/robustness.csv --out OUT
+    python -m keepon_plan.evalplot fig22 OUT/a9/dual_convergence.csv --out OUT   # from keepon-sync-sim
     python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
@@ -23,6 +24,10 @@ isolation share and the stock driver's line bound (one CSV row per point).
 
 Fig 19: the poll core's CPU utilisation against batch size (300 B slots) and against slot size, with the
 paper's quoted points.
+
+Fig 22: convergence of synchronisation, single vs dual clock (keepon-sync-sim's model, simulated): the median
+|sync error| of each second from the start, one line per seed and mode, log scale, with the paper's convergence
+times as marks.
 
 Records (`keepon report FILE --plot DIR`): for every real-time flow of a records file, the inter-arrival
 histogram (receiver timestamps when present, else wire times) and the deviation from the schedule over time
@@ -296,6 +301,46 @@ def plot_fig17(csv_path: Path, out: Path) -> list[Path]:
     return [png]
 
 
+# The paper's Fig 22 (§A.10): single clock synchronised within 5 s, dual clock after more than 80 s (one case).
+PAPER_FIG22 = {"single": 5.0, "dual": 80.0}
+
+
+def plot_fig22(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig22.png (median |sync error| per second against time, single and dual clock, every seed)."""
+    series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+
+    def row(r):
+        series[(r["mode"], int(r["seed"]))].append((int(r["second"]), float(r["median_abs_sync_error_ns"])))
+
+    _each(csv_path, {"mode", "seed", "second", "median_abs_sync_error_ns"}, "fig22 CSV", row)
+    if not series:
+        raise PlotError(f"{csv_path}: no points")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {"single": "tab:blue", "dual": "tab:orange"}
+    labelled: set[str] = set()
+    for (mode, _seed), pts in sorted(series.items()):
+        pts.sort()
+        label = None if mode in labelled else f"{mode} clock (simulated, every seed)"
+        labelled.add(mode)
+        ax.plot(
+            [t for t, _ in pts],
+            [max(v, 1.0) for _, v in pts],
+            color=colors.get(mode, "gray"),
+            alpha=0.6,
+            linewidth=1,
+            label=label,
+        )
+    for mode, t in PAPER_FIG22.items():
+        ax.axvline(t, color=colors[mode], linestyle=":", label=f"paper: {mode} converged by {t:g} s")
+    ax.set_yscale("log")
+    ax.set_xlabel("time from start (s)")
+    ax.set_ylabel("median |sync error| per second (ns)")
+    ax.set_title("Fig 22: convergence, single vs dual clock")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return [_save(fig, out, "fig22.png")]
+
+
 # The paper's quoted Fig 19 points: sweep -> [(x, CPU %)].
 PAPER_FIG19 = {"batch": [(38, 100.0), (54, 6.3)], "slot": [(370, 100.0), (400, 26.9), (790, 1.7)]}
 
@@ -535,7 +580,8 @@ def plot_robustness(csv_path: Path, out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
     ap.add_argument(
-        "experiment", choices=["fig15", "fig16", "fig17", "fig18", "fig19", "casestudy", "robustness", "records"]
+        "experiment",
+        choices=["fig15", "fig16", "fig17", "fig18", "fig19", "fig22", "casestudy", "robustness", "records"],
     )
     ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
@@ -547,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             "fig17": plot_fig17,
             "fig18": plot_fig18,
             "fig19": plot_fig19,
+            "fig22": plot_fig22,
             "casestudy": plot_casestudy,
             "robustness": plot_robustness,
             "records": plot_records,

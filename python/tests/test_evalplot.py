@@ -181,3 +181,15 @@ def test_robustness_plot_from_points(tmp_path, capsys):
     assert (tmp_path / "o" / "robustness.png").stat().st_size > 0
     p.write_text("sweep,x\n1,2\n")
     assert main(["robustness", str(p), "--out", str(tmp_path / "o")]) == 3
+
+
+def test_fig22_plot_from_per_second_medians(tmp_path):
+    p = tmp_path / "c.csv"
+    rows = ["mode,seed,second,median_abs_sync_error_ns"]
+    rows += [f"single,1,{t},{3000 + 100 * (t % 3)}" for t in range(10)]
+    rows += [f"dual,1,{t},{max(50, 1000 >> t)}" for t in range(10)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig22", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig22.png").stat().st_size > 0
+    p.write_text("mode,seed\ndual,1\n")
+    assert main(["fig22", str(p), "--out", str(tmp_path)]) == 3

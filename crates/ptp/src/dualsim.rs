@@ -123,6 +123,8 @@ pub struct DualSimResult {
     pub stability: Vec<f64>,
     /// Merge outcomes (dual clock).
     pub merges: DualCounters,
+    /// Sync error at every clock sample from the start (before `settle` too): how it converges.
+    pub from_start: Vec<f64>,
 }
 
 /// The dual clock's local loop: a PI steering the TX EPHC's frequency to the RX clock, one sample of
@@ -154,6 +156,28 @@ pub fn abs_stats(xs: &[f64], p: f64) -> (f64, f64) {
     a.sort_by(f64::total_cmp);
     let idx = ((p / 100.0) * (a.len() - 1) as f64).round() as usize;
     (a.iter().sum::<f64>() / a.len() as f64, a[idx.min(a.len() - 1)])
+}
+
+/// The median |x| of each run of `per` samples (whole runs only).
+pub fn window_medians(xs: &[f64], per: usize) -> Vec<f64> {
+    xs.chunks_exact(per.max(1))
+        .map(|w| {
+            let mut a: Vec<f64> = w.iter().map(|x| x.abs()).collect();
+            a.sort_by(f64::total_cmp);
+            a[a.len() / 2]
+        })
+        .collect()
+}
+
+/// When synchronisation converged, in windows: the first window whose median |error| (`medians`, from
+/// [`window_medians`]) is within twice the steady state's typical one (the median of the windows from `steady`
+/// on). `None` without a steady state, or if no window gets there.
+pub fn converged(medians: &[f64], steady: usize) -> Option<usize> {
+    let tail = medians.get(steady..).filter(|t| !t.is_empty())?;
+    let mut sorted = tail.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let bound = 2.0 * sorted[sorted.len() / 2];
+    medians.iter().position(|&m| m <= bound)
 }
 
 /// Run one configuration.
@@ -255,9 +279,11 @@ pub fn run(cfg: &DualSimConfig) -> Result<DualSimResult, ClockError> {
         } else {
             t_tx
         };
+        let sync_error = since(clock.ephc().time_of(k)) - osc.start_of(k);
+        out.from_start.push(sync_error);
         if t >= cfg.settle.0 as f64 {
             out.stability.push(reading.0 as f64 - truth);
-            out.sync_error.push(since(clock.ephc().time_of(k)) - osc.start_of(k));
+            out.sync_error.push(sync_error);
         }
     }
     out.merges = dual.counters();
@@ -288,5 +314,16 @@ mod tests {
         let (_, d_stab) = abs_stats(&d.stability, 99.0);
         assert!(d_stab < s_stab, "stability p99: dual {d_stab} vs single {s_stab}");
         assert!(d.merges.rx_lagging > 0 && d.merges.tx_lagging > 0, "faults were snapped: {:?}", d.merges);
+    }
+
+    /// Convergence: the first window within twice the steady state's typical median.
+    #[test]
+    fn convergence_is_the_first_window_near_the_steady_state() {
+        let w = window_medians(&[5.0, -5.0, 5.0, 1.0, 1.0, -1.0, 9.0], 2);
+        assert_eq!(w, [5.0, 5.0, 1.0], "medians of whole windows (the upper middle of two)");
+        assert_eq!(converged(&[40.0, 20.0, 3.0, 2.0, 1.0, 2.0, 1.0], 4), Some(3));
+        assert_eq!(converged(&[1.0, 1.0, 1.0], 1), Some(0));
+        assert_eq!(converged(&[9.0, 5.0, 1.0], 2), Some(2));
+        assert_eq!(converged(&[1.0], 3), None, "no steady state to judge against");
     }
 }

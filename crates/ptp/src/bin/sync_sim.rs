@@ -3,7 +3,8 @@
 //!
 //! Writes `DIR/a9_rounds.csv` (every exchange of every point: raw) and `DIR/a9_summary.csv` (per point: medians,
 //! maxima, the Eq. 4/Eq. 6 bounds); `DIR/dual_samples.csv` (every clock sample of the first seed, both modes:
-//! raw) and `DIR/dual_summary.csv` (per mode and seed). Plot A.9 with `python -m keepon_plan.plots_sync DIR`.
+//! raw), `DIR/dual_summary.csv` (per mode and seed) and `DIR/dual_convergence.csv` (per mode, seed and second:
+//! the median |sync error|, Fig. 22). Plot A.9 with `python -m keepon_plan.plots_sync DIR`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -118,11 +119,13 @@ fn dual(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let g = SlotGeometry::new(rate, 300).map_err(|e| e.to_string())?;
     let mut samples = BufWriter::new(File::create(a.out.join("dual_samples.csv"))?);
     let mut summary = BufWriter::new(File::create(a.out.join("dual_summary.csv"))?);
+    let mut convergence = BufWriter::new(File::create(a.out.join("dual_convergence.csv"))?);
     writeln!(samples, "mode,i,sync_error_ns,stability_ns")?;
     writeln!(
         summary,
-        "mode,seed,samples,sync_mean_abs_ns,sync_rms_ns,sync_p99_ns,sync_max_ns,stability_mean_abs_ns,stability_p99_ns,agreed,tx_lagging,rx_lagging"
+        "mode,seed,samples,sync_mean_abs_ns,sync_rms_ns,sync_p99_ns,sync_max_ns,stability_mean_abs_ns,stability_p99_ns,agreed,tx_lagging,rx_lagging,converged_s"
     )?;
+    writeln!(convergence, "mode,seed,second,median_abs_sync_error_ns")?;
     for seed in 0..DUAL_SEEDS {
         for is_dual in [false, true] {
             let mode = if is_dual { "dual" } else { "single" };
@@ -137,9 +140,17 @@ fn dual(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             let (_, smax) = abs_stats(&r.sync_error, 100.0);
             let rms = (r.sync_error.iter().map(|x| x * x).sum::<f64>() / r.sync_error.len().max(1) as f64).sqrt();
             let (tm, tp) = abs_stats(&r.stability, 99.0);
+            // Convergence (Fig. 22): per second of the whole run, the median |sync error|; converged from the
+            // first second within twice the typical median of the last third (the steady state).
+            let per_s = (1_000_000_000 / c.sample.0.max(1)) as usize;
+            let medians = dualsim::window_medians(&r.from_start, per_s);
+            let conv = dualsim::converged(&medians, medians.len() * 2 / 3).map_or(String::new(), |s| s.to_string());
+            for (second, m) in medians.iter().enumerate() {
+                writeln!(convergence, "{mode},{},{second},{m:.1}", c.seed)?;
+            }
             writeln!(
                 summary,
-                "{mode},{},{},{sm:.1},{rms:.1},{sp:.1},{smax:.1},{tm:.1},{tp:.1},{},{},{}",
+                "{mode},{},{},{sm:.1},{rms:.1},{sp:.1},{smax:.1},{tm:.1},{tp:.1},{},{},{},{conv}",
                 c.seed,
                 r.sync_error.len(),
                 r.merges.agreed,
@@ -150,6 +161,12 @@ fn dual(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     samples.flush()?;
     summary.flush()?;
-    println!("wrote {} and {}", a.out.join("dual_samples.csv").display(), a.out.join("dual_summary.csv").display());
+    convergence.flush()?;
+    println!(
+        "wrote {}, {} and {}",
+        a.out.join("dual_samples.csv").display(),
+        a.out.join("dual_summary.csv").display(),
+        a.out.join("dual_convergence.csv").display()
+    );
     Ok(())
 }
