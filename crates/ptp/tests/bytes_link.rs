@@ -11,6 +11,8 @@
 //! start — the master's within a nanosecond, the slave's once locked — and the windows, the frames' lengths and
 //! one-step Syncs' origin timestamps on the wire.
 
+mod common;
+
 use std::collections::{HashMap, VecDeque};
 
 use keepon_core::bytes::windows::{ClassWindows, Rat, Window, Windows};
@@ -26,7 +28,7 @@ use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
-use keepon_ptp::servo::{ServoKind, ServoState};
+use keepon_ptp::servo::ServoKind;
 use keepon_ptp::station::PtpStation;
 use keepon_ptp::wire::{Transport, WireError};
 
@@ -198,14 +200,9 @@ fn run_pair(one_step: bool, tx_constant: Nanos, secs: i64) -> [Node; 2] {
 /// Roles, servo, the slave's true error, frequency and path delay; every PTP frame of both inside a PTP window
 /// and unpadded; the master's `Sent` times exact.
 fn assert_locked(nodes: &[Node; 2], what: &str, tx_constant: Nanos) {
-    assert!(nodes[0].port.engine().is_master(), "{what}: the priority-10 station is master");
-    assert!(nodes[1].port.engine().is_steering(), "{what}: the other is a steering slave");
-    let st = nodes[1].port.servo_status();
-    assert_eq!(st.state, ServoState::Locked, "{what}: {st:?}");
+    let st = common::locked_pair(&nodes[0].port, &nodes[1].port, what);
     let errs = &nodes[1].errors;
-    assert!(errs.len() > 50, "{what}: slave frames judged: {}", errs.len());
-    let max = errs.iter().map(|e| e.abs()).max().unwrap();
-    let mean = errs.iter().sum::<i64>() as f64 / errs.len() as f64;
+    let (mean, max) = common::mean_max(errs, 50, what);
     // With exact TX and RX times, what remains is the servo's own noise on a 20 ppm oscillator (the Kalman
     // servo takes some 20 s to settle from 300 µs off; judged over the last quarter of 40 s).
     assert!(max < 20 && mean.abs() < 5.0, "{what}: slave true error: mean {mean:.1} ns, max {max} ns");
@@ -254,10 +251,7 @@ fn a_one_step_master_on_the_byte_clock_writes_the_time_its_sync_leaves() {
     let syncs: Vec<_> = m.wire.iter().filter(|(_, _, msg)| msg[0] & 0x0F == 0x0).collect();
     assert!(syncs.len() > 100, "{} Syncs", syncs.len());
     for (id, _, msg) in syncs {
-        assert_eq!(msg[6] & 0x02, 0, "twoStepFlag cleared");
-        let secs = u64::from_be_bytes([0, 0, msg[34], msg[35], msg[36], msg[37], msg[38], msg[39]]);
-        let ns = u32::from_be_bytes([msg[40], msg[41], msg[42], msg[43]]);
-        let origin = Tai(secs as i64 * 1_000_000_000 + i64::from(ns));
+        let origin = common::one_step_origin(msg);
         assert_eq!(origin, m.sent[id] + TX, "originTimestamp = the time it left + TX constant");
     }
     assert_eq!(m.wire.iter().filter(|(_, _, msg)| msg[0] & 0x0F == 0x8).count(), 0, "no Follow_Up");

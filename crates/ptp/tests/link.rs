@@ -12,6 +12,8 @@
 //! The dual clock (paper §4.2, `keepon_core::dualclock`) on this path: the master streams at line rate, and the
 //! slave counts the master's slots (fillers included) into an RX slot clock; see [`DualRx`].
 
+mod common;
+
 use keepon_nic::driver::NoFrames;
 use std::collections::{HashMap, VecDeque};
 
@@ -30,7 +32,7 @@ use keepon_ptp::engine::{DelayMechanism, EngineConfig};
 use keepon_ptp::igmp;
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
-use keepon_ptp::servo::{ServoKind, ServoState};
+use keepon_ptp::servo::ServoKind;
 use keepon_ptp::wire::{Transport, WireError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -363,14 +365,9 @@ fn run_pair(master: Opts, slave: Opts) -> [Node; 2] {
 /// The slave of `run_pair` is locked: roles, servo state, true error, frequency, path delay, the master's exact
 /// TX times and the slave's schedule grid.
 fn assert_locked(nodes: &[Node; 2], what: &str) {
-    assert!(nodes[0].port.engine().is_master(), "{what}: the priority-10 station is master");
-    assert!(nodes[1].port.engine().is_steering(), "{what}: the other is a steering slave");
-    let st = nodes[1].port.servo_status();
-    assert_eq!(st.state, ServoState::Locked, "{what}: {st:?}");
+    let st = common::locked_pair(&nodes[0].port, &nodes[1].port, what);
     let errs = &nodes[1].errors;
-    assert!(errs.len() > 100, "{what}: slave frames judged: {}", errs.len());
-    let max = errs.iter().map(|e| e.abs()).max().unwrap();
-    let mean = errs.iter().sum::<i64>() as f64 / errs.len() as f64;
+    let (mean, max) = common::mean_max(errs, 100, what);
     // It started 300 µs off with a 20 ppm fast oscillator; software RX timestamps (2 µs kernel jitter, the
     // count's ±½-slot lead over the wire) are what remains, filtered by the Kalman servo. The harness's RX
     // model (the consumed slot's time less the time since the stamp, less a latency calibrated on a wire whose
@@ -437,10 +434,7 @@ fn a_one_step_master_locks_a_slave_and_its_syncs_carry_their_slot_time() {
     assert!(syncs.len() > 500, "{} Syncs", syncs.len());
     for (id, msg) in syncs {
         assert_eq!(msg.len(), 44, "a bare Sync");
-        assert_eq!(msg[6] & 0x02, 0, "twoStepFlag cleared");
-        let secs = u64::from_be_bytes([0, 0, msg[34], msg[35], msg[36], msg[37], msg[38], msg[39]]);
-        let ns = u32::from_be_bytes([msg[40], msg[41], msg[42], msg[43]]);
-        let origin = Tai(secs as i64 * 1_000_000_000 + i64::from(ns));
+        let origin = common::one_step_origin(msg);
         assert!(origin.0 > 0);
         assert_eq!(origin, m.slot_times[id] + TX, "originTimestamp = slot time + TX constant");
     }
