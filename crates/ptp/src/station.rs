@@ -101,10 +101,11 @@ impl PtpStation for ByteStation<Vec<u8>> {
     fn steer(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
         ByteStation::adjust_clock(self, adj)
     }
-    /// The first time inside a window of the class, at least `lead` after the wire and after the last PTP
-    /// frame's end, and the byte it will leave on.
+    /// The first time inside a window of the class, at least `lead` after the end of the posted wire (on the
+    /// clock as it is now: a servo's step moves what is not yet posted) and after the last PTP frame's end, and
+    /// the byte it will leave on.
     fn next_place(&self, class: ClassId, lead: Nanos, len: usize, after: Option<i128>) -> Option<Place> {
-        let soon = self.slot_time(self.ring().consumed()) + lead;
+        let soon = self.posted_until() + lead;
         let from = match after {
             Some(end) => soon.max(Tai(i64::try_from(end).ok()?)),
             None => soon,
@@ -118,10 +119,11 @@ impl PtpStation for ByteStation<Vec<u8>> {
     fn hand_in(&mut self, frame: Frame<Vec<u8>>, now: Tai) -> Result<(), Reason> {
         ByteStation::submit(self, frame, now)
     }
-    /// Twice the posted lead and two longest frames: placed well before the wire is posted that far.
+    /// Beyond the posted wire by the posted lead (what one poll after a stall may post at once) and two longest
+    /// frames: placed before the wire is posted that far.
     fn ptp_lead(&self) -> Nanos {
         let c = self.config();
         let longest = c.rate.wire_time(c.max_frame);
-        Nanos(c.lead.0.saturating_mul(2).saturating_add(i64::try_from(longest.ceil_mul(2)).unwrap_or(i64::MAX)))
+        Nanos(c.lead.0.saturating_add(i64::try_from(longest.ceil_mul(2)).unwrap_or(i64::MAX)))
     }
 }
