@@ -293,8 +293,15 @@ fn the_daemon_serves_the_byte_clock() {
                 assert!(stalled || ((time - t).abs() <= half && !off_schedule), "#{tag}: sent at {time}, txtime {t}");
                 assert!(time - t >= -half, "#{tag}: sent at {time}, before its txtime {t}");
             }
-            (Ok(_), Delivery::Rejected(Reason::Underrun)) if stalled => {}
-            (Err(w), Delivery::Rejected(r)) => assert_eq!(r, w, "#{tag}"),
+            // (Which of the two a frame gets depends on where the stall fell: it is tested exactly in the core.)
+            (Ok(_), Delivery::Rejected(Reason::Underrun | Reason::Late)) if stalled => {}
+            // (Time is checked first: a stall long enough to pass a bad frame's time makes it late.)
+            (Err(w), Delivery::Rejected(r)) => {
+                assert!(
+                    r == w || stalled && matches!(r, Reason::Late | Reason::Underrun),
+                    "#{tag}: {r:?}, wanted {w:?}"
+                )
+            }
             (w, d) => panic!("#{tag}: wanted {w:?}, got {d:?} ({} underruns)", stats.underruns),
         }
     }
@@ -337,7 +344,10 @@ fn a_byte_clock_daemon_runs_ptp_as_master() {
     // Scheduled frames: on the byte nearest their txtime; after an underrun (a stalled host: the simulated link
     // follows the wall clock) a frame posted before the gap leaves after it, never before its txtime.
     let mut devs = Vec::new();
-    for tag in 0..20u64 {
+    for tag in 0..60u64 {
+        if devs.len() == 10 {
+            break;
+        }
         let info = c.info().unwrap();
         let txtime = info.cycle_start + 40 * 250_000 + 40_100 + 333 * tag as i64;
         c.send(&Request::Submit { tag, class: "video".into(), txtime: Some(txtime), frame: test_frame(500, tag, 0) })
@@ -352,7 +362,7 @@ fn a_byte_clock_daemon_runs_ptp_as_master() {
     stop.store(true, Ordering::Relaxed);
     let stats = server.join().unwrap().unwrap();
     println!("deviations (ns): {devs:?}; {} underruns", stats.underruns);
-    assert!(devs.len() >= 10, "{} of 20 frames sent", devs.len());
+    assert!(devs.len() >= 10, "{} frames sent in 60 tries", devs.len());
     assert!(devs.iter().all(|&d| d >= -4), "a frame left before its txtime: {devs:?}");
     assert!(stats.underruns > 0 || devs.iter().all(|&d| d <= 4), "{devs:?}");
 }
