@@ -25,6 +25,15 @@ pub fn may_change(uid: u32) -> bool {
     uid == 0 || uid == unsafe { libc::geteuid() }
 }
 
+/// Refuse a uid that may not change the schedule ([`may_change`]), saying who may.
+pub fn permitted(uid: u32) -> Result<(), String> {
+    if may_change(uid) {
+        Ok(())
+    } else {
+        Err(format!("uid {uid} may not change the schedule (root and the daemon's own user may)"))
+    }
+}
+
 /// Apply a `Schedule` request from `uid`: every class named gets the ring slots given, the others keep theirs.
 pub fn apply(
     station: &mut Station<Vec<u8>>,
@@ -32,9 +41,7 @@ pub fn apply(
     base_time: i64,
     classes: &[(String, Vec<u32>)],
 ) -> Result<Scheduled, String> {
-    if !may_change(uid) {
-        return Err(format!("uid {uid} may not change the schedule (root and the daemon's own user may)"));
-    }
+    permitted(uid)?;
     let oper = station.ownership();
     let mut specs: Vec<ClassSpec> = (0..oper.classes())
         .map(|i| {

@@ -113,9 +113,7 @@ impl Served for ByteStation<Vec<u8>> {
         None
     }
     fn change_schedule(&mut self, uid: u32, _: i64, _: &[(String, Vec<u32>)]) -> Result<Scheduled, String> {
-        if !schedule::may_change(uid) {
-            return Err(format!("uid {uid} may not change the schedule (root and the daemon's own user may)"));
-        }
+        schedule::permitted(uid)?;
         Err(BYTES_NO_CHANGE.into())
     }
     fn rate_ppt(&self) -> i64 {
