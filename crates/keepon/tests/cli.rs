@@ -359,8 +359,29 @@ log_sync_interval = -3
     let rows = record::read(&csv).unwrap();
     assert_eq!(rows.len(), 200);
     // Sent, or (a wall-clock-paced link on a loaded host) refused with a reason: never without an outcome.
-    assert!(rows.iter().all(|r| r.sent() || !r.reason.is_empty()), "{text}");
-    assert!(rows.iter().filter(|r| r.sent()).count() >= 190, "{text}");
+    // A host stall shows as underruns (the simulated link follows the wall clock) or as frames the replay handed in
+    // behind schedule; a frame may be late or underrun only then, and a run without either sends every frame.
+    let count = |suffix: &str| -> usize {
+        let head = text.split(suffix).next().filter(|h| h.len() < text.len());
+        head.and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `{suffix}`: {text}"))
+    };
+    let (underruns, behind) = (count(" underruns\n"), count(" submitted behind schedule"));
+    let mut late = 0;
+    for r in rows.iter().filter(|r| !r.sent()) {
+        assert!(
+            matches!(r.reason.as_str(), "late" | "underrun"),
+            "{} #{} rejected {:?}\n{text}",
+            r.flow,
+            r.seq,
+            r.reason
+        );
+        late += 1;
+    }
+    assert!(underruns > 0 || late <= behind, "{late} frames late or underrun, {behind} behind schedule\n{text}");
+    assert!(underruns + behind > 0 || late == 0, "{text}");
+    assert!(rows.iter().filter(|r| r.sent()).count() >= 100, "{text}");
     // A measurement log that cannot be written is refused up front, naming the key and the file.
     let mut text = std::fs::read_to_string(&p).unwrap();
     text.push_str("measurement_log = \"/nonexistent-keepon-dir/m.csv\"\n");
