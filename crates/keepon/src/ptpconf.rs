@@ -71,6 +71,8 @@ struct PtpSection {
     rx_latency: Option<Dur>,
     #[serde(default)]
     measurement_log: Option<toml::Value>,
+    #[serde(default)]
+    dual_clock: Option<toml::Value>,
 }
 
 /// Which PTP role the station may take.
@@ -122,6 +124,10 @@ pub struct PtpConfig {
     /// what the filters handed on, the servo's state (`ptp.measurement_log`; a relative path is the daemon's
     /// working directory's).
     pub measurement_log: Option<std::path::PathBuf>,
+    /// The dual clock (paper §4.2, [`crate::daemon::dual`]): a slave counts its master's slots into an RX slot
+    /// clock, which gives its Syncs' `t2`, and steers the EPHC to it (`ptp.dual_clock`). The slot period it
+    /// counts in (the master's is the same: a network's stations share the slot size), whole ns.
+    pub dual_clock: Option<keepon_core::time::SlotPeriod>,
 }
 
 fn int_in(key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
@@ -248,7 +254,23 @@ impl PtpConfig {
                 )));
             }
         }
-        let servo = match s.servo.as_deref().unwrap_or("kalman") {
+        let dual_clock = match s.dual_clock {
+            None => false,
+            Some(toml::Value::Boolean(b)) => b,
+            Some(v) => return Err(ConfigError(format!("ptp.dual_clock = {v}: use true or false"))),
+        };
+        if dual_clock {
+            dual_clock_possible(cfg, role, bytes)?;
+        }
+        // The dual clock's PTP only sets the RX clock's phase: a servo that steps at each measurement.
+        let servo = match s.servo.as_deref().unwrap_or(if dual_clock { "moving-average" } else { "kalman" }) {
+            "kalman" | "pi" if dual_clock => {
+                return Err(ConfigError(
+                    "ptp.servo: with ptp.dual_clock = true PTP sets the RX slot clock's phase (the clock's rate is \
+                     the master's, counted), which takes the \"moving-average\" servo"
+                        .into(),
+                ))
+            }
             "kalman" => ServoKind::Kalman,
             "pi" => ServoKind::Pi,
             "moving-average" => ServoKind::MovingAverage,
@@ -288,8 +310,37 @@ impl PtpConfig {
                 Some(toml::Value::String(p)) if !p.trim().is_empty() => Some(std::path::PathBuf::from(p)),
                 Some(v) => return Err(ConfigError(format!("ptp.measurement_log = {v}: name a file"))),
             },
+            dual_clock: dual_clock.then(|| cfg.geometry.period()),
         }))
     }
+}
+
+/// The dual clock counts the master's slots: refuse where there are none to count or no master to follow.
+fn dual_clock_possible(cfg: &Config, role: Role, bytes: bool) -> Result<(), ConfigError> {
+    if bytes {
+        return Err(ConfigError(
+            "ptp.dual_clock = true: the byte clock's frames are not slots, so the master's stream cannot be \
+             counted into a slot clock; use link.timing = \"slots\""
+                .into(),
+        ));
+    }
+    if role == Role::Master {
+        return Err(ConfigError(
+            "ptp.dual_clock = true: the dual clock is a slave's (it counts its master's slots); use role = \
+             \"slave\" or \"auto\""
+                .into(),
+        ));
+    }
+    let delta = cfg.geometry.period();
+    if !delta.num().is_multiple_of(delta.den()) {
+        return Err(ConfigError(format!(
+            "ptp.dual_clock = true: the slot period δ = {}/{} ns is not a whole number of ns, which the RX slot \
+             clock counts in; choose ring.slot_bytes so that it is (at 10 Gb/s: slot_bytes + 20 a multiple of 5)",
+            delta.num(),
+            delta.den()
+        )));
+    }
+    Ok(())
 }
 
 /// The oscillator error a synchronised station must absorb (NIC oscillators are specified to ±100 ppm).
@@ -407,6 +458,28 @@ name = "be"
         assert!(e.starts_with("ptp.one_step = true on this host-paced link") && e.contains("one_step = false"), "{e}");
     }
 
+    /// The dual clock counts slots in whole ns, on the slot clock, as a slave with the stepping servo.
+    #[test]
+    fn the_dual_clock_is_a_slaves_on_slots_of_whole_ns() {
+        let p = parse("[ptp]\nclass = \"ptp\"\ndual_clock = true\n").unwrap().unwrap();
+        assert_eq!(p.dual_clock, Some(keepon_core::time::SlotPeriod::new(10_000, 1)));
+        assert_eq!(p.servo, ServoKind::MovingAverage);
+        assert_eq!(parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap().dual_clock, None);
+        let at = |rate: &str, slot: u32, timing: &str| {
+            let text = BASE
+                .replace("rate = \"1Gbps\"", &format!("rate = \"{rate}\"\ntiming = \"{timing}\""))
+                .replace("slot_bytes = 1230", &format!("slot_bytes = {slot}"));
+            let cfg = Config::parse(&format!("{text}[ptp]\nclass = \"ptp\"\ndual_clock = true\n")).unwrap();
+            PtpConfig::from_config(&cfg).map(|p| p.and_then(|p| p.dual_clock))
+        };
+        // (1230 + 20) B at 10 Gb/s: 1000 ns; (1231 + 20) B: 1000.8 ns.
+        assert_eq!(at("10Gbps", 1230, "slots").unwrap(), Some(keepon_core::time::SlotPeriod::new(1_000, 1)));
+        let e = at("10Gbps", 1231, "slots").unwrap_err().0;
+        assert!(e.contains("not a whole number of ns"), "{e}");
+        let e = at("1Gbps", 1230, "bytes").unwrap_err().0;
+        assert!(e.contains("byte clock"), "{e}");
+    }
+
     #[test]
     fn every_bad_value_is_an_error_naming_its_key() {
         let c = "[ptp]\nclass = \"ptp\"\n";
@@ -445,6 +518,9 @@ name = "be"
             ("[ptp]\nclass = \"be\"".into(), "owns no slots"),
             ("[ptp]\nrole = \"slave\"".into(), "class"),
             (format!("{c}colour = \"red\""), "colour"),
+            (format!("{c}dual_clock = 1"), "ptp.dual_clock = 1: use true or false"),
+            (format!("{c}dual_clock = true\nrole = \"master\""), "ptp.dual_clock = true: the dual clock is a slave's"),
+            (format!("{c}dual_clock = true\nservo = \"kalman\""), "moving-average"),
         ];
         for (text, key) in cases {
             let e = error(&text);

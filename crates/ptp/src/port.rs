@@ -238,6 +238,12 @@ impl PtpPort {
         self.held.get_or_insert_with(Vec::new);
     }
 
+    /// Apply the servo's adjustments to the station again (undoes [`PtpPort::hold_adjustments`]; adjustments
+    /// still held are dropped).
+    pub fn release_adjustments(&mut self) {
+        self.held = None;
+    }
+
     /// The servo's adjustments held since the last call (empty unless [`PtpPort::hold_adjustments`]), in order.
     pub fn take_adjustments(&mut self) -> Vec<ClockAdjust> {
         self.held.as_mut().map(core::mem::take).unwrap_or_default()

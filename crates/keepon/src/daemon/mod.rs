@@ -79,6 +79,7 @@
 
 mod config;
 mod conn;
+pub mod dual;
 mod feed;
 pub mod metrics;
 mod schedule;
@@ -455,6 +456,11 @@ pub fn serve_with<N: Nic>(
         p.check_link(nic.timing()).map_err(|e| e.to_string())?;
     }
     let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
+    if ptp.as_ref().is_some_and(|p| p.dual_clock.is_some()) && link.is_none() {
+        return Err("ptp.dual_clock = true needs a real link on which the master streams (it counts the master's \
+                    frames): the simulated NIC has no peer"
+            .into());
+    }
     let setup = ptp.map(|p| (p, link.unwrap_or(PtpLink { mac: DEFAULT_PTP_MAC, rx: Box::new(NoRx) })));
     let loop_cfg = LoopConfig { poll_period: cfg.poll_period, max_duration: Nanos(i64::MAX) };
     let result = if bytes {
@@ -509,10 +515,10 @@ fn serve_bound<N: Nic, S: Served>(
     let mut ptp: Option<(Sync, Tai)> = match setup {
         Some((p, link)) => {
             let now = driver.nic.now();
-            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx);
+            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx)?;
             sync.open_measurement_log()?;
             if driver.nic.timing() == keepon_nic::Timing::HostPaced {
-                sync.tx_on_release()?;
+                sync.on_host_paced_link()?;
             }
             Some((sync, now))
         }

@@ -33,12 +33,17 @@ use keepon_ptp::wire::WireError;
 use crate::api::{PortRole, ServoCode, SyncState, TimeInfo};
 use crate::ptpconf::{PtpConfig, Role};
 
+use super::dual::{DualRx, FALL_BACK};
 use super::served::Served;
 
 /// Where received frames come from.
 pub trait RxSource {
     /// Frames received since the last call, each with its host receive time (`CLOCK_TAI`). Never blocks.
     fn recv(&mut self, out: &mut Vec<(Vec<u8>, Tai)>) -> Result<(), String>;
+    /// Frames the receiver dropped so far, cumulative (a full socket buffer); 0 if it cannot tell.
+    fn dropped(&mut self) -> u64 {
+        0
+    }
 }
 
 /// No receiver (a link nobody answers on, e.g. the simulated NIC): the station can only be master.
@@ -62,6 +67,9 @@ impl RxSource for keepon_nic::linux::rx::Receiver {
             }
         }
         Ok(())
+    }
+    fn dropped(&mut self) -> u64 {
+        self.stats().map_or(0, |s| s.drops)
     }
 }
 
@@ -99,6 +107,10 @@ pub struct Sync {
     last_error: Option<String>,
     /// `ptp.measurement_log`, once opened.
     log: Option<std::io::BufWriter<std::fs::File>>,
+    /// `ptp.dual_clock`: the RX slot count and its steering.
+    dual: Option<DualRx>,
+    /// When the slave was last synchronised (with the dual clock).
+    synced_at: Option<Tai>,
 }
 
 /// The measurement log's header (see [`Sync::open_measurement_log`]).
@@ -133,7 +145,14 @@ fn identity(mac: [u8; 6]) -> [u8; 8] {
 
 impl Sync {
     /// Start PTP on `station` (which must be up) at backend time `now`, with frames from `rx`.
-    pub fn new<S: Served>(cfg: PtpConfig, mac: [u8; 6], station: &mut S, now: Tai, rx: Box<dyn RxSource>) -> Sync {
+    /// With `ptp.dual_clock`, the slot period must be whole ns (the configuration checks it).
+    pub fn new<S: Served>(
+        cfg: PtpConfig,
+        mac: [u8; 6],
+        station: &mut S,
+        now: Tai,
+        rx: Box<dyn RxSource>,
+    ) -> Result<Sync, String> {
         let engine = EngineConfig {
             domain: cfg.domain,
             identity: identity(mac),
@@ -160,12 +179,13 @@ impl Sync {
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
+        let dual = cfg.dual_clock.map(|p| DualRx::new(p, false)).transpose()?;
         let interval = Nanos(if cfg.log_sync >= 0 {
             1_000_000_000i64 << cfg.log_sync
         } else {
             1_000_000_000i64 >> (-cfg.log_sync)
         });
-        Sync {
+        Ok(Sync {
             cfg,
             port,
             rx,
@@ -182,7 +202,9 @@ impl Sync {
             errors: 0,
             last_error: None,
             log: None,
-        }
+            dual,
+            synced_at: None,
+        })
     }
 
     /// Create (or truncate) `ptp.measurement_log`, if configured, and write its header: from now on every
@@ -226,16 +248,36 @@ impl Sync {
             eprintln!("keepon daemon: ptp: receive failed: {e}");
         }
         for (frame, host) in std::mem::take(&mut self.frames) {
+            // With the dual clock every frame is one of the master's slots.
+            let place = self.dual.as_mut().map(DualRx::count_frame);
             if self.port.on_igmp(&frame, now) {
                 continue; // a membership query: answered with a report (over UDPv4)
             }
             if self.cfg.transport.parse(&frame).is_err() {
                 continue; // not a PTP message of our transport
             }
-            let rx = station.clock_at(nic.link_time(host));
+            let rx = match (&self.dual, place) {
+                // (Before the first reading anchors the RX clock, a message has no time: it is not used.)
+                (Some(d), Some(place)) if d.tracking() => match d.t2(place) {
+                    Some(t) => t,
+                    None => continue,
+                },
+                _ => station.clock_at(nic.link_time(host)),
+            };
             self.port.on_rx(&frame, rx, station, now);
         }
         self.port.poll(station, now);
+        if let Some(d) = &mut self.dual {
+            d.dropped(self.rx.dropped());
+            let mut adjust = d.ptp(self.port.take_adjustments());
+            adjust.extend(d.poll(now, station.wire_clock_at(now), station.base_time()));
+            for a in adjust {
+                if let Err(e) = station.steer(a) {
+                    self.errors += 1;
+                    self.last_error = Some(format!("dual clock: {a:?}: {e:?}"));
+                }
+            }
+        }
         self.write_measurements();
         for e in self.port.take_errors() {
             if !matches!(e, PortError::Wire(WireError::NotPtp)) {
@@ -256,6 +298,7 @@ impl Sync {
             self.good_since = if self.good == 0 { None } else { self.good_since.or(Some(now)) };
         }
         self.synchronised = self.judge(now);
+        self.hand_over(station, now);
         let role = self.role();
         let key = (role, st.state, self.synchronised);
         if key != self.logged || now >= self.next_log {
@@ -271,6 +314,29 @@ impl Sync {
             self.logged = key;
             self.next_log = now + LOG_EVERY;
             self.errors = 0;
+        }
+    }
+
+    /// With the dual clock: take over once synchronised on the single clock; fall back after [`FALL_BACK`]
+    /// unsynchronised while tracking.
+    fn hand_over<S: Served>(&mut self, station: &S, now: Tai) {
+        let Some(d) = &mut self.dual else { return };
+        if self.synchronised {
+            self.synced_at = Some(now);
+        }
+        if !d.tracking() && self.synchronised {
+            d.take_over(now, station.rate_ppt());
+            self.port.hold_adjustments();
+            eprintln!("keepon daemon: ptp: synchronised on the single clock: the dual clock takes over");
+        } else if d.tracking() && self.synced_at.is_some_and(|t| now - t > FALL_BACK) {
+            d.fall_back();
+            self.port.release_adjustments();
+            self.synced_at = None;
+            eprintln!(
+                "keepon daemon: ptp: the dual clock lost synchronisation for {} s: back to the single clock \
+                 (software receive stamps) until synchronised again",
+                FALL_BACK.0 / 1_000_000_000
+            );
         }
     }
 
@@ -301,9 +367,13 @@ impl Sync {
         }
     }
 
-    /// Take PTP TX times from the backend's release times (host-paced links: a slot released late leaves late).
-    /// Refused with one-step Sync (checked before start by [`PtpConfig::check_link`]).
-    pub fn tx_on_release(&mut self) -> Result<(), String> {
+    /// A host-paced link: PTP TX times come from the backend's release times (a slot released late leaves late;
+    /// refused with one-step Sync, checked before start by [`PtpConfig::check_link`]), and the dual clock's
+    /// frames arrive as they are sent (no wire serialises them).
+    pub fn on_host_paced_link(&mut self) -> Result<(), String> {
+        if let Some(d) = &mut self.dual {
+            d.set_unserialised();
+        }
         self.port.tx_on_release().map_err(|e| format!("ptp.one_step = true on this host-paced link: {e}"))
     }
 
@@ -354,7 +424,7 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns, grid {}{}{}{}{}",
+            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns, grid {}{}{}{}{}{}",
             st.state,
             match self.cfg.delay_floor.window {
                 Nanos(0) => String::new(),
@@ -382,6 +452,10 @@ impl Sync {
             match self.port.engine().prefilter_stats() {
                 p if p.dropped > 0 => format!(", outliers dropped {} of {}", p.dropped, p.dropped + p.passed),
                 _ => String::new(),
+            },
+            match &self.dual {
+                Some(d) => format!(", {}", d.describe()),
+                None => String::new(),
             },
             match &self.last_error {
                 Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
