@@ -155,6 +155,10 @@ eval: build py-env
 	cp $(OUT)/a9/dual_summary.csv validation/dual-clock/dual_summary.csv
 	cp $(OUT)/a9/dual_convergence.csv validation/dual-clock/dual_convergence.csv
 	$(VPY) -m keepon_plan.evalplot fig22 $(OUT)/a9/dual_convergence.csv --out validation/dual-clock
+	mkdir -p validation/fig12
+	cp $(OUT)/a9/fig12.csv validation/fig12/fig12.csv
+	cp $(OUT)/a9/fig12-summary.md validation/fig12/summary.md
+	$(VPY) -m keepon_plan.evalplot fig12 $(OUT)/a9/fig12.csv --out validation/fig12
 	$(VPY) -m keepon_plan.plots_sync $(OUT)/a9 --out validation/a9-sync
 	$(MAKE) eval-network
 

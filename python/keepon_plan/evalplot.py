@@ -8,6 +8,7 @@
     python -m keepon_plan.evalplot casestudy OUT/casestudy.csv --out OUT
     python -m keepon_plan.evalplot robustness OUT/robustness.csv --out OUT
     python -m keepon_plan.evalplot fig22 OUT/a9/dual_convergence.csv --out OUT   # from keepon-sync-sim
+    python -m keepon_plan.evalplot fig12 OUT/a9/fig12.csv --out OUT              # from keepon-sync-sim
     python -m keepon_plan.evalplot records RUN.csv --out OUT      # any records file (keepon run/listen/talk)
 
 Fig 15: inter-arrival jitter (standard deviation of consecutive inter-arrival times at the receiver) against
@@ -28,6 +29,10 @@ paper's quoted points.
 Fig 22: convergence of synchronisation, single vs dual clock (keepon-sync-sim's model, simulated): the median
 |sync error| of each second from the start, one line per seed and mode, log scale, with the paper's convergence
 times as marks.
+
+Fig 12: PTP accuracy by stamping (hardware, software, keepon) and role (keepon-sync-sim's model, simulated):
+the mean |offset| the slave reports at each software jitter, median over seeds with the min–max range, next to
+the paper's values (dotted, at the jitter the model runs by default).
 
 Records (`keepon report FILE --plot DIR`): for every real-time flow of a records file, the inter-arrival
 histogram (receiver timestamps when present, else wire times) and the deviation from the schedule over time
@@ -341,6 +346,46 @@ def plot_fig22(csv_path: Path, out: Path) -> list[Path]:
     return [_save(fig, out, "fig22.png")]
 
 
+# The paper's Fig 12 (§4.1), µs: station -> (as master, as slave).
+PAPER_FIG12 = {"hardware": (0.015, 0.015), "software": (0.5, 6.9), "keepon": (0.3, 3.7)}
+
+
+def plot_fig12(csv_path: Path, out: Path) -> list[Path]:
+    """Write fig12.png (mean |offset| against the software jitter, per station and role; the paper's values)."""
+    runs: dict[tuple[str, str, float], list[float]] = defaultdict(list)
+
+    def row(r):
+        runs[(r["kind"], r["role"], float(r["jitter_ns"]))].append(float(r["offset_mean_ns"]))
+
+    _each(csv_path, {"kind", "role", "jitter_ns", "seed", "offset_mean_ns", "true_mean_ns"}, "fig12 CSV", row)
+    if not runs:
+        raise PlotError(f"{csv_path}: no points")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    colors = {"hardware": "tab:green", "software": "tab:red", "keepon": "tab:blue"}
+    for ax, role in zip(axes, ("master", "slave"), strict=True):
+        for kind, color in colors.items():
+            pts = sorted((j, v) for (k, r, j), v in runs.items() if k == kind and r == role)
+            if not pts:
+                continue
+            js = [j / 1000 for j, _ in pts]
+            med = [max(_median(v), 0.1) for _, v in pts]
+            lo = [m - max(min(v), 0.1) for m, (_, v) in zip(med, pts, strict=True)]
+            hi = [max(v) - m for m, (_, v) in zip(med, pts, strict=True)]
+            ax.errorbar(js, med, yerr=[lo, hi], color=color, marker="o", capsize=3, label=f"{kind} (simulated)")
+            paper = PAPER_FIG12[kind][0 if role == "master" else 1] * 1000
+            ax.axhline(paper, color=color, linestyle=":", label=f"paper: {kind} {paper:g} ns")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("software timestamp jitter J (µs, chosen)")
+        ax.set_title(f"station under test as {role}")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("mean |offset| the slave reports (ns)")
+    for ax in axes:
+        ax.legend(fontsize="x-small")
+    fig.suptitle("Fig 12: PTP accuracy by timestamping and role (simulated; peer stamps in hardware)")
+    return [_save(fig, out, "fig12.png")]
+
+
 # The paper's quoted Fig 19 points: sweep -> [(x, CPU %)].
 PAPER_FIG19 = {"batch": [(38, 100.0), (54, 6.3)], "slot": [(370, 100.0), (400, 26.9), (790, 1.7)]}
 
@@ -581,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m keepon_plan.evalplot", description=__doc__.splitlines()[0])
     ap.add_argument(
         "experiment",
-        choices=["fig15", "fig16", "fig17", "fig18", "fig19", "fig22", "casestudy", "robustness", "records"],
+        choices=["fig12", "fig15", "fig16", "fig17", "fig18", "fig19", "fig22", "casestudy", "robustness", "records"],
     )
     ap.add_argument("csv", type=Path, help="raw CSV written by `keepon eval` (or a records file)")
     ap.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
@@ -593,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
             "fig17": plot_fig17,
             "fig18": plot_fig18,
             "fig19": plot_fig19,
+            "fig12": plot_fig12,
             "fig22": plot_fig22,
             "casestudy": plot_casestudy,
             "robustness": plot_robustness,

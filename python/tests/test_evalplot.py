@@ -193,3 +193,17 @@ def test_fig22_plot_from_per_second_medians(tmp_path):
     assert (tmp_path / "o" / "fig22.png").stat().st_size > 0
     p.write_text("mode,seed\ndual,1\n")
     assert main(["fig22", str(p), "--out", str(tmp_path)]) == 3
+
+
+def test_fig12_plot_from_runs(tmp_path):
+    p = tmp_path / "f.csv"
+    rows = ["kind,role,jitter_ns,seed,offset_mean_ns,true_mean_ns"]
+    for kind, scale in (("hardware", 0.0), ("software", 0.25), ("keepon", 0.18)):
+        for role in ("master", "slave"):
+            for j in (500.0, 2000.0):
+                rows += [f"{kind},{role},{j},{s},{2 + scale * j + s},{3 + scale * j}" for s in range(3)]
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["fig12", str(p), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fig12.png").stat().st_size > 0
+    p.write_text("kind,role\nkeepon,slave\n")
+    assert main(["fig12", str(p), "--out", str(tmp_path)]) == 3

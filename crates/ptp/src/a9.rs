@@ -60,6 +60,23 @@ impl A9Config {
     }
 }
 
+/// How a node stamps its messages: each timestamp is its clock's reading rounded to `granularity`, plus a jitter
+/// uniform in `[0, jitter]`, for what it sends (TX) and what it receives (RX) separately.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stamping {
+    /// TX stamps: granularity and jitter, ns.
+    pub tx: (f64, f64),
+    /// RX stamps: granularity and jitter, ns.
+    pub rx: (f64, f64),
+}
+
+impl Stamping {
+    /// The same granularity and jitter for every stamp (the A.9 model).
+    pub fn uniform(granularity: f64, jitter: f64) -> Stamping {
+        Stamping { tx: (granularity, jitter), rx: (granularity, jitter) }
+    }
+}
+
 /// One exchange's record.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct A9Round {
@@ -73,6 +90,8 @@ pub struct A9Round {
     pub freq_ppm: f64,
     /// The slave's remaining frequency error after the exchange (oscillator + adjustment), ppm.
     pub residual_ppm: f64,
+    /// The true offset (slave − master) mid-exchange, before the correction, ns.
+    pub true_offset: f64,
 }
 
 /// The slave: phase `s0` at true time `t0`, rate `1 + ρ + F` (ρ its oscillator error, F the adjustment).
@@ -116,13 +135,25 @@ impl ServoClock for FloatClock {
     }
 }
 
-/// Run one point of the sweep.
+/// Run one point of the sweep (both nodes stamp with `cfg`'s granularity and jitter).
 pub fn run(cfg: &A9Config) -> Result<Vec<A9Round>, ClockError> {
+    let both = Stamping::uniform(cfg.granularity, cfg.jitter);
+    run_between(cfg, both, both)
+}
+
+/// Run `cfg`'s exchanges with each node's own stamping (`cfg.granularity` and `cfg.jitter` are not used).
+pub fn run_between(
+    cfg: &A9Config,
+    master_stamps: Stamping,
+    slave_stamps: Stamping,
+) -> Result<Vec<A9Round>, ClockError> {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let g = cfg.granularity.max(1e-9);
-    let j = cfg.jitter.max(0.0);
+    let coarsest =
+        [master_stamps.tx, master_stamps.rx, slave_stamps.tx, slave_stamps.rx].iter().map(|s| s.0).fold(0.0, f64::max);
+    let g = coarsest.max(1e-9);
     let mut phase_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x9e37_79b9);
-    let mut stamp = |reading: f64| -> f64 {
+    let mut stamp = |(g, j): (f64, f64), reading: f64| -> f64 {
+        let g = g.max(1e-9);
         let q = (reading / g).round() * g;
         q + if j > 0.0 { rng.gen_range(0.0..=j) } else { 0.0 }
     };
@@ -140,11 +171,11 @@ pub fn run(cfg: &A9Config) -> Result<Vec<A9Round>, ClockError> {
         let ts = f64::from(n) * cfg.interval + phase_rng.gen_range(0.0..g);
         let theta = |c: &FloatClock, t: f64| c.at(t) - master(t);
         let drift = after_correction.map(|a| theta(&slave, ts) - a);
-        let t1 = stamp(master(ts));
-        let t2 = stamp(slave.at(ts + cfg.delay));
+        let t1 = stamp(master_stamps.tx, master(ts));
+        let t2 = stamp(slave_stamps.rx, slave.at(ts + cfg.delay));
         let t3_true = ts + 1e6 + phase_rng.gen_range(0.0..g);
-        let t3 = stamp(slave.at(t3_true));
-        let t4 = stamp(master(t3_true + cfg.delay));
+        let t3 = stamp(slave_stamps.tx, slave.at(t3_true));
+        let t4 = stamp(master_stamps.rx, master(t3_true + cfg.delay));
         let measured = ((t2 - t1) - (t4 - t3)) / 2.0;
         let truth = theta(&slave, (ts + t3_true + cfg.delay) / 2.0);
         // The servo works in whole ns: feed it the exchange with the readings' differences rounded.
@@ -163,6 +194,7 @@ pub fn run(cfg: &A9Config) -> Result<Vec<A9Round>, ClockError> {
             drift,
             freq_ppm: slave.ppt as f64 * 1e-6,
             residual_ppm: (slave.rate() - 1.0) * 1e6,
+            true_offset: truth,
         });
     }
     Ok(out)

@@ -30,6 +30,7 @@ pub mod clock;
 pub mod dual;
 pub mod dualsim;
 pub mod engine;
+pub mod fig12;
 pub mod igmp;
 pub mod port;
 pub mod servo;
