@@ -193,11 +193,14 @@ fn us(ns: f64) -> String {
     }
 }
 
+/// Fig. 12's runs: (station, as master, J) and per seed (mean |offset|, mean |true offset|).
+type Fig12Runs = Vec<((Kind, bool, f64), Vec<(f64, f64)>)>;
+
 fn fig12(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = BufWriter::new(File::create(a.out.join("fig12.csv"))?);
     writeln!(csv, "kind,role,jitter_ns,seed,offset_mean_ns,true_mean_ns")?;
     // (kind, role, J) → per seed (offset, true)
-    let mut runs: Vec<((Kind, bool, f64), Vec<(f64, f64)>)> = Vec::new();
+    let mut runs: Fig12Runs = Vec::new();
     for kind in Kind::ALL {
         for as_master in [true, false] {
             for j in fig12::JITTERS {
