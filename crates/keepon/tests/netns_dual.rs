@@ -108,16 +108,10 @@ fn slave(
     let s = stats(&errors);
     eprintln!(
         "{tag}: synchronised after {:.1} s (run {:.0} s); then, after 10 s, over 20 s ({} reads, {unsynced} not \
-         synchronised): true error median {:.0} ns, mean {:.0} ns, rms {:.0} ns, p99 {:.0} ns, max {:.0} ns\n  \
-         last status: {status}",
+         synchronised): true error {s}\n  last status: {status}",
         lock.as_secs_f64(),
         start.elapsed().as_secs_f64(),
         s.n,
-        s.median,
-        s.mean,
-        s.rms,
-        s.p99,
-        s.max
     );
     if let Some(limit) = rms_limit {
         assert!(s.rms < limit, "{tag}: true error rms {:.0} ns\n{out}", s.rms);

@@ -111,6 +111,17 @@ pub struct Stats {
     pub max: f64,
 }
 
+/// "median … ns, mean … ns, rms … ns, p99 … ns, max … ns".
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "median {:.0} ns, mean {:.0} ns, rms {:.0} ns, p99 {:.0} ns, max {:.0} ns",
+            self.median, self.mean, self.rms, self.p99, self.max
+        )
+    }
+}
+
 pub fn stats(errors: &[i64]) -> Stats {
     let n = errors.len().max(1);
     let mean = errors.iter().map(|&e| e as f64).sum::<f64>() / n as f64;
