@@ -386,35 +386,48 @@ def plot_fig12(csv_path: Path, out: Path) -> list[Path]:
     return [_save(fig, out, "fig12.png")]
 
 
-# The paper's quoted Fig 19 points: sweep -> [(x, CPU %)].
+# The paper's quoted Fig 19 points: sweep -> [(x, CPU %)]; the dual clock's (Fig 19 b: "approximately 6 %" at batch
+# 54 on both cores) apart.
 PAPER_FIG19 = {"batch": [(38, 100.0), (54, 6.3)], "slot": [(370, 100.0), (400, 26.9), (790, 1.7)]}
+PAPER_FIG19_DUAL = {"batch": [(54, 6.0)], "slot": []}
+FIG19_CORES = {"tx": "TX core (single clock; dual clock's TX)", "rx": "dual clock's RX core"}
 
 
 def plot_fig19(csv_path: Path, out: Path) -> list[Path]:
-    """Write fig19.png (CPU vs batch size and vs slot size, the paper's quoted points as crosses)."""
-    pts: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    """Write fig19.png (CPU vs batch size and vs slot size per core, the paper's quoted points as crosses)."""
+    pts: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
 
     def row(r):
         sweep = r["sweep"]
         if sweep not in PAPER_FIG19:
             raise ValueError(f"unknown sweep {sweep!r}")
+        core = r.get("core") or "tx"
+        if core not in FIG19_CORES:
+            raise ValueError(f"unknown core {core!r}")
         x = int(r["batch"] if sweep == "batch" else r["slot_bytes"])
-        pts[sweep].append((x, float(r["cpu_percent"])))
+        pts[(sweep, core)].append((x, float(r["cpu_percent"])))
 
     _each(csv_path, {"sweep", "batch", "slot_bytes", "cpu_percent"}, "fig19 CSV", row)
     if not pts:
         raise PlotError(f"{csv_path}: no points")
-    fig, axes = plt.subplots(1, len(pts), figsize=(5 * len(pts), 3.6), squeeze=False)
+    sweeps = sorted({sweep for sweep, _ in pts})
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(5 * len(sweeps), 3.6), squeeze=False)
     xlabel = {"batch": "batch size (300 B slots)", "slot": "slot size (bytes, batch 32)"}
-    for ax, sweep in zip(axes[0], sorted(pts), strict=True):
-        v = sorted(pts[sweep])
-        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", markersize=3, label="keepon (simulated host)")
-        ax.plot(*zip(*PAPER_FIG19[sweep], strict=True), "x", markersize=9, label="paper")
+    for ax, sweep in zip(axes[0], sweeps, strict=True):
+        for core, style in (("tx", "-o"), ("rx", "--s")):
+            v = sorted(pts.get((sweep, core), []))
+            if v:
+                ax.plot(*zip(*v, strict=True), style, markersize=3, label=f"keepon {FIG19_CORES[core]} (simulated)")
+        ax.plot(*zip(*PAPER_FIG19[sweep], strict=True), "x", markersize=9, label="paper (single clock)")
+        if PAPER_FIG19_DUAL[sweep]:
+            ax.plot(
+                *zip(*PAPER_FIG19_DUAL[sweep], strict=True), "+", markersize=11, label="paper (dual clock, both cores)"
+            )
         ax.set_xlabel(xlabel[sweep])
         ax.set_ylabel("poll core CPU (%)")
         ax.set_ylim(0, 105)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="x-small")
     png = _save(fig, out, "fig19.png")
     return [png]
 

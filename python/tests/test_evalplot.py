@@ -130,13 +130,19 @@ def test_fig17_plot_from_points(tmp_path):
 
 def test_fig19_plot_from_points(tmp_path):
     p = tmp_path / "p.csv"
-    rows = ["sweep,batch,slot_bytes,poll_period_ns,cpu_percent,wire_busy_percent,underruns"]
-    rows += [f"batch,{b},300,0,{100 if b < 40 else 300 / b},100,0" for b in (30, 38, 40, 54)]
-    rows += [f"slot,32,{s},0,{100 if s <= 370 else 4000 / s},100,0" for s in (300, 370, 400, 790)]
+    rows = ["sweep,core,batch,slot_bytes,poll_period_ns,cpu_percent,wire_busy_percent,underruns,rx_dropped"]
+    for core in ("tx", "rx"):
+        rows += [f"batch,{core},{b},300,0,{100 if b < 40 else 300 / b},100,0," for b in (30, 38, 40, 54)]
+        rows += [f"slot,{core},32,{s},0,{100 if s <= 370 else 4000 / s},,,0" for s in (300, 370, 400, 790)]
     p.write_text("\n".join(rows) + "\n")
     assert main(["fig19", str(p), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "fig19.png").stat().st_size > 0
+    # A CSV from before the dual clock's RX core (no `core` column) is the TX core's.
+    p.write_text("sweep,batch,slot_bytes,cpu_percent\nbatch,54,300,6.5\n")
+    assert main(["fig19", str(p), "--out", str(tmp_path / "old")]) == 0
     p.write_text("sweep,batch,slot_bytes,cpu_percent\nwobble,1,300,5\n")
+    assert main(["fig19", str(p), "--out", str(tmp_path)]) == 3
+    p.write_text("sweep,core,batch,slot_bytes,cpu_percent\nbatch,gpu,54,300,5\n")
     assert main(["fig19", str(p), "--out", str(tmp_path)]) == 3
 
 

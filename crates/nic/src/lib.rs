@@ -6,6 +6,7 @@
 //!   order, report what left the wire, keep the poll loop's time.
 //! - [`sim`]: a NIC and host in virtual time. Slots leave back to back at line rate, exactly; the host's poll
 //!   loop has explicit, seeded costs and jitter; a gap on the wire is real and reported. Runs everywhere.
+//! - [`rxring`]: the dual clock's RX core on the simulator — a ring a line-rate peer fills, and its poll loop.
 //! - [`faults`]: the simulated NIC's own failure modes (stalled DMA fetches, late completions), off by default.
 //! - [`driver`]: the station loop — observe, submit due frames, poll the station, post, collect outcomes — the
 //!   same for every backend.
@@ -23,6 +24,7 @@ pub mod engine;
 pub mod faults;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod rxring;
 pub mod sim;
 pub mod source;
 

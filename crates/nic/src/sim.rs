@@ -65,6 +65,36 @@ pub struct HostModel {
     pub spike: Nanos,
 }
 
+/// One poll-loop iteration under a [`HostModel`]: how long it lasted and how much of that the core was busy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Iteration {
+    /// From the start of its work to the start of the next iteration's (at least 1 ns).
+    pub length: Nanos,
+    /// CPU time: the work, or all of `length` for a busy poll (it never yields the core).
+    pub busy: Nanos,
+}
+
+impl HostModel {
+    /// An iteration that did `work` and then sleeps `period` (0 = busy poll): the sleep overshoots by
+    /// `wake_latency + wake_slack·period`, then `U[0, jitter]` and, with probability `spike_ppm/10⁶`, a `spike`
+    /// are added (in that order, drawn from `rng`). Every poll loop on the simulator — the station's TX loop
+    /// ([`SimNic`]) and the dual clock's RX loop ([`crate::rxring`]) — runs on this one model.
+    pub fn iteration(&self, work: Nanos, period: Nanos, rng: &mut impl Rng) -> Iteration {
+        let mut d = work.0;
+        if period.0 > 0 {
+            d += period.0 + self.wake_latency.0 + period.0 * i64::from(self.wake_slack_ppm) / 1_000_000;
+        }
+        if self.jitter.0 > 0 {
+            d += rng.gen_range(0..=self.jitter.0);
+        }
+        if self.spike_ppm > 0 && rng.gen_range(0..1_000_000u32) < self.spike_ppm {
+            d += self.spike.0;
+        }
+        let length = Nanos(d.max(1));
+        Iteration { length, busy: if period.0 > 0 { work } else { length } }
+    }
+}
+
 impl Default for HostModel {
     fn default() -> Self {
         HostModel {
@@ -481,18 +511,9 @@ impl Nic for SimNic {
     }
 
     fn wait(&mut self, period: Nanos) {
-        let h = self.cfg.host;
-        let mut d = self.work().0;
-        if period.0 > 0 {
-            d += period.0 + h.wake_latency.0 + period.0 * i64::from(h.wake_slack_ppm) / 1_000_000;
-        }
-        d += self.uniform(h.jitter);
-        if h.spike_ppm > 0 && self.rng.gen_range(0..1_000_000u32) < h.spike_ppm {
-            d += h.spike.0;
-        }
-        // CPU time: the iteration's work; a busy poll (period 0) never yields, so all of it.
-        self.host_busy = self.host_busy + if period.0 > 0 { self.work() } else { Nanos(d.max(1)) };
-        self.now += Nanos(d.max(1));
+        let it = self.cfg.host.iteration(self.work(), period, &mut self.rng);
+        self.host_busy = self.host_busy + it.busy;
+        self.now += it.length;
         self.work_slots = 0;
     }
 
