@@ -8,7 +8,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 eval eval-network clean soak qemu-test
+.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 eval eval-fig27 eval-network clean soak qemu-test
 
 build:
 	$(CARGO) build --release -p keepon
@@ -160,7 +160,19 @@ eval: build py-env
 	cp $(OUT)/a9/fig12-summary.md validation/fig12/summary.md
 	$(VPY) -m keepon_plan.evalplot fig12 $(OUT)/a9/fig12.csv --out validation/fig12
 	$(VPY) -m keepon_plan.plots_sync $(OUT)/a9 --out validation/a9-sync
+	$(MAKE) eval-fig27
 	$(MAKE) eval-network
+
+# The paper's Fig 27 (A.8, schedulability of slot isolation) into validation/fig27: keepon-plan on all 2688 flow
+# sets of the paper's generator (about a minute), and a small run beside the paper-like Z3 encoding (2 sets per
+# family at 10 and 50 %, Z3 stopped after 10 s; the 24-minute comparison is in python/bench-results/z3-reduced).
+eval-fig27: py-env
+	$(VENV)/bin/keepon-plan bench --no-z3 --sets 64 --time-limit 60 --out $(OUT)/fig27
+	mkdir -p validation/fig27/z3-small
+	cp $(OUT)/fig27/rows.csv $(OUT)/fig27/summary.md $(OUT)/fig27/fig27.png validation/fig27/
+	$(VPY) -m pip install --quiet -e 'python[dev,bench]'
+	$(VENV)/bin/keepon-plan bench --sets 2 --levels 10,50 --z3-timeout 10 --time-limit 60 --out $(OUT)/fig27-z3
+	cp $(OUT)/fig27-z3/rows.csv $(OUT)/fig27-z3/summary.md $(OUT)/fig27-z3/fig27.png validation/fig27/z3-small/
 
 # keepon-plan network plans replayed on the simulator (validation/network): the §7 case study and a generated
 # 20-switch tree (200 streams), each planned by keepon-plan network, then replayed by keepon eval network.
