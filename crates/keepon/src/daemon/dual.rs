@@ -67,9 +67,9 @@ pub struct DualRx {
 }
 
 impl DualRx {
-    /// For the master's slots of `period` (whole ns: the configuration checks it); `unserialised`: see
-    /// [`DualRx::set_unserialised`].
-    pub fn new(period: SlotPeriod, unserialised: bool) -> Result<DualRx, String> {
+    /// For the master's slots of `period` (whole ns: the configuration checks it), on a link with a wire (see
+    /// [`DualRx::set_unserialised`] for one without).
+    pub fn new(period: SlotPeriod) -> Result<DualRx, String> {
         DualSteer::new(period, DualGains::default(), Tai(0))
             .map_err(|e| format!("ptp.dual_clock: the slot period {:?} is not whole ns", e.0))?;
         Ok(DualRx {
@@ -80,7 +80,7 @@ impl DualRx {
             steered: 0,
             takeovers: 0,
             fallbacks: 0,
-            unserialised,
+            unserialised: false,
             past: [0; 5],
         })
     }
@@ -196,8 +196,8 @@ mod tests {
     #[test]
     fn frames_and_drops_are_slots_of_the_rx_clock() {
         let p = 100_000;
-        let mut d = DualRx::new(SlotPeriod::new(p, 1), false).unwrap();
-        assert!(DualRx::new(SlotPeriod::new(9168, 10), false).is_err());
+        let mut d = DualRx::new(SlotPeriod::new(p, 1)).unwrap();
+        assert!(DualRx::new(SlotPeriod::new(9168, 10)).is_err());
         for i in 0..10 {
             assert_eq!(d.count_frame(), i);
         }

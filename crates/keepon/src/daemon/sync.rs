@@ -179,7 +179,7 @@ impl Sync {
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
-        let dual = cfg.dual_clock.map(|p| DualRx::new(p, false)).transpose()?;
+        let dual = cfg.dual_clock.map(DualRx::new).transpose()?;
         let interval = Nanos(if cfg.log_sync >= 0 {
             1_000_000_000i64 << cfg.log_sync
         } else {
