@@ -134,11 +134,17 @@ pub struct TxLag {
     pub sum: i128,
     /// Largest `release − slot time`, ns.
     pub max: i64,
+    /// Smallest `release − slot time`, ns (negative: released before its place).
+    pub min: i64,
+    /// Released before their place: their TX time was taken as the place's.
+    pub early: u64,
 }
 
 impl TxLag {
     fn add(&mut self, lag: i64, stamped: bool) {
         self.max = if self.n == 0 { lag } else { self.max.max(lag) };
+        self.min = if self.n == 0 { lag } else { self.min.min(lag) };
+        self.early += u64::from(lag < 0);
         self.n += 1;
         self.stamped += u64::from(stamped);
         self.sum += i128::from(lag);

@@ -437,11 +437,14 @@ impl Sync {
             station.grid_line(),
             match self.port.tx_lag() {
                 l @ TxLag { n: 1.., .. } => format!(
-                    ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max",
+                    ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max, {} ns \
+                     min ({} released before their place)",
                     l.stamped,
                     l.n,
                     l.mean().unwrap_or(0),
-                    l.max
+                    l.max,
+                    l.min,
+                    l.early
                 ),
                 _ => String::new(),
             },
