@@ -36,6 +36,7 @@ pub mod fig16;
 pub mod fig17;
 pub mod fig18;
 pub mod fig19;
+pub mod host;
 pub mod keepon;
 pub mod measure;
 pub mod model;

@@ -765,6 +765,7 @@ impl Config {
             poll_overhead: d(s.poll_overhead, Nanos(500)),
             per_slot: d(s.poll_per_slot, Nanos(5)),
             wake_latency: d(s.wake_latency, Nanos(0)),
+            wake_cost: Nanos(0),
             wake_slack_ppm: (slack * 1e6).round() as u32,
             jitter: d(s.jitter, Nanos(0)),
             spike_ppm: s.spike_ppm.unwrap_or(0),

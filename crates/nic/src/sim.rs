@@ -14,7 +14,7 @@
 //! **The host.** One poll-loop iteration costs `poll_overhead + per_slot·(slots reclaimed + posted)`; a post
 //! lands `post_latency + U[0, post_jitter]` after that work (doorbell, DMA fetch). Between iterations the loop
 //! sleeps: `0` for a busy poll, otherwise `period + wake_latency + wake_slack·period` (the shape of
-//! `usleep_range` overshoot), plus `U[0, jitter]`, plus with probability `spike_ppm/10⁶` a preemption of
+//! `usleep_range` overshoot) and then spends `wake_cost` of CPU waking, plus `U[0, jitter]`, plus with probability `spike_ppm/10⁶` a preemption of
 //! `spike`. Every draw comes from one ChaCha8 stream seeded by `seed`: a run is a pure function of its
 //! configuration.
 //!
@@ -52,6 +52,10 @@ pub struct HostModel {
     pub per_slot: Nanos,
     /// Fixed oversleep of a non-zero sleep.
     pub wake_latency: Nanos,
+    /// CPU time a loop spends after waking from a sleep before its work can start (the core leaving its idle
+    /// state, caches and TLB cold): busy, and part of the iteration's length. A busy poll never pays it, which is
+    /// why one model fits both a busy-polling loop's throughput and a sleeping loop's CPU time.
+    pub wake_cost: Nanos,
     /// Oversleep as parts per million of the requested period.
     pub wake_slack_ppm: u32,
     /// Uniform extra delay per iteration, `[0, jitter]` (0 = off): the poll thread's scheduling latency — within a
@@ -70,19 +74,23 @@ pub struct HostModel {
 pub struct Iteration {
     /// From the start of its work to the start of the next iteration's (at least 1 ns).
     pub length: Nanos,
-    /// CPU time: the work, or all of `length` for a busy poll (it never yields the core).
+    /// CPU time: the work and the wake-up's cost, or all of `length` for a busy poll (it never yields the core).
     pub busy: Nanos,
 }
 
 impl HostModel {
     /// An iteration that did `work` and then sleeps `period` (0 = busy poll): the sleep overshoots by
-    /// `wake_latency + wake_slack·period`, then `U[0, jitter]` and, with probability `spike_ppm/10⁶`, a `spike`
+    /// `wake_latency + wake_slack·period` and the core then spends `wake_cost` busy before the next iteration's
+    /// work, then `U[0, jitter]` and, with probability `spike_ppm/10⁶`, a `spike`
     /// are added (in that order, drawn from `rng`). Every poll loop on the simulator — the station's TX loop
     /// ([`SimNic`]) and the dual clock's RX loop ([`crate::rxring`]) — runs on this one model.
     pub fn iteration(&self, work: Nanos, period: Nanos, rng: &mut impl Rng) -> Iteration {
         let mut d = work.0;
         if period.0 > 0 {
-            d += period.0 + self.wake_latency.0 + period.0 * i64::from(self.wake_slack_ppm) / 1_000_000;
+            d += period.0
+                + self.wake_latency.0
+                + period.0 * i64::from(self.wake_slack_ppm) / 1_000_000
+                + self.wake_cost.0;
         }
         if self.jitter.0 > 0 {
             d += rng.gen_range(0..=self.jitter.0);
@@ -91,7 +99,7 @@ impl HostModel {
             d += self.spike.0;
         }
         let length = Nanos(d.max(1));
-        Iteration { length, busy: if period.0 > 0 { work } else { length } }
+        Iteration { length, busy: if period.0 > 0 { work + self.wake_cost } else { length } }
     }
 }
 
@@ -101,6 +109,7 @@ impl Default for HostModel {
             poll_overhead: Nanos(500),
             per_slot: Nanos(5),
             wake_latency: Nanos(0),
+            wake_cost: Nanos(0),
             wake_slack_ppm: 0,
             jitter: Nanos(0),
             spike_ppm: 0,
