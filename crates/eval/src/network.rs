@@ -90,6 +90,17 @@ fn overlaps(a: (f64, f64), b: (f64, f64), period: f64) -> bool {
 
 /// Place every flow (in order) at the earliest grid offset whose windows are free on every port of its path.
 pub fn schedule(net: &NetSpec, routes: &[Route], grid: f64) -> Result<Schedule, String> {
+    schedule_in_order(net, routes, grid, &(0..routes.len()).collect::<Vec<_>>())
+}
+
+/// [`schedule`], placing the flows in `order` (indices into `routes`; each once): the window order on shared
+/// ports follows from it. Offsets stay indexed by route.
+pub fn schedule_in_order(net: &NetSpec, routes: &[Route], grid: f64, order: &[usize]) -> Result<Schedule, String> {
+    let mut sorted = order.to_vec();
+    sorted.sort_unstable();
+    if sorted != (0..routes.len()).collect::<Vec<_>>() {
+        return Err(format!("the order {order:?} must name every one of the {} flows once", routes.len()));
+    }
     if !(net.guard >= 0.0 && net.period > 0.0 && grid > 0.0 && net.propagation >= 0.0 && net.switching >= 0.0) {
         return Err(format!(
             "network timing must be non-negative with a positive period and grid (guard {}, period {}, grid {grid})",
@@ -97,10 +108,11 @@ pub fn schedule(net: &NetSpec, routes: &[Route], grid: f64) -> Result<Schedule, 
         ));
     }
     let mut busy: HashMap<Port, Vec<(f64, f64)>> = HashMap::new();
-    let mut offsets = Vec::new();
+    let mut offsets = vec![0.0; routes.len()];
     let mut gcl: BTreeMap<Port, Vec<(f64, f64)>> = BTreeMap::new();
     let steps = (net.period / grid).floor() as u64;
-    for (f, r) in routes.iter().enumerate() {
+    for &f in order {
+        let r = &routes[f];
         let ports = r.ports();
         let win = |o: f64, h: usize| {
             let s = (o + h as f64 * net.hop()).rem_euclid(net.period);
@@ -119,7 +131,7 @@ pub fn schedule(net: &NetSpec, routes: &[Route], grid: f64) -> Result<Schedule, 
                 gcl.entry(*p).or_default().push(win(o, h));
             }
         }
-        offsets.push(o);
+        offsets[f] = o;
     }
     for v in gcl.values_mut() {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));

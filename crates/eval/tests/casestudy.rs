@@ -112,3 +112,34 @@ fn bad_network_timing_and_oversized_runs_are_refused() {
     assert!(e.contains("--frames 1"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The topologies the sweep tries keep the paper's hop counts (F2–F4 and F7 three switches, F1 and F8 two, F12
+/// one), the chain is the report's, and every window order gives a conflict-free schedule; an order that is not a
+/// permutation of the flows is refused.
+#[test]
+fn every_topology_keeps_the_hop_counts_and_every_window_order_schedules() {
+    let p = Params::new(10);
+    let switches = |r: &keepon_eval::network::Route| r.nodes.len() - 2;
+    assert_eq!(casestudy::routes_on("SW3", "SW2"), casestudy::routes());
+    let orders = casestudy::window_orders(12);
+    assert_eq!(orders.len(), 2 + casestudy::SHUFFLED_ORDERS as usize);
+    let mut distinct = orders.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), orders.len(), "the orders differ");
+    for (name, b, near) in casestudy::TOPOLOGIES {
+        let routes = casestudy::routes_on(b, near);
+        let hops: Vec<usize> = routes.iter().map(switches).collect();
+        assert_eq!(hops, [2, 3, 3, 3, 2, 3, 3, 2, 2, 3, 1, 1], "{name}");
+        for order in &orders {
+            let s = keepon_eval::network::schedule_in_order(&p.net, &routes, GRID, order).expect(name);
+            windows_never_overlap(&s, p.net.period);
+        }
+    }
+    let routes = casestudy::routes();
+    assert!(keepon_eval::network::schedule_in_order(&p.net, &routes, GRID, &[0, 1, 2]).is_err());
+    assert!(keepon_eval::network::schedule_in_order(&p.net, &routes, GRID, &[0; 12]).is_err());
+    // The flows' own order is `schedule`'s.
+    let own = keepon_eval::network::schedule_in_order(&p.net, &routes, GRID, &orders[0]).unwrap();
+    assert_eq!(own.offsets, schedule(&p.net, &routes, GRID).unwrap().offsets);
+}
