@@ -47,6 +47,9 @@ pub const PAPER_TABLE1: [(usize, [f64; 3], [f64; 3]); 7] = [
     (12, [5.2, 5.2, 5.2], [5.2, 5.2, 5.2]),
 ];
 
+/// The flows the paper's stock driver displaced (Table 1): F3, F4 and F7, and no other.
+pub const PAPER_DISPLACED: [usize; 3] = [3, 4, 7];
+
 /// The end stations, in a fixed order (their PTP error streams are numbered by it).
 pub const NODES: [&str; 7] = ["power-load", "rpi-a", "rpi-b", "rpi-c", "rt-sim", "struct-sensor", "gpu"];
 
@@ -465,7 +468,7 @@ pub fn sensitivity(p: &Params, progress: &mut dyn FnMut(&str)) -> Result<(Sens, 
         } else {
             count.iter().map(|(f, c)| format!("F{f} {c}")).collect::<Vec<_>>().join(", ")
         },
-        per_seed.iter().filter(|x| x.1 == [3, 4, 7]).count()
+        per_seed.iter().filter(|x| x.1 == PAPER_DISPLACED).count()
     );
     // The fitted switching delay and the chosen PTP error, swept (stock and keepon only; seeds 0..3 of the run).
     let mut sweeps = Sens::default();
@@ -527,7 +530,7 @@ pub fn sensitivity(p: &Params, progress: &mut dyn FnMut(&str)) -> Result<(Sens, 
             q.seed = p.seed.wrapping_add(k);
             let st = run_scenario(&q, "stock-etf", &sched, &mut |_| {})?;
             let d = displaced(&st, q.net.period);
-            if d == [3, 4, 7] {
+            if d == PAPER_DISPLACED {
                 paper_like += 1;
             }
             shown.push(flows_text(&d));
@@ -606,7 +609,7 @@ fn topology_sweep(p: &Params, sens: &mut Sens, progress: &mut dyn FnMut(&str)) -
                 let q = Params { hyperperiods: n, seed, ..p.clone() };
                 let st = run_scenario_on(&q, "stock-etf", &routes, &sched, &mut |_| {})?;
                 let d = displaced(&st, q.net.period);
-                paper_like += u32::from(d == [3, 4, 7]);
+                paper_like += u32::from(d == PAPER_DISPLACED);
                 runs += 1;
                 *sets.entry(flows_text(&d)).or_insert(0) += 1;
             }

@@ -41,8 +41,10 @@ use crate::table3;
 pub const OVERHEAD: Nanos = Nanos::from_us(100);
 /// Batch of the slot-size sweep (see the module docs).
 pub const SLOT_SWEEP_BATCH: u32 = 32;
+/// Descriptors in the station's TX ring.
+pub const TX_RING: u32 = 256;
 /// Descriptors in the dual clock's RX ring (*chosen*: the TX ring's size).
-pub const RX_RING: u32 = 256;
+pub const RX_RING: u32 = TX_RING;
 /// The paper's quoted points: (sweep, core, batch, slot bytes, CPU %). Fig 19 b gives only "approximately 6 %" at
 /// batch 54 for both cores of the dual clock, and Fig 19 d "the same trend".
 pub const PAPER: [(&str, &str, u32, u32, f64); 5] = [
@@ -105,6 +107,11 @@ pub struct Point {
     pub rx_dropped: u64,
 }
 
+/// `slot`-byte slots at 1 Gb/s.
+fn geometry(slot: u32) -> Result<SlotGeometry, String> {
+    SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())
+}
+
 /// The prototype's poll period for `batch` slots of `geometry`: `batch·δ − 100 µs`, or 0 (busy poll).
 pub fn poll_period(geometry: SlotGeometry, batch: u32) -> Nanos {
     let budget = i64::try_from(geometry.period().floor_mul(u64::from(batch))).unwrap_or(i64::MAX);
@@ -118,13 +125,11 @@ pub fn point(sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<
 
 /// [`point`] with another host model (the sensitivity sweeps).
 pub fn point_with(model: HostModel, sweep: &'static str, batch: u32, slot: u32, span: Nanos) -> Result<Point, String> {
-    let ring = 256;
+    let ring = TX_RING;
     if batch == 0 || batch >= ring {
         return Err(format!("batch {batch} must be within 1..{ring}"));
     }
-    let geometry =
-        SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
-    let period = poll_period(geometry, batch);
+    let period = poll_period(geometry(slot)?, batch);
     let (d, elapsed) = table3::fillers_only(1, model, slot, ring, batch, period, span)?;
     let cpu = d.nic.host_busy().0 as f64 / elapsed.0 as f64 * 100.0;
     Ok(Point {
@@ -154,11 +159,9 @@ pub fn rx_point(
     if batch == 0 || batch > ring {
         return Err(format!("batch {batch} must be within 1..={ring}"));
     }
-    let geometry =
-        SlotGeometry::new(LinkRate::from_mbps(1000).map_err(|e| e.to_string())?, slot).map_err(|e| e.to_string())?;
-    let period = poll_period(geometry, batch);
-    let run =
-        rxring::run(RxCore { host: model, batch, poll_period: period, ring, stall, seed: 1 }, geometry.period(), span);
+    let g = geometry(slot)?;
+    let period = poll_period(g, batch);
+    let run = rxring::run(RxCore { host: model, batch, poll_period: period, ring, stall, seed: 1 }, g.period(), span);
     Ok(Point {
         sweep,
         core: "rx",

@@ -107,8 +107,6 @@ pub struct RxRun {
     pub held: u64,
     /// The most frames the ring held at a burst.
     pub max_backlog: u64,
-    /// Iterations.
-    pub iterations: u64,
 }
 
 impl RxRun {
@@ -124,11 +122,10 @@ pub fn run(core: RxCore, period: SlotPeriod, span: Nanos) -> RxRun {
     let mut ring = RxRing::new(period, start, core.ring);
     let mut rng = ChaCha8Rng::seed_from_u64(core.seed);
     let mut stall = core.stall;
-    let (mut now, mut busy, mut iterations, mut max_backlog) = (start, Nanos(0), 0u64, 0u64);
+    let (mut now, mut busy, mut max_backlog) = (start, Nanos(0), 0u64);
     while now - start < span {
-        ring.arrive(now);
-        max_backlog = max_backlog.max(ring.held());
         let n = ring.burst(now, core.batch);
+        max_backlog = max_backlog.max(ring.held() + n);
         let work = Nanos(core.host.poll_overhead.0 + core.host.per_slot.0 * n as i64);
         let it = core.host.iteration(work, core.poll_period, &mut rng);
         busy = busy + it.busy;
@@ -137,18 +134,9 @@ pub fn run(core: RxCore, period: SlotPeriod, span: Nanos) -> RxRun {
             now += len;
             stall = None;
         }
-        iterations += 1;
     }
     ring.arrive(now);
-    RxRun {
-        elapsed: now - start,
-        busy,
-        taken: ring.taken(),
-        dropped: ring.dropped(),
-        held: ring.held(),
-        max_backlog,
-        iterations,
-    }
+    RxRun { elapsed: now - start, busy, taken: ring.taken(), dropped: ring.dropped(), held: ring.held(), max_backlog }
 }
 
 #[cfg(test)]
