@@ -43,6 +43,14 @@ pub struct Conn {
     pub readable: bool,
     /// The kernel reported room to write that no write has yet found exhausted.
     pub writable: bool,
+    /// A `Schedule` request of this connection waits for the poll loop: no further request is parsed until it
+    /// is answered (one queued per connection, so the queue is bounded by the connections).
+    pub change_waiting: bool,
+    /// A `Stats` request of this connection waits for this poll's metrics: no further request is parsed this
+    /// poll (one `Stats` per connection per poll).
+    pub stats_waiting: bool,
+    /// The connection holds one of the connections reserved for users of real-time classes.
+    pub in_reserve: bool,
 }
 
 impl Conn {
@@ -53,7 +61,7 @@ impl Conn {
 
     /// True while the connection may parse requests: it reads and its unsent replies are below the limit.
     pub fn takes_requests(&self, limits: &Limits) -> bool {
-        !self.broken && self.wbuf.len() < limits.reply_backlog
+        !self.broken && !self.change_waiting && !self.stats_waiting && self.wbuf.len() < limits.reply_backlog
     }
 
     /// Nothing is owed either way: the connection can be closed.
@@ -132,6 +140,9 @@ pub struct Conns {
     shared: usize,
     /// Of these, peers that may use no class at all.
     unlisted: usize,
+    /// Connections in the reserve held by users other than root and the daemon's own, by uid (see
+    /// [`Conns::accept_all`]).
+    reserve_by_uid: HashMap<u32, usize>,
 }
 
 /// The listener's token (connection ids count up from 0 and never reach it).
@@ -188,6 +199,7 @@ impl Conns {
             active: BTreeSet::new(),
             shared: 0,
             unlisted: 0,
+            reserve_by_uid: HashMap::new(),
         })
     }
 
@@ -241,6 +253,11 @@ impl Conns {
     /// Accept every pending connection within the limits; `allowed` gives a peer's classes from its
     /// credentials, and whether one of them is a real-time class. A connection over a limit gets an error
     /// reply naming the limit and is closed.
+    ///
+    /// The reserve (`reserved_connections`, what is left once `max_connections − reserved_connections` are
+    /// open) serves users of real-time classes, and is kept per user: users other than root and the daemon's
+    /// own together hold at most half of it, each at most a quarter (at least one when the half allows), so
+    /// no single user — nor a few — can take root's connections.
     pub fn accept_all(
         &mut self,
         listener: &UnixListener,
@@ -277,6 +294,8 @@ impl Conns {
                      for users of real-time classes (daemon.reserved_connections)",
                     self.shared, limits.reserved_connections
                 ))
+            } else if let Some(why) = self.reserve_refusal(uid, real_time, limits) {
+                Some(why)
             } else if unlisted && self.unlisted >= limits.max_connections_unlisted {
                 Some(format!(
                     "uid {uid} may use no class, and users without an allow rule have {} connections \
@@ -303,6 +322,10 @@ impl Conns {
                 continue; // (out of memory for epoll: the peer sees its connection closed)
             }
             self.usage.entry(uid).or_default().connections += 1;
+            let in_reserve = real_time && self.map.len() >= shared && !super::guard::privileged(uid);
+            if in_reserve {
+                *self.reserve_by_uid.entry(uid).or_default() += 1;
+            }
             self.shared += usize::from(!real_time);
             self.unlisted += usize::from(unlisted);
             let conn = Conn {
@@ -319,6 +342,9 @@ impl Conns {
                 // A new connection may hold data already (written before the accept), and has room.
                 readable: true,
                 writable: true,
+                change_waiting: false,
+                stats_waiting: false,
+                in_reserve,
             };
             self.map.insert(id, conn);
             self.active.insert(id);
@@ -326,6 +352,32 @@ impl Conns {
             a.taken += 1;
         }
         a
+    }
+
+    /// Why a connection of `uid` may not take one of the reserved connections, if it would need one.
+    fn reserve_refusal(&self, uid: u32, real_time: bool, limits: &Limits) -> Option<String> {
+        let shared = limits.max_connections - limits.reserved_connections;
+        if !real_time || self.map.len() < shared || super::guard::privileged(uid) {
+            return None;
+        }
+        let all: usize = self.reserve_by_uid.values().sum();
+        let mine = self.reserve_by_uid.get(&uid).copied().unwrap_or(0);
+        let (half, quarter) = (limits.reserved_connections / 2, (limits.reserved_connections / 4).max(1));
+        if all >= half {
+            Some(format!(
+                "the {} unreserved connections are all open and users other than root hold {all} of the {} \
+                 reserved ones, half of them (daemon.reserved_connections; the rest stay for root)",
+                shared, limits.reserved_connections
+            ))
+        } else if mine >= quarter {
+            Some(format!(
+                "the {} unreserved connections are all open and uid {uid} holds {mine} of the {} reserved ones, a \
+                 quarter of them (daemon.reserved_connections)",
+                shared, limits.reserved_connections
+            ))
+        } else {
+            None
+        }
     }
 
     /// Write what can be written; close connections that broke or owe nothing more; keep active only those with
@@ -341,6 +393,14 @@ impl Conns {
                 let c = self.map.remove(&cid).expect("present");
                 self.shared = self.shared.saturating_sub(usize::from(!c.real_time));
                 self.unlisted = self.unlisted.saturating_sub(usize::from(!c.allowed.iter().any(|&a| a)));
+                if c.in_reserve {
+                    if let Some(n) = self.reserve_by_uid.get_mut(&c.uid) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.reserve_by_uid.remove(&c.uid);
+                        }
+                    }
+                }
                 let _ = self.poll.registry().deregister(&mut SourceFd(&c.stream.as_raw_fd()));
                 if let Some(u) = self.usage.get_mut(&c.uid) {
                     u.connections = u.connections.saturating_sub(1);

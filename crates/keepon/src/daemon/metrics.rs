@@ -201,16 +201,9 @@ pub fn fit(text: &str) -> String {
         return text.to_owned();
     }
     const CUT: &str = "# cut to one message: daemon.metrics_file has every metric\n";
-    let end = text[..room - CUT.len()].rfind('\n').map_or(0, |i| i + 1);
+    // Cut after a newline (one byte, never inside a UTF-8 sequence), so the cut is on a character boundary.
+    let end = text.as_bytes()[..room - CUT.len()].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     format!("{}{CUT}", &text[..end])
-}
-
-/// Replace the metrics file with `text` (written beside it, then renamed: a reader never sees half a file).
-pub fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// One sample of the text format.
@@ -347,5 +340,19 @@ mod tests {
         }
         assert!(parse("keepon_x{a=\"b} 1").unwrap_err().contains("line 1"));
         assert!(parse("keepon_x one").unwrap_err().contains("not a number"));
+    }
+
+    /// Issue 29 point 3: metrics beyond one message, with class names that are not ASCII, are cut on a line
+    /// boundary (the old cut sliced inside a character and killed the daemon).
+    #[test]
+    fn a_cut_never_splits_a_character() {
+        for pad in 0..4 {
+            let line = format!("keepon_frames_sent_total{{class=\"{}é\"}} 1\n", "x".repeat(pad));
+            let text = line.repeat(2 * crate::api::MAX_MESSAGE / line.len());
+            let cut = fit(&text);
+            assert!(cut.len() <= crate::api::MAX_MESSAGE - 2, "{}", cut.len());
+            assert!(cut.ends_with("daemon.metrics_file has every metric\n"));
+            assert!(parse(&cut).unwrap().len() > 100);
+        }
     }
 }

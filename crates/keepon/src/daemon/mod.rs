@@ -81,7 +81,9 @@ mod config;
 mod conn;
 pub mod dual;
 mod feed;
+mod guard;
 pub mod metrics;
+mod metricsfile;
 mod schedule;
 mod served;
 mod socket;
@@ -328,8 +330,7 @@ fn serve_requests(
     owner: &mut Owners,
     next_frame: &mut u64,
     stats: &mut DaemonStats,
-    wanted: &mut Vec<u64>,
-    changes: &mut Vec<schedule::Request>,
+    later: &mut Later,
 ) {
     let mut at = 0;
     while *budget > 0 && c.takes_requests(ctx.limits) {
@@ -359,11 +360,27 @@ fn serve_requests(
                 ..ctx.info.clone()
             })),
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
-            // Answered after this poll's requests, when the metrics are rendered (once for all who asked).
-            Ok(Request::Stats) => wanted.push(cid),
-            // Applied to the station after this poll's requests (it is not in reach here).
+            // Answered after this poll's requests, when the metrics are rendered (once for all who asked); one
+            // per connection per poll, and at a bounded rate for users other than root and the daemon's own.
+            Ok(Request::Stats) if later.guard.allow(c.uid, ctx.now) => {
+                later.stats.push(cid);
+                c.stats_waiting = true;
+            }
+            Ok(Request::Stats) => {
+                later.guard.note(c.uid, "Stats requests over the rate limit", rate_limited, ctx.now);
+                c.respond(&Response::Error(rate_limited()));
+            }
+            // Refused at once, in O(1), for users who may not change the schedule.
+            Ok(Request::Schedule { .. }) if !guard::privileged(c.uid) => {
+                let why = schedule::permitted(c.uid).expect_err("not privileged");
+                later.guard.note(c.uid, "schedule changes refused", || why.clone(), ctx.now);
+                c.respond(&Response::Scheduled(Err(why)));
+            }
+            // Applied to the station after this poll's requests (it is not in reach here), one per poll; the
+            // connection's further requests wait until it is answered.
             Ok(Request::Schedule { base_time, classes }) => {
-                changes.push(schedule::Request { cid, uid: c.uid, base_time, classes });
+                later.changes.push_back(schedule::Request { cid, uid: c.uid, base_time, classes });
+                c.change_waiting = true;
             }
             Ok(Request::Subscribe { release_times }) => {
                 // Frames already sent keep what they had; the choice holds for outcomes from now on.
@@ -411,6 +428,21 @@ fn serve_requests(
         }
     }
     c.rbuf.drain(..at);
+}
+
+/// The reply to a `Stats` request over the rate limit.
+fn rate_limited() -> String {
+    format!("Stats refused: users other than root and the daemon's own may ask {} per second", guard::EXPENSIVE_PER_S)
+}
+
+/// Requests answered after a poll's reads: `Stats` (when the metrics are rendered, once for all who asked) and
+/// `Schedule` (applied to the station one per poll, in the order asked); and the per-user limits and refusal
+/// tallies ([`guard`]).
+#[derive(Default)]
+struct Later {
+    stats: Vec<u64>,
+    changes: std::collections::VecDeque<schedule::Request>,
+    guard: guard::Guard,
 }
 
 /// Where a stopping daemon is.
@@ -493,8 +525,20 @@ fn serve_bound<N: Nic, S: Served>(
     let classes = cfg.ownership.classes();
     let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
     let backend = driver.nic.describe();
-    let mut wanted: Vec<u64> = Vec::new();
-    let (mut metrics_next, mut metrics_failed) = (Tai(i64::MIN), false);
+    let mut later = Later::default();
+    let mut metrics_next = Tai(i64::MIN);
+    let mut metrics_file = match &dcfg.metrics_file {
+        Some(p) => {
+            let f = metricsfile::MetricsFile::open(p)?;
+            if let Some(w) = f.shared_directory_warning() {
+                eprintln!("keepon daemon: warning: {w}");
+            }
+            Some(f)
+        }
+        None => None,
+    };
+    // The last metrics-file failure said (each said once, and its end said too).
+    let mut metrics_said: Option<String> = None;
     let mut conns = Conns::new(bound.as_ref().map(|b| &b.listener)).map_err(|e| format!("epoll: {e}"))?;
     let mut owner: Owners = HashMap::new();
     let mut releases = Releases::default();
@@ -526,8 +570,7 @@ fn serve_bound<N: Nic, S: Served>(
     };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
     let mut windows = driver.station.windows();
-    // Schedule changes asked for this poll, and whether one is pending.
-    let mut changes: Vec<schedule::Request> = Vec::new();
+    // Whether a schedule change is pending.
     let (mut change_pending, mut schedule_changes) = (false, 0u64);
     let allowed = |uid, gid| {
         let a = dcfg.allowed(cfg, uid, gid);
@@ -628,33 +671,41 @@ fn serve_bound<N: Nic, S: Served>(
                     &mut owner,
                     &mut next_frame,
                     &mut stats,
-                    &mut wanted,
-                    &mut changes,
+                    &mut later,
                 );
             }
         }
-        // Schedule changes, in the order asked: each answered with when it takes effect, or why not.
-        for schedule::Request { cid, uid, base_time, classes } in changes.drain(..) {
+        // Schedule changes, in the order asked, one per poll (each may move every frame waiting in the station):
+        // each answered with when it takes effect, or why not.
+        if let Some(schedule::Request { cid, uid, base_time, classes }) = later.changes.pop_front() {
             let r = driver.station.change_schedule(uid, base_time, &classes);
             match &r {
                 Ok(s) => {
                     change_pending = true;
                     schedule_changes += 1;
-                    eprintln!(
-                        "keepon daemon: schedule change from uid {uid} accepted: takes effect at {} ns; {} frames \
-                         already submitted lost their slot (schedule-change)",
-                        s.time, s.rejected
+                    later.guard.note(
+                        uid,
+                        "schedule changes accepted",
+                        || {
+                            format!(
+                                "takes effect at {} ns; {} frames already submitted lost their slot (schedule-change)",
+                                s.time, s.rejected
+                            )
+                        },
+                        now,
                     );
                 }
-                Err(why) => eprintln!("keepon daemon: schedule change from uid {uid} refused: {why}"),
+                Err(why) => later.guard.note(uid, "schedule changes refused", || why.clone(), now),
             }
             if let Some(c) = conns.get_mut(cid) {
+                c.change_waiting = false;
                 c.respond(&Response::Scheduled(r));
             }
         }
+        later.guard.tick(now);
         // Metrics: to those who asked this poll, and to the metrics file when it is due.
-        let file_due = dcfg.metrics_file.is_some() && now >= metrics_next;
-        if !wanted.is_empty() || file_due {
+        let file_due = metrics_file.is_some() && now >= metrics_next;
+        if !later.stats.is_empty() || file_due {
             let view = metrics::View {
                 backend: &backend,
                 rate_bps: cfg.geometry.rate().bps(),
@@ -671,18 +722,24 @@ fn serve_bound<N: Nic, S: Served>(
                 schedule_changes,
             };
             let text = metrics::render(&view);
-            for cid in wanted.drain(..) {
+            let reply = (!later.stats.is_empty()).then(|| Response::Stats(metrics::fit(&text)).emit());
+            for cid in later.stats.drain(..) {
                 if let Some(c) = conns.get_mut(cid) {
-                    c.respond(&Response::Stats(metrics::fit(&text)));
+                    c.stats_waiting = false;
+                    crate::api::frame_message(reply.as_deref().unwrap_or_default(), &mut c.wbuf);
                 }
             }
-            if let (true, Some(path)) = (file_due, &dcfg.metrics_file) {
+            if let (true, Some(f)) = (file_due, metrics_file.as_mut()) {
                 metrics_next = now + METRICS_EVERY;
-                if let Err(e) = metrics::write_file(path, &text) {
-                    if !metrics_failed {
-                        eprintln!("keepon daemon: cannot write daemon.metrics_file {}: {e}", path.display());
-                        metrics_failed = true;
+                match f.write(&text) {
+                    Err(e) if metrics_said.as_ref() != Some(&e) => {
+                        eprintln!("keepon daemon: daemon.metrics_file not written: {e}");
+                        metrics_said = Some(e);
                     }
+                    Ok(()) if metrics_said.take().is_some() => {
+                        eprintln!("keepon daemon: daemon.metrics_file {} written again", f.path().display());
+                    }
+                    _ => {}
                 }
             }
         }
@@ -749,6 +806,7 @@ fn serve_bound<N: Nic, S: Served>(
         }
         driver.nic.wait(cfg.poll_period);
     }
+    later.guard.flush(driver.nic.now());
     Ok(stats)
 }
 
@@ -775,6 +833,9 @@ mod tests {
                 broken: false,
                 readable: true,
                 writable: true,
+                change_waiting: false,
+                stats_waiting: false,
+                in_reserve: false,
             },
         );
         conns.usage.insert(7, Usage { connections: 1, in_flight: n });
