@@ -1,22 +1,26 @@
 """``keepon-plan network`` and ``keepon-plan network-verify``: plan a whole network into one directory, check one.
 
-Stages, each under the command's one ``--time-limit`` (:mod:`keepon_plan.deadline`): read the description; choose
-every talker's ring (:mod:`.stations`); route (:mod:`.routing`); bad input if a link is slower than its streams;
-proven infeasible if a route's latency exceeds a stream's bound; place (greedy first fit, :mod:`.schedule`, then the
-exact CP-SAT model of :mod:`.exact` for instances of at most ``--exact-limit`` streams it leaves unplaced, or only
-the exact model with ``--method exact``); write the directory (:mod:`.output`) and the standard exports
-(:mod:`.export_yang`, :mod:`.export_taprio`); replay it with the independent verifier (:mod:`.verify`).
+Stages, each under the command's one ``--time-limit`` (:mod:`keepon_plan.deadline`): read the description; plan it
+(:mod:`.plan`: rings, routes, the checks that prove, greedy with queueing, repair, exact no-wait model); write the
+directory (:mod:`.output`) and the standard exports (:mod:`.export_yang`, :mod:`.export_taprio`); replay it with the
+independent verifier (:mod:`.verify`). A claim of infeasibility comes with a certificate (:mod:`.certificate`),
+written with ``--certificate FILE`` and checked by ``network-verify --certificate FILE`` (:mod:`.verify_certificate`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from ..deadline import Deadline, TimeLimitExceeded, backstop, command_reserve
 from ..model import InputError
+from .certificate import describe_model
+from .plan import plan_network
+
+__all__ = ["add_network_parsers", "cmd_network", "cmd_network_verify", "plan_network", "write_all"]
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_UNKNOWN, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -25,52 +29,9 @@ def _say(msg: str) -> None:
     print(f"keepon-plan: {msg}", file=sys.stderr, flush=True)
 
 
-def plan_network(net, deadline: Deadline, method: str = "auto", exact_limit: int = 60, seed: int = 0, say=_say):
-    """(status, payload): ("plan", (routed, departures, rings, method)) or (status, reason)."""
-    from .routing import Router, check_utilisation, route_stream
-    from .schedule import greedy
-    from .stations import station_rings
-
-    deadline.enter("choosing the talkers' rings")
-    rings = station_rings(net)
-    deadline.enter("routing")
-    router = Router(net)
-    routed = [route_stream(net, router, s, rings[s.talker].choice.slot_bytes) for s in net.streams]
-    check_utilisation(net, routed)
-    for r in routed:
-        for listener, lat in zip(r.stream.listeners, r.latency_ps, strict=True):
-            if lat > r.stream.max_latency_ns * 1000:
-                how = "its given route" if r.stream.routes else "its shortest route (so on any route)"
-                return "infeasible", (
-                    f"stream {r.stream.name!r}: the latency to {listener!r} on {how} "
-                    f"{' → '.join(r.paths[r.stream.listeners.index(listener)])} is at least {lat / 1000:g} ns "
-                    f"> max_latency {r.stream.max_latency_ns} ns"
-                )
-    slot_ps = {name: ring.slot_ps for name, ring in rings.items()}
-    if method in ("auto", "heuristic"):
-        deadline.enter("greedy no-wait placement")
-        placement, _ = greedy(routed, slot_ps, deadline)
-        say(f"greedy: {len(placement.departure_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
-        if not placement.unplaced:
-            return "plan", (routed, placement.departure_ps, rings, "greedy no-wait first fit")
-        first = placement.unplaced[0]
-        if method == "heuristic" or len(routed) > exact_limit:
-            return "unknown", (
-                f"{len(placement.unplaced)} streams not placed by the greedy heuristic, e.g. {first[0]!r}: {first[1]} "
-                f"(the exact model runs for at most --exact-limit {exact_limit} streams)"
-            )
-    deadline.enter("exact no-wait model (CP-SAT)")
-    from .exact import INFEASIBLE, PLAN, solve_exact
-
-    outcome = solve_exact(routed, slot_ps, deadline, seed)
-    if outcome.status == PLAN:
-        return "plan", (routed, outcome.departure_ps, rings, "exact no-wait (CP-SAT)")
-    if outcome.status == INFEASIBLE:
-        return "infeasible", outcome.reason
-    return "unknown", outcome.reason
-
-
-def write_all(net, out: Path, routed, departures, rings, method: str, deadline: Deadline | None = None) -> None:
+def write_all(net, out: Path, routed, starts, rings, method: str, deadline: Deadline | None = None) -> None:
+    """Write the plan directory; ``starts``: per stream its hop starts (instance 0, ps)."""
+    departures = {name: st[0] for name, st in starts.items()}
     from .export_taprio import write_taprio
     from .export_yang import write_yang
     from .gcl import port_gcls
@@ -78,12 +39,12 @@ def write_all(net, out: Path, routed, departures, rings, method: str, deadline: 
     from .stations import runtime_configs
 
     configs = runtime_configs(net, rings, departures)
-    gcls = port_gcls(net, routed, departures)
+    gcls = port_gcls(net, routed, starts)
     if out.exists():
         for sub in ("stations", "switches", "yang", "taprio"):
             shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    write_plan(out, net, plan_document(net, routed, departures, method), configs, gcls, routed)
+    write_plan(out, net, plan_document(net, routed, starts, method), configs, gcls, routed)
     write_yang(out, net, gcls, rings, departures)
     write_taprio(out, net, gcls)
 
@@ -102,9 +63,16 @@ def cmd_network(args: argparse.Namespace) -> int:
                 f"{len(net.stations)} stations, {len(net.switches)} switches, {len(net.links)} links, "
                 f"{len(net.streams)} streams"
             )
-            status, payload = plan_network(net, deadline, args.method, args.exact_limit, args.seed)
+            status, payload = plan_network(
+                net, deadline, args.method, args.exact_limit, args.seed, queueing=False if args.no_wait else None
+            )
             if status == "infeasible":
+                c = payload.certificate
                 _say(f"infeasible (proven): {payload}")
+                _say(f"the claim holds with {describe_model(c['model'])} (certificate: {c['kind']})")
+                if args.certificate:
+                    Path(args.certificate).write_text(json.dumps(c, indent=1) + "\n", encoding="utf-8")
+                    _say(f"certificate written to {args.certificate}")
                 return EXIT_INFEASIBLE
             if status != "plan":
                 _say(f"unknown: {payload}")
@@ -132,6 +100,22 @@ def cmd_network_verify(args: argparse.Namespace) -> int:
     from .verify import verify_plan_dir
 
     net = load_network(args.network)
+    if args.certificate:
+        from .verify_certificate import check_certificate
+
+        try:
+            doc = json.loads(Path(args.certificate).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the certificate: {exc}", args.certificate) from exc
+        problems = check_certificate(net, doc)
+        for v in problems:
+            _say(f"certificate refused: {v}")
+        if problems:
+            return EXIT_INFEASIBLE
+        _say(f"certificate holds: {doc.get('reason', '')}")
+        return EXIT_OK
+    if args.plan is None:
+        raise InputError("network-verify: give a plan directory or --certificate FILE")
     violations = verify_plan_dir(net, Path(args.plan))
     for v in violations:
         _say(f"invalid: {v}")
@@ -149,11 +133,14 @@ def add_network_parsers(sub, seconds) -> None:
     p.add_argument("--exact-limit", type=int, default=60, metavar="N", help="auto: CP-SAT only up to N streams")
     p.add_argument("--time-limit", type=seconds, default=60.0, metavar="S", help="bound on the whole command")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-wait", action="store_true", help="no frame waits in a queue (overrides queueing = true)")
+    p.add_argument("--certificate", metavar="FILE", help="when proven infeasible, write the certificate (JSON)")
     p.set_defaults(func=cmd_network)
 
     p = sub.add_parser("network-verify", help="replay a network plan directory hop by hop (no solver)")
     p.add_argument("network", metavar="NETWORK.toml")
-    p.add_argument("plan", metavar="DIR")
+    p.add_argument("plan", metavar="DIR", nargs="?")
+    p.add_argument("--certificate", metavar="FILE", help="check a certificate of infeasibility instead of a plan")
     p.set_defaults(func=cmd_network_verify)
 
     from .push import add_push_parser

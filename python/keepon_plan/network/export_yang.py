@@ -146,6 +146,31 @@ def station_entries(ring, owners_tc: dict[int, int]) -> tuple[int, list[tuple[in
     return slot_start_ns(total, delta), [(a, b) for a, b in entries]
 
 
+def byte_station_entries(ring, departures: dict[str, int]) -> tuple[int, list[tuple[int, int]]]:
+    """(cycle ns, entries) of a byte-clock talker's port: its windows with their class's gate open, the free gates
+    between them."""
+    from .stations import byte_windows
+
+    plan = byte_windows(ring, departures)
+    fs = ring.flowset
+    tcs = [int(c[2:]) for c in fs.classes]
+    used = 0
+    for tc in tcs:
+        used |= 1 << tc
+    free = 0xFF & ~used
+    owner = sorted((s, n, 1 << tcs[c]) for c, ws in enumerate(plan.windows) for s, n in ws)
+    entries: list[tuple[int, int]] = []
+    at = 0
+    for s, n, bit in owner:
+        if s > at:
+            entries.append((free, s - at))
+        entries.append((bit, n))
+        at = s + n
+    if at < plan.cycle:
+        entries.append((free, plan.cycle - at))
+    return plan.cycle, entries
+
+
 def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, departures: dict[str, int]) -> list[Path]:
     """Write ``yang/NAME.json`` and ``yang/NAME.xml`` for every switch with a scheduled port and every talker."""
     from ..model import to_problem
@@ -160,6 +185,12 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
             (g.port, gate_table(net.base_time, g.cycle_ns, list(g.entries), limits))
         )
     for name, ring in rings.items():
+        link = next(lk for lk in net.links if name in (lk.a, lk.b))
+        port = link.a_port if link.a == name else link.b_port
+        if ring.timing == "bytes":
+            cycle, entries = byte_station_entries(ring, departures)
+            by_switch[name] = [(port, gate_table(net.base_time, cycle, entries, STATION_LIMITS))]
+            continue
         fs, choice = ring.flowset, ring.choice
         problem = to_problem(fs, choice.slot_bytes, choice.slots)
         owners: dict[int, int] = {}
@@ -169,8 +200,6 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
             for x in range(first, first + problem.horizon, sf.period):
                 owners[x % choice.slots] = tc
         cycle, entries = station_entries(ring, owners)
-        link = next(lk for lk in net.links if name in (lk.a, lk.b))
-        port = link.a_port if link.a == name else link.b_port
         by_switch[name] = [(port, gate_table(net.base_time, cycle, entries, STATION_LIMITS))]
     for device, ports in sorted(by_switch.items()):
         doc = interfaces_document(ports)

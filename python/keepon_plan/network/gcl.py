@@ -23,6 +23,14 @@ from .topology import Network
 MIN_FRAME_WIRE_BYTES = 64 + 20
 
 
+class GclTooLong(InputError):
+    """A port's gate list is longer than its ``supported_list_max`` (names the port; the planner may re-plan)."""
+
+    def __init__(self, message: str, switch: str, towards: str) -> None:
+        super().__init__(message)
+        self.port = (switch, towards)
+
+
 @dataclass(frozen=True)
 class PortGcl:
     switch: str
@@ -33,15 +41,15 @@ class PortGcl:
     """(gate states: bit i = traffic class i open, interval ns), summing to ``cycle_ns``."""
 
 
-def port_gcls(net: Network, routed: list[RoutedStream], departure_ps: dict[str, int]) -> list[PortGcl]:
+def port_gcls(net: Network, routed: list[RoutedStream], starts_ps: dict[str, tuple[int, ...]]) -> list[PortGcl]:
+    """``starts_ps``: per stream, the first bit of instance 0 on each of its hops."""
     frames: dict[tuple[str, str], list[tuple[int, int, int, int]]] = {}  # (start ps, tx ps, tc, period ns)
     for r in routed:
-        a = departure_ps[r.stream.name]
-        for h in r.hops:
+        for h, t in zip(r.hops, starts_ps[r.stream.name], strict=True):
             if h.src in net.switches:
                 start, length = h.window()
                 frames.setdefault((h.src, h.dst), []).append(
-                    (a + start, length, r.stream.traffic_class, r.stream.period_ns)
+                    (t + start - h.offset_ps, length, r.stream.traffic_class, r.stream.period_ns)
                 )
     return [_port_list(net, sw, nb, fr) for (sw, nb), fr in sorted(frames.items())]
 
@@ -55,13 +63,16 @@ def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int,
         cycle = math.lcm(cycle, p)
     if cycle > switch.supported_cycle_max_ns:
         raise InputError(f"{where}: cycle {cycle} ns exceeds supported_cycle_max {switch.supported_cycle_max_ns} ns")
+    gran = switch.gate_granularity_ns
+    if cycle % gran:
+        raise InputError(f"{where}: cycle {cycle} ns is not a whole number of its gate_granularity {gran} ns")
     scheduled = 0
     opens: list[tuple[int, int, int]] = []  # (start ns, end ns, tc bit) within [0, cycle), split at the wrap
     for start, tx, tc, period in frames:
         scheduled |= 1 << tc
         for base in range(0, cycle, period):
-            lo = (start + base * 1000) // 1000
-            hi = -(-(start + base * 1000 + tx) // 1000)
+            lo = (start + base * 1000) // (1000 * gran) * gran
+            hi = -(-(start + base * 1000 + tx) // (1000 * gran)) * gran
             lo_c, length = lo % cycle, hi - lo
             if lo_c + length <= cycle:
                 opens.append((lo_c, lo_c + length, 1 << tc))
@@ -104,8 +115,10 @@ def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int,
             interval -= switch.supported_interval_max
         split.append((state, interval))
     if len(split) > switch.supported_list_max:
-        raise InputError(
+        raise GclTooLong(
             f"{where}: its gate control list needs {len(split)} entries, more than supported_list_max "
-            f"{switch.supported_list_max}"
+            f"{switch.supported_list_max}",
+            sw,
+            nb,
         )
     return PortGcl(sw, port, nb, cycle, tuple(split))

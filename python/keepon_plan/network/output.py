@@ -23,10 +23,11 @@ from .stations import ns_of
 from .topology import Network
 
 
-def plan_document(net: Network, routed: list[RoutedStream], departure_ps: dict[str, int], method: str) -> dict:
+def plan_document(net: Network, routed: list[RoutedStream], starts_ps: dict[str, tuple[int, ...]], method: str) -> dict:
     streams = []
     for r in routed:
-        s, a = r.stream, departure_ps[r.stream.name]
+        s, starts = r.stream, starts_ps[r.stream.name]
+        a = starts[0]
         streams.append(
             {
                 "name": s.name,
@@ -37,14 +38,18 @@ def plan_document(net: Network, routed: list[RoutedStream], departure_ps: dict[s
                 "wire_bytes": r.wire_bytes,
                 "departure_ps": a,
                 "routes": [list(p) for p in r.paths],
+                "timing": net.stations[s.talker].timing,
                 "hops": [
-                    {"link": f"{h.src}->{h.dst}", "start_ps": a + h.offset_ps, "end_ps": a + h.offset_ps + h.tx_ps}
-                    for h in r.hops
+                    {"link": f"{h.src}->{h.dst}", "start_ps": t, "end_ps": t + h.tx_ps, "wait_ps": w}
+                    for h, t, w in zip(r.hops, starts, r.waits_ps(starts), strict=True)
                 ],
-                "latency_ps": dict(zip(s.listeners, r.latency_ps, strict=True)),
+                "latency_ps": dict(zip(s.listeners, r.latencies_ps(starts), strict=True)),
                 "jitter_ps": 0,
                 "max_latency_ns": s.max_latency_ns,
                 "max_jitter_ns": s.max_jitter_ns,
+                "earliest_offset_ns": s.earliest_offset_ns,
+                "latest_offset_ns": s.latest_offset_ns,
+                "deadline_ns": s.deadline_ns,
             }
         )
     return {
@@ -102,10 +107,12 @@ def write_plan(
     body = ",\n ".join(json.dumps(s) for s in plan["streams"])  # one stream per line (and json's C encoder)
     (out / "plan.json").write_text(f'{head}, "streams": [\n {body}\n]}}\n', encoding="utf-8")
     departures = {s["name"]: s["departure_ps"] for s in plan["streams"]}
+    latencies = {s["name"]: s["latency_ps"] for s in plan["streams"]}
     rows = ["stream,talker,listener,route,departure_ns,latency_ns,max_latency_ns,jitter_ns,max_jitter_ns"]
     for r in routed:
         s = r.stream
-        for listener, path, lat in zip(s.listeners, r.paths, r.latency_ps, strict=True):
+        for listener, path in zip(s.listeners, r.paths, strict=True):
+            lat = latencies[s.name][listener]
             dep = departures[s.name]
             rows.append(
                 f"{s.name},{s.talker},{listener},{' '.join(path)},{ns_of(dep)},{ns_of(lat)},{s.max_latency_ns},0,"

@@ -46,7 +46,24 @@ class RoutedStream:
     hops: tuple[Hop, ...]
     """The tree's directed links, each once, parents before children."""
     latency_ps: tuple[int, ...]
-    """Per listener: last bit received − first bit sent."""
+    """Per listener: last bit received − first bit sent, when no frame waits (the least the route allows)."""
+    parents: tuple[int, ...] = ()
+    """Per hop: the index of the hop before it in the tree (−1 for the talker's own link)."""
+    last_hop: tuple[int, ...] = ()
+    """Per listener: the index of the hop that reaches it."""
+
+    def waits_ps(self, starts: tuple[int, ...]) -> tuple[int, ...]:
+        """Per hop: how long the frame has waited in queues up to that hop, with hop starts ``starts``."""
+        a = starts[0]
+        return tuple(t - a - h.offset_ps for t, h in zip(starts, self.hops, strict=True))
+
+    def latencies_ps(self, starts: tuple[int, ...]) -> tuple[int, ...]:
+        """Per listener: last bit received − first bit sent, with hop starts ``starts``."""
+        waits = self.waits_ps(starts)
+        return tuple(lat + waits[k] for lat, k in zip(self.latency_ps, self.last_hop, strict=True))
+
+    def nowait_starts(self, a: int) -> tuple[int, ...]:
+        return tuple(a + h.offset_ps for h in self.hops)
 
 
 def _check_route(net: Network, s: Stream, route: tuple[str, ...]) -> None:
@@ -156,7 +173,11 @@ def route_stream(net: Network, router: Router, s: Stream, wire_bytes: int) -> Ro
             if k + 2 < len(path):
                 d += net.switches[v].forwarding_delay_ps
         latency.append(d)
-    return RoutedStream(s, wire_bytes, tuple(paths), tuple(hops.values()), tuple(latency))
+    order = list(hops)
+    index = {k: i for i, k in enumerate(order)}
+    parents = tuple(index.get((parent.get(u, ""), u), -1) for u, _v in order)
+    last = tuple(index[(p[-2], p[-1])] for p in paths)
+    return RoutedStream(s, wire_bytes, tuple(paths), tuple(hops.values()), tuple(latency), parents, last)
 
 
 def check_utilisation(net: Network, routed: list[RoutedStream]) -> None:

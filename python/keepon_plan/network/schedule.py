@@ -1,13 +1,25 @@
-"""Fast no-wait placement: first fit over the hyperperiod with per-link occupancy intervals.
+"""Fast placement: first fit over the hyperperiod with per-link occupancy intervals, no-wait first, then queueing.
 
-Each stream gets one departure ``a`` (a slot start of its talker, ``0 ≤ a < period``); no-wait fixes every hop from
-it (:mod:`keepon_plan.network.routing`). Streams are placed one at a time, shortest period first, then most hops:
-starting from ``a = 0``, every instance of every hop is looked up in that directed link's occupancy over the
-hyperperiod ``H`` (sorted, disjoint intervals of ``[0, H)``, bisect); on a collision ``a`` jumps to where the
-blocking interval ends (rounded up to the next slot), and the check starts over. On a switch's egress a hop occupies
-its guarded window (:meth:`~keepon_plan.network.routing.Hop.window`). ``a`` only grows, so a stream is
-placed or found not to fit in its period. Plans only: a stream that does not fit proves nothing (the exact model in
-:mod:`keepon_plan.network.exact` decides small instances).
+Each stream gets one departure ``a`` on its talker's grid (a slot start on slots, any whole-ns byte time on the byte
+clock) within its transmit-offset window ``[earliest_offset, latest_offset]``, and one start per hop, the same in
+every period (strictly periodic hops). Streams are placed one at a time, shortest period first, then most hops
+(:func:`greedy` takes another order for repair passes). For a candidate ``a``:
+
+1. **No wait**: every hop at ``a + d_k`` (:mod:`keepon_plan.network.routing`). Every instance of every hop is looked
+   up in that directed link's occupancy over the hyperperiod ``H`` (sorted, disjoint intervals, bisect).
+2. **Queueing** (when no wait fails and the network allows it): hop by hop, parents first, the frame is ready at a
+   switch's egress when its last bit is in and the forwarding delay has passed; it starts at the first time from then
+   that is free on the link, on the switch's gate grid, within the latency and deadline budget. It may wait only
+   while its class's gate at that port is closed: no window of its class (with the short best-effort gap the gate
+   list gives to a window, :data:`~keepon_plan.network.gcl.MIN_FRAME_WIRE_BYTES`) may meet its wait, and its own
+   window may not meet another frame's wait of its class. So a class's queue holds at most one frame, in FIFO order,
+   and the frame leaves when the gate opens, as 802.1Qbv does.
+
+On a collision ``a`` jumps past the blocker (the least of the two methods' suggestions, rounded up to the grid); a
+stream whose window is exhausted (or that tried :data:`MAX_TRIES` departures) is left out with the reason. Windows on
+a switch's egress are its guarded window (:meth:`~keepon_plan.network.routing.Hop.window`) widened out to the
+switch's gate granularity; on a byte-clock talker's own link a frame is followed by a minimum frame of free link.
+Plans only: a stream left out proves nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +30,11 @@ from dataclasses import dataclass
 
 from ..deadline import Deadline, check
 from .routing import RoutedStream
+from .topology import Network
+
+MAX_TRIES = 4000
+"""Departures a stream tries before it is left out (each a no-wait and a queueing attempt)."""
+MIN_FRAME_WIRE_BYTES = 64 + 20
 
 
 class Occupancy:
@@ -39,6 +56,8 @@ class Occupancy:
 
     def shift_needed(self, t: int, length: int) -> int:
         """0 if ``[t, t + length)`` (mod H) is free, else a positive shift that passes the first blocker found."""
+        if not self.starts or length <= 0:
+            return 0
         t %= self.horizon
         if t + length <= self.horizon:
             return self._blocked(t, length)
@@ -49,6 +68,10 @@ class Occupancy:
         return tail + (self.horizon - t) if tail else 0
 
     def add(self, t: int, length: int) -> None:
+        """Add ``[t, t + length)`` (mod H); it may touch but not overlap what is there (merged intervals stay
+        separate entries, which :meth:`shift_needed` handles)."""
+        if length <= 0:
+            return
         t %= self.horizon
         pieces = (
             [(t, length)] if t + length <= self.horizon else [(t, self.horizon - t), (0, t + length - self.horizon)]
@@ -61,10 +84,15 @@ class Occupancy:
 
 @dataclass
 class Placement:
-    departure_ps: dict[str, int]
-    """Departure of instance 0 (ps after the base time) of every placed stream."""
+    starts_ps: dict[str, tuple[int, ...]]
+    """Per placed stream: the first bit of instance 0 on each hop (``RoutedStream.hops`` order; hop 0's is the
+    departure), ps after the base time."""
     unplaced: list[tuple[str, str]]
     """(stream, why) for every stream that did not fit."""
+
+    @property
+    def departure_ps(self) -> dict[str, int]:
+        return {name: starts[0] for name, starts in self.starts_ps.items()}
 
 
 def hyperperiod_ps(routed: list[RoutedStream]) -> int:
@@ -74,45 +102,232 @@ def hyperperiod_ps(routed: list[RoutedStream]) -> int:
     return h * 1000
 
 
+@dataclass(frozen=True)
+class Grids:
+    """What the placement needs to know of the talkers and switches."""
+
+    departure_ps: dict[str, int]
+    """Per talker: its departure grid."""
+    latest_ps: dict[str, int]
+    """Per stream: the latest departure its talker can take (the period's end, or before a byte-clock window wraps)."""
+    tail_ps: dict[str, int]
+    """Per talker: free link after each of its frames on its own link."""
+    gate_ps: dict[str, int]
+    """Per switch: its gate granularity."""
+    wait_ok: dict[str, bool]
+    """Per switch: whether a frame may wait in its egress queues."""
+
+
+def grids_of(net: Network, rings, queueing: bool) -> Grids:
+    latest = {}
+    for s in net.streams:
+        latest[s.name] = rings[s.talker].latest_ps(s, s.period_ns * 1000)
+    return Grids(
+        {n: ring.slot_ps for n, ring in rings.items()},
+        latest,
+        {n: ring.tail_ps() for n, ring in rings.items()},
+        {n: sw.gate_granularity_ns * 1000 for n, sw in net.switches.items()},
+        {n: queueing and net.guard_ps == 0 and sw.max_queue_frames > 0 for n, sw in net.switches.items()},
+    )
+
+
+def departure_range(r: RoutedStream, grids: Grids) -> tuple[int, int]:
+    """(lo, hi) of the departure in ps, on the talker's grid; lo > hi when empty."""
+    s = r.stream
+    grid = grids.departure_ps[s.talker]
+    lo = -(-s.earliest_offset_ns * 1000 // grid) * grid
+    hi = grids.latest_ps[s.name]
+    if s.latest_offset_ns is not None:
+        hi = min(hi, s.latest_offset_ns * 1000)
+    if s.deadline_ns is not None:
+        hi = min(hi, s.deadline_ns * 1000 - max(r.latency_ps))
+    return lo, hi // grid * grid
+
+
+class _State:
+    """Every directed link's occupancy, and per (link, class) the gate-open extents and the waits."""
+
+    def __init__(self, horizon: int, net: Network, grids: Grids) -> None:
+        self.horizon = horizon
+        self.net = net
+        self.grids = grids
+        self.busy: dict[tuple[str, str], Occupancy] = {}
+        self.extent: dict[tuple[str, str, int], Occupancy] = {}
+        self.waits: dict[tuple[str, str, int], Occupancy] = {}
+        self.queueing = any(grids.wait_ok.values())
+        self.min_frame: dict[tuple[str, str], int] = {}
+
+    def occ(self, table: dict, key) -> Occupancy:
+        o = table.get(key)
+        if o is None:
+            o = table[key] = Occupancy(self.horizon)
+        return o
+
+    def window(self, r: RoutedStream, k: int, t: int) -> tuple[int, int]:
+        """(start, length) ps that hop ``k`` starting at ``t`` keeps to itself on its link."""
+        h = r.hops[k]
+        if h.src in self.net.switches:
+            g = self.grids.gate_ps[h.src]
+            lo = (t - h.guard_ps) // g * g
+            hi = -(-(t + h.tx_ps + h.guard_ps) // g) * g
+            return lo, hi - lo
+        return t, h.tx_ps + self.grids.tail_ps.get(h.src, 0)
+
+    def gap_ps(self, h) -> int:
+        key = (h.src, h.dst)
+        if key not in self.min_frame:
+            link = self.net.link(h.src, h.dst)
+            self.min_frame[key] = MIN_FRAME_WIRE_BYTES * link.byte_ps()
+        return self.min_frame[key]
+
+    def link_shift(self, r: RoutedStream, k: int, t: int, period: int) -> int:
+        """0 if hop ``k`` at ``t`` is free in every instance (the link, and no wait of its class), else a shift."""
+        h = r.hops[k]
+        busy = self.occ(self.busy, (h.src, h.dst))
+        lo, n = self.window(r, k, t)
+        waits = self.waits.get((h.src, h.dst, r.stream.traffic_class)) if self.queueing else None
+        for base in range(0, self.horizon, period):
+            shift = busy.shift_needed(lo + base, n)
+            if not shift and waits is not None:
+                shift = waits.shift_needed(lo + base, n + self.gap_ps(h))
+            if shift:
+                return shift
+        return 0
+
+    def wait_shift(self, r: RoutedStream, k: int, ready: int, t: int, period: int) -> int:
+        """0 if the class's gate at hop ``k``'s port is closed during ``[ready, t)`` in every instance, else how far
+        ``ready`` must move to pass the window that opens it."""
+        h = r.hops[k]
+        ext = self.extent.get((h.src, h.dst, r.stream.traffic_class))
+        if ext is None:
+            return 0
+        g = self.grids.gate_ps[h.src]
+        lo = ready // g * g
+        for base in range(0, self.horizon, period):
+            shift = ext.shift_needed(lo + base, t - lo)
+            if shift:
+                return shift
+        return 0
+
+    def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
+        period = r.stream.period_ns * 1000
+        for k, (h, t) in enumerate(zip(r.hops, starts, strict=True)):
+            lo, n = self.window(r, k, t)
+            busy = self.occ(self.busy, (h.src, h.dst))
+            switch = h.src in self.net.switches
+            key = (h.src, h.dst, r.stream.traffic_class)
+            ready = starts[r.parents[k]] + h.offset_ps - r.hops[r.parents[k]].offset_ps if k else t
+            for base in range(0, self.horizon, period):
+                busy.add(lo + base, n)
+                if switch and self.queueing:
+                    self.occ(self.extent, key).add(lo + base, n + self.gap_ps(h))
+                    if t > ready:
+                        self.occ(self.waits, key).add(ready + base, t - ready)
+
+
+def _budgets(r: RoutedStream, a: int) -> list[int]:
+    """Per hop: the most the frame may have waited in total when it starts on that hop (latency and deadline)."""
+    s = r.stream
+    per_listener = []
+    for lat in r.latency_ps:
+        b = s.max_latency_ns * 1000 - lat
+        if s.deadline_ns is not None:
+            b = min(b, s.deadline_ns * 1000 - a - lat)
+        per_listener.append(b)
+    budget = [math.inf] * len(r.hops)
+    for li, k in enumerate(r.last_hop):
+        while k >= 0:
+            budget[k] = min(budget[k], per_listener[li])
+            k = r.parents[k]
+    return budget
+
+
+def _nowait(state: _State, r: RoutedStream, a: int, period: int) -> tuple[int, str]:
+    for k, h in enumerate(r.hops):
+        shift = state.link_shift(r, k, a + h.offset_ps, period)
+        if shift:
+            return shift, f"{h.src}→{h.dst}"
+    return 0, ""
+
+
+def _queued(state: _State, r: RoutedStream, a: int, period: int) -> tuple[tuple[int, ...] | None, int, str]:
+    """(hop starts, 0, "") or (None, how far ``a`` should move, the hop that failed)."""
+    budget = _budgets(r, a)
+    starts = [0] * len(r.hops)
+    for k, h in enumerate(r.hops):
+        where = f"{h.src}→{h.dst}"
+        if k == 0:
+            shift = state.link_shift(r, 0, a, period)
+            if shift:
+                return None, shift, where
+            starts[0] = a
+            continue
+        p = r.parents[k]
+        ready = starts[p] + h.offset_ps - r.hops[p].offset_ps
+        left = budget[k] - (ready - a - h.offset_ps)
+        may_wait = state.grids.wait_ok.get(h.src, False)
+        g = state.grids.gate_ps.get(h.src, 1000)
+        t = ready
+        while True:
+            if t - ready > (left if may_wait else 0):
+                return None, t - ready - max(0, left if may_wait else 0), where
+            shift = state.link_shift(r, k, t, period)
+            if shift:
+                t = -(-(t + shift) // g) * g
+                continue
+            if t > ready:
+                shift = state.wait_shift(r, k, ready, t, period)
+                if shift:
+                    return None, shift, where
+            break
+        starts[k] = t
+    return tuple(starts), 0, ""
+
+
 def greedy(
-    routed: list[RoutedStream], slot_ps: dict[str, int], deadline: Deadline | None = None
+    routed: list[RoutedStream],
+    net: Network,
+    grids: Grids,
+    deadline: Deadline | None = None,
+    order: list[RoutedStream] | None = None,
+    state: _State | None = None,
 ) -> tuple[Placement, int]:
-    """Place every stream it can; returns the placement and the hyperperiod (ps)."""
+    """Place every stream it can (in ``order``, default shortest period first, then most hops); returns the
+    placement and the hyperperiod (ps)."""
     horizon = hyperperiod_ps(routed)
-    links: dict[tuple[str, str], Occupancy] = {}
-    order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
-    placed: dict[str, int] = {}
+    state = state or _State(horizon, net, grids)
+    if order is None:
+        order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
+    placed: dict[str, tuple[int, ...]] = {}
     unplaced: list[tuple[str, str]] = []
     for n, r in enumerate(order):
         if n % 64 == 0:
             check(deadline)
         period = r.stream.period_ns * 1000
-        grid = slot_ps[r.stream.talker]
-        occ = [links.setdefault((h.src, h.dst), Occupancy(horizon)) for h in r.hops]
-        instances = range(0, horizon, period)
-        a = 0
+        grid = grids.departure_ps[r.stream.talker]
+        a, hi = departure_range(r, grids)
         blocker = ""
-        while a < period:
-            moved = False
-            for h, o in zip(r.hops, occ, strict=True):
-                start, length = h.window()
-                for base in instances:
-                    shift = o.shift_needed(a + start + base, length)
-                    if shift:
-                        a = -(-(a + shift) // grid) * grid
-                        blocker = f"{h.src}→{h.dst}"
-                        moved = True
-                        break
-                if moved:
-                    break
-            if not moved:
+        found = None
+        tries = 0
+        while a <= hi and tries < MAX_TRIES:
+            tries += 1
+            shift, blocker = _nowait(state, r, a, period)
+            if not shift:
+                found = r.nowait_starts(a)
                 break
-        if a >= period:
-            unplaced.append((r.stream.name, f"no free departure in its period (last blocked on {blocker})"))
+            if state.queueing:
+                starts, qshift, qwhere = _queued(state, r, a, period)
+                if starts is not None:
+                    found = starts
+                    break
+                if qshift < shift:
+                    shift, blocker = qshift, qwhere
+            a = -(-(a + max(shift, 1)) // grid) * grid
+        if found is None:
+            why = f"no free departure in its window (last blocked on {blocker})" if a > hi else ""
+            why = why or f"{MAX_TRIES} departures tried (last blocked on {blocker})"
+            unplaced.append((r.stream.name, why))
             continue
-        for h, o in zip(r.hops, occ, strict=True):
-            start, length = h.window()
-            for base in instances:
-                o.add(a + start + base, length)
-        placed[r.stream.name] = a
+        state.add(r, found)
+        placed[r.stream.name] = found
     return Placement(placed, unplaced), horizon

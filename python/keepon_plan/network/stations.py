@@ -1,10 +1,18 @@
 """Each keepon talker's ring, chosen and written by the station planner's own machinery.
 
-A talker's streams become a station flow set (one class per traffic class, strictly periodic flows), whose slot
-size, ring and batch :func:`keepon_plan.params.choose` picks as for ``keepon-plan solve``; the network schedule then
-fixes each flow's slot, and :func:`keepon_plan.emit.runtime_config` writes the runtime config, which the station
-verifier (:mod:`keepon_plan.verify`) checks. keepon pads every frame to the slot size, so that is the frame's length on
-every link of its route.
+A talker's streams become a station flow set (one class per traffic class, strictly periodic flows).
+
+- **Slots** (``timing = "slots"``): slot size, ring and batch as :func:`keepon_plan.params.choose` picks them for
+  ``keepon-plan solve``; the network schedule fixes each flow's slot, :func:`keepon_plan.emit.runtime_config` writes
+  the runtime config. keepon pads every frame to the slot size, so that is the frame's length on every link, and
+  departures are slot starts.
+- **Byte clock** (``timing = "bytes"``): the ring only sets the posting lead (:func:`keepon_plan.bytes.choose_ring`);
+  frames keep their own length; a departure is any whole ns that is a whole number of byte times (8 ns at 1 Gb/s,
+  4 ns at 10 Gb/s); each instance's window is exactly its wire time, and :func:`keepon_plan.bytes.runtime_config`
+  writes the config. On the talker's own link each frame is followed by a minimum frame's wire time of free link, so
+  the runtime never pads a real-time frame to close a gap (a padded frame would be longer on every hop).
+
+Either way the station verifier (:mod:`keepon_plan.verify`) checks every config written.
 """
 
 from __future__ import annotations
@@ -25,7 +33,23 @@ class StationRing:
     flowset: FlowSet
     choice: RingChoice
     slot_ps: int
-    """δ in ps: every departure of this talker is a whole number of these after the base time."""
+    """The departure grid in ps: δ on slots, the whole-ns byte grid on the byte clock."""
+    timing: str = "slots"
+    rate: int = 0
+
+    def wire_bytes(self, s: Stream) -> int:
+        """The frame's length on every link (L2 incl. FCS): the slot size on slots, its own on the byte clock."""
+        return max(s.frame_bytes, 64) if self.timing == "bytes" else self.choice.slot_bytes
+
+    def tail_ps(self) -> int:
+        """Free link after each frame on the talker's own link (byte clock: a minimum frame's wire time)."""
+        return 84 * 8 * 10**12 // self.rate if self.timing == "bytes" else 0
+
+    def latest_ps(self, s: Stream, period_ps: int) -> int:
+        """The latest departure in the period whose window does not cross the talker's cycle end."""
+        if self.timing != "bytes":
+            return period_ps - 1
+        return period_ps - -(-(max(s.frame_bytes, 64) + 20) * 8 * 10**12 // self.rate // 1000) * 1000
 
 
 def tc_class(tc: int) -> str:
@@ -42,7 +66,9 @@ def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
         f'rate = "{format_rate(link.rate)}"',
         "[ring]",
     ]
-    slot_bytes = st.slot_bytes if st.slot_bytes is not None else smallest_slot(link.rate, streams)
+    slot_bytes = st.slot_bytes
+    if slot_bytes is None and st.timing == "slots":
+        slot_bytes = smallest_slot(link.rate, streams)
     for key, value in (("slot_bytes", slot_bytes), ("slots", st.slots), ("batch", st.batch)):
         if value is not None:
             lines.append(f"{key} = {value}")
@@ -83,15 +109,26 @@ def station_rings(net: Network) -> dict[str, StationRing]:
         by_talker.setdefault(s.talker, []).append(s)
     out = {}
     for name, streams in by_talker.items():
+        timing = net.stations[name].timing
         try:
             fs = parse_flowset(flowset_text(net, name, streams), f"<station {name}>")
-            choice = choose(fs)
-            to_problem(fs, choice.slot_bytes, choice.slots)  # periods in whole slots, frames within a slot
+            if timing == "bytes":
+                from ..bytes import choose_ring
+
+                choice = choose_ring(fs)
+            else:
+                choice = choose(fs)
+                to_problem(fs, choice.slot_bytes, choice.slots)  # periods in whole slots, frames within a slot
         except InputError as exc:
             raise net.error(f"station {name!r}: its streams do not fit a keepon ring: {exc.message}") from exc
-        delta = fs_delta_ps(fs.rate, choice.slot_bytes)
-        out[name] = StationRing(name, fs, choice, delta)
+        grid = fs_delta_ps(fs.rate, choice.slot_bytes) if timing == "slots" else byte_grid_ps(fs.rate)
+        out[name] = StationRing(name, fs, choice, grid, timing, fs.rate)
     return out
+
+
+def byte_grid_ps(rate: int) -> int:
+    """The shortest whole number of ns that is a whole number of byte times, in ps (8000 at 1 Gb/s)."""
+    return math.lcm(8 * 10**12 // rate, 1000)
 
 
 def fs_delta_ps(rate: int, slot_bytes: int) -> int:
@@ -113,6 +150,9 @@ def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dic
 
     out = {}
     for name, ring in rings.items():
+        if ring.timing == "bytes":
+            out[name] = _bytes_config(net, ring, departures)
+            continue
         fs, choice = ring.flowset, ring.choice
         problem = to_problem(fs, choice.slot_bytes, choice.slots)
         slots = []
@@ -129,6 +169,40 @@ def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dic
             raise AssertionError(f"station {name}: the runtime config fails the station verifier: {violations[0]}")
         out[name] = text
     return out
+
+
+def byte_windows(ring: StationRing, departures: dict[str, int]):
+    """The byte-clock plan of a talker: its cycle, per class its frames' merged windows, per flow its txtimes."""
+    from ..bytes import DEFAULT_MAX_FRAME, BytesPlan, merge, wire_time
+    from ..units import ceil_frac, lcm_all
+
+    fs = ring.flowset
+    cycle = lcm_all([f.period for f in fs.flows])
+    per_class: list[list[tuple[int, int]]] = [[] for _ in fs.classes]
+    times = []
+    for f in fs.flows:
+        first = departures[f.name]
+        assert first % 1000 == 0
+        row = tuple(first // 1000 + lp for lp in range(0, cycle, f.period))
+        times.append(row)
+        w = ceil_frac(wire_time(f.frame_bytes, fs.rate))
+        per_class[fs.classes.index(f.cls)].extend((t, w) for t in row)
+    windows = tuple(tuple(merge(ws)) for ws in per_class)
+    grid = ring.slot_ps // 1000
+    plan = BytesPlan(cycle, windows, tuple(times), grid, max(DEFAULT_MAX_FRAME, fs.max_frame), "network schedule")
+    return plan
+
+
+def _bytes_config(net: Network, ring: StationRing, departures: dict[str, int]) -> str:
+    from ..bytes import runtime_config
+    from ..verify import verify_plan_text
+
+    plan = byte_windows(ring, departures)
+    text = runtime_config(ring.flowset, ring.choice, plan, f"station {ring.name} of {net.path or 'the network'}")
+    violations = verify_plan_text(ring.flowset, text)
+    if violations:
+        raise AssertionError(f"station {ring.name}: the runtime config fails the station verifier: {violations[0]}")
+    return text
 
 
 def ns_of(ps: int) -> str:

@@ -23,9 +23,29 @@ PS_PER_NS = 1000
 MAX_TRAFFIC_CLASS = 7
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
-_TOP_KEYS = {"version", "base_time", "traffic_class", "guard", "station", "switch", "link", "stream"}
-_STATION_KEYS = {"name", "slot_bytes", "slots", "batch"}
-_SWITCH_KEYS = {"name", "forwarding_delay", "supported_list_max", "supported_interval_max", "supported_cycle_max"}
+_TOP_KEYS = {
+    "version",
+    "base_time",
+    "traffic_class",
+    "guard",
+    "timing",
+    "queueing",
+    "station",
+    "switch",
+    "link",
+    "stream",
+}
+_STATION_KEYS = {"name", "slot_bytes", "slots", "batch", "timing"}
+_SWITCH_KEYS = {
+    "name",
+    "forwarding_delay",
+    "supported_list_max",
+    "supported_interval_max",
+    "supported_cycle_max",
+    "gate_granularity",
+    "max_queue_frames",
+}
+TIMINGS = ("slots", "bytes")
 _LINK_KEYS = {"a", "b", "rate", "delay", "a_port", "b_port"}
 _STREAM_KEYS = {
     "name",
@@ -38,17 +58,22 @@ _STREAM_KEYS = {
     "traffic_class",
     "route",
     "routes",
+    "earliest_offset",
+    "latest_offset",
+    "deadline",
 }
 
 
 @dataclass(frozen=True)
 class Station:
-    """A keepon end station: one port, frames padded to its slot size on the wire."""
+    """A keepon end station: one port; on ``timing = "slots"`` frames are padded to its slot size on the wire and
+    leave at slot starts, on ``"bytes"`` (the byte clock) they keep their own length and leave on any byte."""
 
     name: str
     slot_bytes: int | None
     slots: int | None
     batch: int | None
+    timing: str = "slots"
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,10 @@ class Switch:
     supported_list_max: int
     supported_interval_max: int
     supported_cycle_max_ns: int
+    gate_granularity_ns: int = 1
+    """Gate events happen on multiples of this (from the base time): every window is widened out to it."""
+    max_queue_frames: int = 1
+    """Frames a class's egress queue may hold waiting for its gate (0: no frame ever waits in this switch)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +120,12 @@ class Stream:
     traffic_class: int
     routes: tuple[tuple[str, ...], ...] | None
     """Given routes (node names, talker first, one per listener), or ``None``: the planner routes."""
+    earliest_offset_ns: int = 0
+    """The first bit leaves the talker at least this long after a period start (802.1Q EarliestTransmitOffset)."""
+    latest_offset_ns: int | None = None
+    """... and at most this long after it (LatestTransmitOffset); ``None``: anywhere in the period."""
+    deadline_ns: int | None = None
+    """Absolute deadline: every listener has the last bit by period start + this; ``None``: none."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +138,8 @@ class Network:
     path: str | None = None
     source: SourceMap | None = field(default=None, compare=False, repr=False)
     _where: dict = field(default_factory=dict, compare=False, repr=False)
+    queueing: bool = True
+    """Whether a frame may wait in a switch's egress queue for its window (``queueing``, default true)."""
     guard_ps: int = 0
     """Margin on both sides of every frame's window on a switch's egress port, for the devices' synchronisation error:
     the gate opens ``guard`` before the planned first bit and closes ``guard`` after the last, and the placement keeps
@@ -201,6 +238,8 @@ def parse_network(text: str, path: str | None = None) -> Network:
     guard = get(doc, "guard", (), "the network", parse_duration, 0)
     if guard < 0:
         raise err("the network: guard must not be negative", ("guard",))
+    timing = get(doc, "timing", (), "the network", choice(TIMINGS), "slots")
+    queueing = get(doc, "queueing", (), "the network", boolean, True)
 
     nodes: dict[str, tuple] = {}
     stations: dict[str, Station] = {}
@@ -217,6 +256,7 @@ def parse_network(text: str, path: str | None = None) -> Network:
             get(t, "slot_bytes", w, what, integer(MIN_SLOT_BYTES, MAX_SLOT_BYTES)),
             get(t, "slots", w, what, integer(2, 4096)),
             get(t, "batch", w, what, integer(1, 4095)),
+            get(t, "timing", w, what, choice(TIMINGS), timing),
         )
     switches: dict[str, Switch] = {}
     for i, t in enumerate(tables("switch")):
@@ -233,6 +273,8 @@ def parse_network(text: str, path: str | None = None) -> Network:
             get(t, "supported_list_max", w, what, integer(1, 2**32 - 1), 4096),
             get(t, "supported_interval_max", w, what, integer(1, 2**32 - 1), 10**9),
             get(t, "supported_cycle_max", w, what, parse_duration, 10**9),
+            get(t, "gate_granularity", w, what, positive_duration, 1),
+            get(t, "max_queue_frames", w, what, integer(0, 2**16), 1),
         )
 
     where: dict = {}
@@ -326,6 +368,13 @@ def parse_network(text: str, path: str | None = None) -> Network:
             ):
                 raise err(f"{what}: {key} must be a list of node names (routes: a list of such lists)", (*w, key))
             routes = tuple(tuple(r) for r in routes)
+        earliest = get(t, "earliest_offset", w, what, parse_duration, 0)
+        latest = get(t, "latest_offset", w, what, parse_duration)
+        if not 0 <= earliest < period:
+            raise err(f"{what}: earliest_offset must be in [0, period)", (*w, "earliest_offset"))
+        if latest is not None and not earliest <= latest < period:
+            raise err(f"{what}: latest_offset must be in [earliest_offset, period)", (*w, "latest_offset"))
+        dl = get(t, "deadline", w, what, positive_duration)
         streams.append(
             Stream(
                 name,
@@ -337,13 +386,47 @@ def parse_network(text: str, path: str | None = None) -> Network:
                 get(t, "max_jitter", w, what, parse_duration, 0),
                 get(t, "traffic_class", w, what, integer(0, MAX_TRAFFIC_CLASS), default_tc),
                 routes,
+                earliest,
+                latest,
+                dl,
             )
         )
     if not streams:
         raise err("the network has no [[stream]]")
     return Network(
-        base_time, stations, switches, tuple(links), tuple(streams), path, src, where, guard_ps=guard * PS_PER_NS
+        base_time,
+        stations,
+        switches,
+        tuple(links),
+        tuple(streams),
+        path,
+        src,
+        where,
+        queueing=queueing,
+        guard_ps=guard * PS_PER_NS,
     )
+
+
+def choice(allowed: tuple[str, ...]):
+    def conv(v):
+        if v not in allowed:
+            raise ValueError_(f"expected one of {', '.join(repr(a) for a in allowed)}, got {v!r}")
+        return v
+
+    return conv
+
+
+def boolean(v: object) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError_(f"expected true or false, got {v!r}")
+    return v
+
+
+def positive_duration(v: object) -> int:
+    ns = parse_duration(v)
+    if ns <= 0:
+        raise ValueError_(f"must be positive, got {ns} ns")
+    return ns
 
 
 def _port_name(value: object) -> str:

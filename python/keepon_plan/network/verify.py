@@ -6,15 +6,21 @@ uses nothing of the scheduler: it recomputes every time from the topology itself
 all periods) it checks:
 
 1. every stream of the description has a plan entry whose routes exist and reach exactly its listeners;
-2. the talker sends instance ``l`` at the start of slot ``⌊(offset + l·period)/δ⌋`` of its ring (keepon's mapping),
-   in a ring slot its class owns (the station's own gate);
-3. hop by hop (store-and-forward, no wait): the frame, padded to the talker's slot size, is on the wire of each
-   directed link at the replayed time, which ``plan.json`` must state exactly;
+2. on slots, the talker sends instance ``l`` at the start of slot ``⌊(offset + l·period)/δ⌋`` of its ring (keepon's
+   mapping), in a ring slot its class owns, the frame padded to the slot size; on the byte clock
+   (``timing = "bytes"``) at ``offset + l·period`` exactly, at its own length, its wire time inside one window of its
+   class; within the stream's transmit-offset window ``[earliest_offset, latest_offset]``;
+3. hop by hop, store-and-forward, as an 802.1Qbv bridge forwards: the frame is ready at a switch's egress when its
+   last bit is in plus the forwarding delay; a frame the plan has not wait needs its class's gate open for its whole
+   transmission then; otherwise it starts at the first time from then at which the gate is open and stays open for
+   the whole frame, and while it waits the gate must be closed (so each class queue holds one waiting frame, in FIFO
+   order), and no more frames wait at once in one class queue than the switch's ``max_queue_frames`` (none with
+   ``queueing = false``). Every hop of instance 0 must be where ``plan.json`` says, every instance one period on;
 4. no two frames overlap on any directed link (modulo ``H``);
-5. on every switch egress port, the gate of the frame's traffic class is open for its whole transmission, widened by
-   the network's ``guard`` on both sides (and these widened windows do not overlap either);
-6. every listener receives every instance within ``max_latency``, and the instances' latencies spread by at most
-   ``max_jitter``.
+5. with a ``guard``, the gate is open over the guarded window of every frame (and these windows do not overlap);
+   every port's list has at most ``supported_list_max`` entries, each a whole number of ``gate_granularity``;
+6. every listener receives every instance within ``max_latency`` and by its absolute ``deadline`` after the period
+   start, and the instances' latencies spread by at most ``max_jitter``.
 
 Each violation is one line naming the stream, link or port.
 """
@@ -36,23 +42,51 @@ def _byte_ps(rate: int) -> int:
     return 8 * 10**12 // rate
 
 
-def _station_flows(path: Path) -> tuple[int, int, dict[str, tuple[int, int, list[int]]]]:
-    """(slot ps, ring size, {flow: (offset ns, period ns, owned ring slots)}) from a runtime config."""
+def _station_flows(path: Path) -> tuple[str, int, int, dict, dict]:
+    """(timing, grid ps, ring size, {flow: (offset ns, period ns, owned ring slots, frame bytes)}, {class: windows})
+    from a runtime config: on slots the grid is δ, on the byte clock one ns (txtimes are whole ns)."""
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    rate = doc["link"]["rate"]
     from ..units import parse_rate
 
-    bps = parse_rate(rate)
+    bps = parse_rate(doc["link"]["rate"])
+    timing = doc["link"].get("timing", "slots")
     slot_bytes = doc["ring"]["slot_bytes"]
-    delta = (slot_bytes + 20) * _byte_ps(bps)
+    delta = (slot_bytes + 20) * _byte_ps(bps) if timing == "slots" else 1000
     n = doc["ring"]["slots"]
     masks = {c["name"]: parse_mask(c["mask"]) if "mask" in c else [] for c in doc.get("class", [])}
+    windows = {
+        c["name"]: [(parse_duration(w[0]), parse_duration(w[1])) for w in c.get("windows", [])]
+        for c in doc.get("class", [])
+    }
+    if timing == "bytes":
+        windows["cycle"] = parse_duration(doc["schedule"]["cycle_time"])
     flows = {}
     for f in doc.get("flow", []):
         if "offset" not in f:
             raise ValueError(f"{path.name}: flow {f['name']!r} is not strictly periodic (no offset)")
-        flows[f["name"]] = (parse_duration(f["offset"]), parse_duration(f["period"]), masks.get(f["class"], []))
-    return delta, n, flows
+        flows[f["name"]] = (
+            parse_duration(f["offset"]),
+            parse_duration(f["period"]),
+            masks.get(f["class"], []),
+            f["frame_bytes"],
+            f["class"],
+        )
+    return timing, delta, n, flows, windows
+
+
+def _in_window(windows: dict, cls: str, t_ns_ps: int, length_ps: int) -> bool:
+    """Whether ``[t, t + length)`` (ps, modulo the cycle) lies in one window of the class (meeting windows joined)."""
+    cycle = windows["cycle"] * 1000
+    runs: list[list[int]] = []
+    for s, n in sorted(windows.get(cls, [])):
+        if runs and s * 1000 <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], (s + n) * 1000)
+        else:
+            runs.append([s * 1000, (s + n) * 1000])
+    if len(runs) > 1 and runs[0][0] == 0 and runs[-1][1] == cycle:
+        runs[-1][1] = cycle + runs.pop(0)[1]
+    t = t_ns_ps % cycle
+    return any(a <= x and x + length_ps <= b for a, b in runs for x in (t, t + cycle))
 
 
 def _gate_opens(doc: dict) -> dict[str, tuple[int, list[tuple[int, int, int]], list[int]]]:
@@ -86,6 +120,37 @@ def _open_throughout(gate: tuple, tc: int, t: int, length: int) -> bool:
     return True
 
 
+def _open_anywhere(gate: tuple, tc: int, t: int, length: int) -> bool:
+    """Whether gate ``tc`` is open at some time in ``[t, t + length)``."""
+    cycle, spans, starts = gate
+    t %= cycle
+    end = t + length
+    while t < end:
+        i = bisect.bisect_right(starts, t % cycle) - 1
+        _s, e, states = spans[i]
+        if states >> tc & 1:
+            return True
+        t += e - (t % cycle)
+    return False
+
+
+def _next_fit(gate: tuple, tc: int, t: int, length: int) -> int | None:
+    """802.1Qbv: the first time from ``t`` at which gate ``tc`` is open and stays open for ``length``."""
+    cycle, spans, starts = gate
+    for _ in range(2 * len(spans) + 2):
+        if _open_throughout(gate, tc, t, length):
+            return t
+        # move to the end of the entry holding t, then on to the next entry whose gate is open
+        i = bisect.bisect_right(starts, t % cycle) - 1
+        t += spans[i][1] - t % cycle
+        for _k in range(len(spans)):
+            j = bisect.bisect_right(starts, t % cycle) - 1
+            if spans[j][2] >> tc & 1:
+                break
+            t += spans[j][1] - t % cycle
+    return None
+
+
 def verify_plan_dir(net: Network, out: Path) -> list[str]:
     bad: list[str] = []
     try:
@@ -98,12 +163,23 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         bad.append(f"plan.json: base time {base} differs from the network's {net.base_time}")
     stations: dict[str, tuple] = {}
     gates: dict[str, dict] = {}
-    for sw in net.switches:
+    for sw, switch in net.switches.items():
         try:
             doc = json.loads((out / "switches" / f"{sw}.json").read_text(encoding="utf-8"))
             if doc.get("base_time_ns") != net.base_time:
                 bad.append(f"switch {sw!r}: GCL base time {doc.get('base_time_ns')} is not the network's")
             gates[sw] = _gate_opens(doc)
+            for p in doc.get("ports", []):
+                if len(p["entries"]) > switch.supported_list_max:
+                    bad.append(
+                        f"switch {sw!r} port {p['port']!r}: {len(p['entries'])} gate entries, more than "
+                        f"supported_list_max {switch.supported_list_max}"
+                    )
+                if any(e["interval_ns"] % switch.gate_granularity_ns for e in p["entries"]):
+                    bad.append(
+                        f"switch {sw!r} port {p['port']!r}: an interval is not a whole number of its gate_granularity "
+                        f"{switch.gate_granularity_ns} ns"
+                    )
         except (OSError, ValueError, KeyError) as exc:
             bad.append(f"switch {sw!r}: gate control lists unreadable: {exc}")
             gates[sw] = {}
@@ -112,6 +188,7 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         horizon = math.lcm(horizon, s.period_ns)
     horizon *= 1000
     busy: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+    waits: dict[tuple[str, str, int], list[tuple[int, int, str]]] = {}
 
     for s in net.streams:
         e = entries.get(s.name)
@@ -123,15 +200,17 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                 stations[s.talker] = _station_flows(out / "stations" / f"{s.talker}.toml")
             except (OSError, ValueError, KeyError) as exc:
                 bad.append(f"station {s.talker!r}: runtime config unreadable: {exc}")
-                stations[s.talker] = (1, 1, {})
-        delta, ring, flows = stations[s.talker]
+                stations[s.talker] = ("slots", 1, 1, {}, {})
+        timing, delta, ring, flows, windows = stations[s.talker]
         if s.name not in flows:
             bad.append(f"stream {s.name!r}: no [[flow]] in the runtime config of its talker {s.talker!r}")
             continue
-        offset, period, owned = flows[s.name]
+        offset, period, owned, frame, cls = flows[s.name]
         if period != s.period_ns:
             bad.append(f"stream {s.name!r}: the talker's flow has period {period} ns, the stream {s.period_ns} ns")
             continue
+        if timing != net.stations[s.talker].timing:
+            bad.append(f"station {s.talker!r}: its config is on timing {timing!r}, the description says otherwise")
         routes = [tuple(r) for r in e.get("routes", [])]
         if sorted(r[-1] for r in routes if r) != sorted(s.listeners):
             bad.append(f"stream {s.name!r}: its routes do not reach exactly its listeners {list(s.listeners)}")
@@ -140,12 +219,17 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         if first is None:
             bad.append(f"stream {s.name!r}: its route does not leave the talker on its link")
             continue
-        wire = delta // _byte_ps(first.rate) - 20  # the talker's slot size: keepon pads every frame to it
+        if timing == "slots":
+            wire = delta // _byte_ps(first.rate) - 20  # the talker's slot size: keepon pads every frame to it
+        else:
+            wire = max(frame, 64)  # the byte clock sends the frame at its own length
+            if frame != s.frame_bytes:
+                bad.append(f"stream {s.name!r}: the talker's flow has {frame} bytes, the stream {s.frame_bytes}")
         claimed = {h["link"]: h["start_ps"] for h in e.get("hops", [])}
         p_ps = s.period_ns * 1000
-        # each directed link of the tree once: (u, v) -> offset from the departure
-        tree: dict[tuple[str, str], int] = {}
-        latency: dict[str, int] = {}
+        # the tree: each directed link once, with the link before it (None at the talker)
+        tree: dict[tuple[str, str], tuple[str, str] | None] = {}
+        lasts: dict[str, tuple[str, str]] = {}
         ok = True
         for route in routes:
             if route[0] != s.talker or any(net.link(u, v) is None for u, v in itertools.pairwise(route)):
@@ -156,50 +240,106 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                 bad.append(f"stream {s.name!r}: route {' → '.join(route)} is forwarded by a station")
                 ok = False
                 break
-            d = 0
-            for k, (u, v) in enumerate(itertools.pairwise(route)):
-                link = net.link(u, v)
-                tx = (wire + 20) * _byte_ps(link.rate)
-                if tree.setdefault((u, v), d) != d:
-                    bad.append(f"stream {s.name!r}: two routes reach {u}→{v} at different times")
-                d += tx + link.delay_ps
-                if k + 2 < len(route):
-                    d += net.switches[v].forwarding_delay_ps
-            latency[route[-1]] = d
+            before = None
+            for u, v in itertools.pairwise(route):
+                if tree.setdefault((u, v), before) != before:
+                    bad.append(f"stream {s.name!r}: two routes reach {u}→{v} along different links")
+                before = (u, v)
+            lasts[route[-1]] = before
         if not ok:
             continue
-        worst = {listener: [] for listener in latency}
+        worst: dict[str, list[int]] = {listener: [] for listener in lasts}
+        first_at: dict[tuple[str, str], int] = {}
         for l in range(horizon // p_ps):
-            slot = (offset * 1000 + l * p_ps) // delta
-            a = slot * delta
+            send = (offset * 1000 + l * p_ps) // delta * delta
             if l == 0:
-                for (u, v), d in tree.items():
-                    if claimed.get(f"{u}->{v}") != a + d:
-                        bad.append(
-                            f"stream {s.name!r}: plan.json puts hop {u}→{v} at {claimed.get(f'{u}->{v}')} ps, the "
-                            f"replay at {a + d} ps"
-                        )
-            if slot % ring not in owned:
-                bad.append(f"stream {s.name!r} instance {l}: talker slot {slot} (ring slot {slot % ring}) not owned")
-            for (u, v), d in tree.items():
+                lo = s.earliest_offset_ns * 1000
+                hi = (s.latest_offset_ns if s.latest_offset_ns is not None else s.period_ns) * 1000
+                if not lo <= send <= hi:
+                    bad.append(
+                        f"stream {s.name!r}: departs at {send} ps, outside its transmit-offset window [{lo}, {hi}] ps"
+                    )
+            if timing == "slots":
+                slot = send // delta
+                if slot % ring not in owned:
+                    bad.append(
+                        f"stream {s.name!r} instance {l}: talker slot {slot} (ring slot {slot % ring}) not owned"
+                    )
+            elif not _in_window(windows, cls, send, (wire + 20) * _byte_ps(first.rate)):
+                bad.append(f"stream {s.name!r} instance {l}: its wire time is in no window of class {cls!r}")
+            at: dict[tuple[str, str], int] = {}  # first bit on each directed link
+            for (u, v), prev in tree.items():
                 link = net.link(u, v)
-                # on a switch's egress the frame's window is widened by the guard on both sides
-                g_ps = net.guard_ps if u in net.switches else 0
-                tx = (wire + 20) * _byte_ps(link.rate) + 2 * g_ps
-                t = a + d - g_ps
-                busy.setdefault((u, v), []).append((t % horizon, tx, s.name))
-                if u in net.switches:
+                tx = (wire + 20) * _byte_ps(link.rate)
+                if prev is None:
+                    t = send
+                else:
+                    pl = net.link(*prev)
+                    ready = (
+                        at[prev] + (wire + 20) * _byte_ps(pl.rate) + pl.delay_ps + net.switches[u].forwarding_delay_ps
+                    )
+                    t = ready
                     port = net.port_name(u, v)
                     g = gates.get(u, {}).get(port)
+                    stated = claimed.get(f"{u}->{v}")
                     if g is None:
                         bad.append(f"stream {s.name!r}: switch {u!r} port {port!r} has no gate control list")
-                    elif not _open_throughout(g, s.traffic_class, t, tx):
+                    elif stated is not None and stated + l * p_ps == ready:
+                        # planned without a wait: the gate must be open when the frame is ready
+                        if not _open_throughout(g, s.traffic_class, ready, tx):
+                            bad.append(
+                                f"stream {s.name!r} instance {l}: on switch {u!r} port {port!r} the gate of traffic "
+                                f"class {s.traffic_class} is not open for the whole transmission [{ready}, "
+                                f"{ready + tx}) ps"
+                            )
+                    else:
+                        fit = _next_fit(g, s.traffic_class, ready, tx)
+                        if fit is None:
+                            bad.append(
+                                f"stream {s.name!r}: on switch {u!r} port {port!r} the gate of traffic class "
+                                f"{s.traffic_class} never stays open for its frame"
+                            )
+                        else:
+                            t = fit
+                        if t > ready:
+                            if _open_anywhere(g, s.traffic_class, ready, t - ready):
+                                bad.append(
+                                    f"stream {s.name!r} instance {l}: waits on switch {u!r} port {port!r} from "
+                                    f"{ready} ps while the gate of traffic class {s.traffic_class} is open"
+                                )
+                            waits.setdefault((u, v, s.traffic_class), []).append((ready % horizon, t - ready, s.name))
+                at[(u, v)] = t
+                if l == 0 and claimed.get(f"{u}->{v}") != t:
+                    bad.append(
+                        f"stream {s.name!r}: plan.json puts hop {u}→{v} at {claimed.get(f'{u}->{v}')} ps, the replay "
+                        f"at {t} ps"
+                    )
+                elif l > 0 and first_at.get((u, v)) != t - l * p_ps and ok:
+                    bad.append(f"stream {s.name!r} instance {l}: hop {u}→{v} is not at instance 0's time + l·period")
+                    ok = False
+                if l == 0:
+                    first_at[(u, v)] = t
+                # on a switch's egress a frame that does not wait finds its gate open over the guarded window
+                g_ps = net.guard_ps if u in net.switches else 0
+                busy.setdefault((u, v), []).append(((t - g_ps) % horizon, tx + 2 * g_ps, s.name))
+                if u in net.switches and g_ps:
+                    port = net.port_name(u, v)
+                    gate = gates.get(u, {}).get(port)
+                    if gate is not None and not _open_throughout(gate, s.traffic_class, t - g_ps, tx + 2 * g_ps):
                         bad.append(
                             f"stream {s.name!r} instance {l}: on switch {u!r} port {port!r} the gate of traffic class "
-                            f"{s.traffic_class} is not open for the whole transmission [{t}, {t + tx}) ps"
+                            f"{s.traffic_class} is not open for the whole transmission with its guard [{t - g_ps}, "
+                            f"{t + tx + g_ps}) ps"
                         )
-            for listener, d in latency.items():
-                worst[listener].append(d)  # a − a: no-wait latency is the route's, per instance
+            for listener, last in lasts.items():
+                lk = net.link(*last)
+                arrive = at[last] + (wire + 20) * _byte_ps(lk.rate) + lk.delay_ps
+                worst[listener].append(arrive - send)
+                if s.deadline_ns is not None and arrive - l * p_ps > s.deadline_ns * 1000:
+                    bad.append(
+                        f"stream {s.name!r} instance {l}: reaches {listener!r} at {arrive - l * p_ps} ps after its "
+                        f"period start, after its deadline {s.deadline_ns} ns"
+                    )
         for listener, lats in worst.items():
             if max(lats) > s.max_latency_ns * 1000:
                 bad.append(
@@ -215,4 +355,28 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
                 bad.append(f"link {u}→{v}: frames of {s0!r} and {s1!r} overlap at {t1} ps (mod {horizon} ps)")
         if frames and frames[-1][0] + frames[-1][1] > frames[0][0] + horizon:
             bad.append(f"link {u}→{v}: frames of {frames[-1][2]!r} and {frames[0][2]!r} overlap across the wrap")
+    bad += _queues(net, waits, horizon)
+    return bad
+
+
+def _queues(net: Network, waits: dict, horizon: int) -> list[str]:
+    """Frames waiting at once in one class's queue of one port, against the switch's ``max_queue_frames``."""
+    bad = []
+    for (u, v, tc), spans in waits.items():
+        limit = net.switches[u].max_queue_frames if net.queueing else 0
+        events = []
+        for t, n, _name in spans:
+            for a, b in ((t, min(t + n, horizon)), (0, t + n - horizon)):
+                if b > a:
+                    events += [(a, 1), (b, -1)]
+        events.sort(key=lambda x: (x[0], x[1]))
+        depth = most = 0
+        for _t, d in events:
+            depth += d
+            most = max(most, depth)
+        if most > limit:
+            bad.append(
+                f"switch {u!r} port {net.port_name(u, v)!r} traffic class {tc}: {most} frames wait at once, more than "
+                f"{'max_queue_frames ' + str(limit) if net.queueing else 'none (queueing = false)'}"
+            )
     return bad

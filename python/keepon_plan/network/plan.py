@@ -1,0 +1,233 @@
+"""From a read description to a placement, a proof that none exists (with its certificate), or "unknown".
+
+Stages, each under the command's deadline: choose every talker's ring (:mod:`.stations`); route
+(:mod:`.routing`); the **checks that prove** (:mod:`.certificate`): a link whose streams exceed it at their own
+lengths is bad input; one they exceed only padded to the talkers' slots is infeasible in the padded model (the
+message names the byte clock as the way out); a latency bound or deadline no route meets, an empty transmit-offset
+window, two streams that can never be apart on a link; then **placement**: the greedy (:mod:`.schedule`, no-wait
+first and queueing where the network allows it), **repair passes** (the greedy again with the streams it left out
+first), and the exact no-wait model (:mod:`.exact`, CP-SAT with the greedy's departures as a hint) on instances of
+at most ``exact_limit`` streams. Its "infeasible" is a proof for no-wait only: with queueing allowed it is reported
+as unknown with what was tried.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..deadline import Deadline
+from . import certificate as cert
+
+PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
+REPAIR_PASSES = 3
+
+
+class Refutation(str):
+    """The reason of an infeasibility claim (a ``str``), with its certificate (``.certificate``, a JSON dict)."""
+
+    certificate: dict
+
+    def __new__(cls, certificate: dict) -> Refutation:
+        obj = super().__new__(cls, certificate["reason"])
+        obj.certificate = certificate
+        return obj
+
+
+def _say(msg: str) -> None:
+    import sys
+
+    print(f"keepon-plan: {msg}", file=sys.stderr, flush=True)
+
+
+def proofs(net, routed, grids, hops: str) -> Refutation | None:
+    """The first claim the checks prove, or None."""
+    from .schedule import departure_range
+
+    padded_load = cert.load_per_link(routed, own=False)
+    own_load = cert.load_per_link(routed, own=True)
+    for link, load in sorted(own_load.items()):
+        if load > 1:
+            users = [r.stream.name for r in routed if any((h.src, h.dst) == link for h in r.hops)]
+            shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+            raise net.link_error(
+                link[0],
+                link[1],
+                f"direction {link[0]}→{link[1]} is slower than its streams: utilisation {float(load) * 100:.1f} % "
+                f"> 100 % at the frames' own lengths ({len(users)} streams: {shown})",
+            )
+    for link, load in sorted(padded_load.items()):
+        if load > 1:
+            c = cert.capacity(net, routed, link, own=False)
+            c["reason"] += (
+                f"; at the frames' own lengths it is {float(own_load[link]) * 100:.1f} %: plan the talkers on the "
+                'byte clock (timing = "bytes") to send them unpadded'
+            )
+            return Refutation(c)
+    for r in routed:
+        for listener, lat in zip(r.stream.listeners, r.latency_ps, strict=True):
+            if lat > r.stream.max_latency_ns * 1000:
+                scope = "its given route" if r.stream.routes else "its shortest route (so on any route)"
+                return Refutation(cert.latency(net, r, listener, lat, scope))
+        lo, hi = departure_range(r, grids)
+        if lo > hi:
+            if r.stream.deadline_ns is not None:
+                k = max(range(len(r.latency_ps)), key=lambda i: r.latency_ps[i])
+                return Refutation(cert.deadline(net, r, r.stream.listeners[k], lo, r.latency_ps[k]))
+            return Refutation(
+                {
+                    "claim": "infeasible",
+                    "kind": "offset",
+                    "model": cert.model(net, [r], "strictly periodic", r.wire_bytes != r.stream.frame_bytes),
+                    "stream": r.stream.name,
+                    "reason": f"stream {r.stream.name!r}: no departure on its talker's grid "
+                    f"({grids.departure_ps[r.stream.talker]} ps) lies in its transmit-offset window",
+                }
+            )
+    return _pairs(net, routed, grids, hops)
+
+
+def _pairs(net, routed, grids, hops: str) -> Refutation | None:
+    """Two streams on one link that can never be apart: always when ``gcd < w_i + w_j``; with restricted departure
+    windows in the no-wait model, when no difference of their departures separates them."""
+    from .schedule import departure_range
+
+    users: dict[tuple[str, str], list] = {}
+    for r in routed:
+        for h in r.hops:
+            users.setdefault((h.src, h.dst), []).append((r, h))
+    for link, group in sorted(users.items()):
+        if len(group) > 400:
+            continue
+        by_period: dict[int, list] = {}
+        for r, h in group:
+            by_period.setdefault(r.stream.period_ns, []).append((r, h))
+        for (ra, ha), (rb, hb) in _candidate_pairs(group, hops):
+            g = math.gcd(ra.stream.period_ns, rb.stream.period_ns) * 1000
+            wa, wb = ha.window()[1], hb.window()[1]
+            if g < wa + wb:
+                return Refutation(cert.pair(net, ra, rb, link, (None, None), "strictly periodic"))
+            if hops != "no-wait":
+                continue
+            (la, ha_), (lb, hb_) = departure_range(ra, grids), departure_range(rb, grids)
+            full_a = ha_ - la + grids.departure_ps[ra.stream.talker] >= ra.stream.period_ns * 1000
+            full_b = hb_ - lb + grids.departure_ps[rb.stream.talker] >= rb.stream.period_ns * 1000
+            if full_a and full_b:
+                continue
+            lo = lb + hb.window()[0] - ha_ - ha.window()[0]
+            hi = hb_ + hb.window()[0] - la - ha.window()[0]
+            if not _separable(lo, hi, g, wa, wb):
+                return Refutation(cert.pair(net, ra, rb, link, ((la, ha_), (lb, hb_)), "no-wait"))
+    return None
+
+
+def _candidate_pairs(group, hops: str):
+    """Pairs worth the check: frames long against their gcd, or (no-wait) both with restricted windows."""
+    restricted = [x for x in group if x[0].stream.latest_offset_ns is not None or x[0].stream.deadline_ns is not None]
+    big = sorted(group, key=lambda x: -x[1].window()[1])[:40]
+    seen = set()
+    for lst in (big, restricted if hops == "no-wait" else []):
+        for i in range(len(lst)):
+            for j in range(i + 1, len(lst)):
+                key = (lst[i][0].stream.name, lst[j][0].stream.name)
+                if key not in seen:
+                    seen.add(key)
+                    yield lst[i], lst[j]
+
+
+def _separable(lo: int, hi: int, g: int, wa: int, wb: int) -> bool:
+    """Whether some integer ``x ∈ [lo, hi]`` has ``x mod g ∈ [wa, g − wb]``."""
+    if hi - lo >= g:
+        return g >= wa + wb
+    a, b = lo % g, lo % g + (hi - lo)
+    for base in (0, g):
+        if max(a, wa + base) <= min(b, g - wb + base):
+            return True
+    return False
+
+
+def plan_network(
+    net,
+    deadline: Deadline,
+    method: str = "auto",
+    exact_limit: int = 60,
+    seed: int = 0,
+    say=_say,
+    queueing: bool | None = None,
+):
+    """(status, payload): ("plan", (routed, hop starts, rings, method)), ("infeasible", :class:`Refutation`) or
+    ("unknown", reason)."""
+    from .routing import Router, route_stream
+    from .schedule import grids_of
+    from .stations import station_rings
+
+    deadline.enter("choosing the talkers' rings")
+    rings = station_rings(net)
+    deadline.enter("routing")
+    router = Router(net)
+    routed = [route_stream(net, router, s, rings[s.talker].wire_bytes(s)) for s in net.streams]
+    if method == "exact":
+        queueing = False
+    queueing = net.queueing if queueing is None else queueing
+    grids = grids_of(net, rings, queueing)
+    hops = "strictly periodic" if any(grids.wait_ok.values()) else "no-wait"
+    deadline.enter("checking capacity, latency and offsets")
+    refuted = proofs(net, routed, grids, hops)
+    if refuted is not None:
+        return INFEASIBLE, refuted
+    tried = []
+    best = None
+    if method in ("auto", "heuristic"):
+        best = _greedy_with_repair(net, routed, grids, deadline, say, tried)
+        if not best.unplaced:
+            how = "greedy first fit" + (" with queueing" if hops != "no-wait" else " no-wait")
+            return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
+        if method == "heuristic" or len(routed) > exact_limit:
+            first = best.unplaced[0]
+            return UNKNOWN, (
+                f"{'; '.join(tried)}: {len(best.unplaced)} streams left out, e.g. {first[0]!r}: {first[1]} (the exact "
+                f"model runs for at most --exact-limit {exact_limit} streams)"
+            )
+    deadline.enter("exact no-wait model (CP-SAT)")
+    from .exact import INFEASIBLE as EX_INF
+    from .exact import PLAN as EX_PLAN
+    from .exact import solve_exact
+
+    hint = best.departure_ps if best is not None else {}
+    outcome = solve_exact(routed, net, grids, deadline, seed, hint)
+    if outcome.status == EX_PLAN:
+        return PLAN, (
+            routed,
+            {r.stream.name: r.nowait_starts(outcome.departure_ps[r.stream.name]) for r in routed},
+            rings,
+            "exact no-wait (CP-SAT)",
+        )
+    tried.append(f"exact no-wait CP-SAT: {outcome.reason or 'no plan'}")
+    if outcome.status == EX_INF and hops == "no-wait":
+        return INFEASIBLE, Refutation(cert.solver(net, routed, outcome.reason, "no-wait"))
+    return UNKNOWN, "; ".join(tried) + (
+        " (a frame may wait in a queue, so the no-wait proof does not decide the set)"
+        if outcome.status == EX_INF
+        else ""
+    )
+
+
+def _greedy_with_repair(net, routed, grids, deadline, say, tried: list):
+    from .schedule import greedy
+
+    deadline.enter("greedy placement")
+    order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
+    best, _ = greedy(routed, net, grids, deadline, order)
+    tried.append(f"greedy placed {len(best.starts_ps)} of {len(routed)}")
+    say(f"greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
+    for n in range(REPAIR_PASSES):
+        if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
+            break
+        deadline.enter(f"repair pass {n + 1}")
+        left = {name for name, _ in best.unplaced}
+        order = [r for r in order if r.stream.name in left] + [r for r in order if r.stream.name not in left]
+        attempt, _ = greedy(routed, net, grids, deadline, order)
+        tried.append(f"repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}")
+        say(tried[-1])
+        if len(attempt.unplaced) < len(best.unplaced):
+            best = attempt
+    return best
