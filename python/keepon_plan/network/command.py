@@ -18,6 +18,7 @@ from pathlib import Path
 from ..deadline import Deadline, TimeLimitExceeded, backstop, command_reserve
 from ..model import InputError
 from .certificate import describe_model
+from .gcl import GclTooLong
 from .plan import plan_network
 
 __all__ = ["add_network_parsers", "cmd_network", "cmd_network_verify", "plan_network", "write_all"]
@@ -79,7 +80,14 @@ def cmd_network(args: argparse.Namespace) -> int:
                 return EXIT_UNKNOWN
             routed, departures, rings, method = payload
             deadline.enter(f"writing the plan ({method})")
-            write_all(net, out, routed, departures, rings, method, deadline)
+            try:
+                write_all(net, out, routed, departures, rings, method, deadline)
+            except GclTooLong as exc:
+                _say(
+                    f"unknown: the plan found ({method}) does not fit a device: {exc.message} (not proven: another "
+                    "placement might fit; nothing written)"
+                )
+                return EXIT_UNKNOWN
             deadline.enter(f"verifying the plan ({method})")
             violations = verify_plan_dir(net, out)
     except TimeLimitExceeded as exc:
