@@ -51,6 +51,9 @@ pub struct Conn {
     pub stats_waiting: bool,
     /// The connection holds one of the connections reserved for users of real-time classes.
     pub in_reserve: bool,
+    /// Its user's request rate was used up with a request still buffered ([`super::guard`]): looked at again
+    /// each poll until the rate allows it.
+    pub throttled: bool,
 }
 
 impl Conn {
@@ -97,6 +100,7 @@ impl Conn {
             || (self.readable && self.reading && self.rbuf.len() < limits.read_buffer)
             || (self.writable && !self.wbuf.is_empty())
             || (self.takes_requests(limits) && self.has_request())
+            || self.throttled
     }
 
     /// Write buffered replies without waiting.
@@ -345,6 +349,7 @@ impl Conns {
                 change_waiting: false,
                 stats_waiting: false,
                 in_reserve,
+                throttled: false,
             };
             self.map.insert(id, conn);
             self.active.insert(id);

@@ -7,10 +7,16 @@
 //! kind from a uid is said at once; the ones after it within [`SAY_EVERY`] are counted and said in one line
 //! when the interval ends.
 //!
+//! Users other than root and the daemon's own are held to rates by **not reading** their connection while their
+//! rate is used up (the request waits in the daemon's buffer, the rest in the kernel's, and the client's writes
+//! block): a flood costs the poll loop O(1) per connection per poll, however fast the client writes.
+//!
 //! | request | limit |
 //! |---|---|
-//! | `Stats` | one per connection per poll; users other than root and the daemon's own: [`EXPENSIVE_PER_S`] per second (burst as many), the rest answered with an error |
-//! | `Schedule` | one per connection queued at a time, one applied per poll; users other than root and the daemon's own are refused before anything is done |
+//! | `Submit` | as before: `requests_per_poll` (best-effort-only peers), `max_in_flight`, `max_queued` |
+//! | `Info`, `Time`, `Subscribe`, `Schedule`, malformed | [`CONTROL_PER_S`] per second per user (burst as many) |
+//! | `Stats` | one per connection per poll; [`EXPENSIVE_PER_S`] per second per user (burst as many) |
+//! | `Schedule` | refused at once (and counted) for these users; for root one queued per connection, one applied per poll |
 
 use std::collections::HashMap;
 
@@ -19,6 +25,28 @@ use keepon_core::time::{Nanos, Tai};
 /// Rate of the costly requests (`Stats`) a user other than root and the daemon's own may make, per second; also
 /// the burst.
 pub const EXPENSIVE_PER_S: i64 = 20;
+
+/// Rate of the other requests that are not frames (`Info`, `Time`, …) a user other than root and the daemon's
+/// own may make, per second; also the burst.
+pub const CONTROL_PER_S: i64 = 1000;
+
+/// Which rate a request counts against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rate {
+    /// `Stats`: [`EXPENSIVE_PER_S`].
+    Expensive,
+    /// Every other request but `Submit`: [`CONTROL_PER_S`].
+    Control,
+}
+
+impl Rate {
+    fn per_s(self) -> i64 {
+        match self {
+            Rate::Expensive => EXPENSIVE_PER_S,
+            Rate::Control => CONTROL_PER_S,
+        }
+    }
+}
 
 /// A kind of refusal is said at most once per user per this interval.
 pub const SAY_EVERY: Nanos = Nanos::from_ms(10_000);
@@ -29,7 +57,7 @@ pub fn privileged(uid: u32) -> bool {
     uid == 0 || uid == unsafe { libc::geteuid() }
 }
 
-/// One user's token bucket: `tokens` ns of credit (one request costs `1 s / EXPENSIVE_PER_S`).
+/// One user's token bucket: `credit` ns (one request costs `1 s / rate`, the bucket holds one second's worth).
 #[derive(Clone, Copy)]
 struct Bucket {
     credit: i64,
@@ -49,27 +77,27 @@ struct Tally {
 /// The per-user rate limits and refusal tallies of one daemon.
 #[derive(Default)]
 pub struct Guard {
-    buckets: HashMap<u32, Bucket>,
+    buckets: HashMap<(u32, Rate), Bucket>,
     tallies: HashMap<(u32, &'static str), Tally>,
     /// Next time the tallies are looked at for lines due.
     next_look: Option<Tai>,
 }
 
-const COST: i64 = 1_000_000_000 / EXPENSIVE_PER_S;
-const BURST: i64 = COST * EXPENSIVE_PER_S;
+const BURST: i64 = 1_000_000_000;
 
 impl Guard {
-    /// May `uid` make one costly request at `now`? (Privileged users always may.)
-    pub fn allow(&mut self, uid: u32, now: Tai) -> bool {
+    /// May `uid` make one request counted against `rate` at `now`? (Privileged users always may.)
+    pub fn allow(&mut self, uid: u32, rate: Rate, now: Tai) -> bool {
         if privileged(uid) {
             return true;
         }
-        let b = self.buckets.entry(uid).or_insert(Bucket { credit: BURST, at: now });
+        let cost = BURST / rate.per_s();
+        let b = self.buckets.entry((uid, rate)).or_insert(Bucket { credit: BURST, at: now });
         let elapsed = (now - b.at).0.max(0);
         b.credit = b.credit.saturating_add(elapsed).min(BURST);
         b.at = now;
-        if b.credit >= COST {
-            b.credit -= COST;
+        if b.credit >= cost {
+            b.credit -= cost;
             true
         } else {
             false
@@ -80,7 +108,11 @@ impl Guard {
     /// the kind was said for this user within [`SAY_EVERY`], else counted for one line later. O(1); `why` is
     /// formatted only when kept.
     pub fn note(&mut self, uid: u32, what: &'static str, why: impl FnOnce() -> String, now: Tai) {
-        let t = self.tallies.entry((uid, what)).or_insert_with(|| Tally { unsaid: 0, why: String::new(), quiet_until: now });
+        let t = self.tallies.entry((uid, what)).or_insert_with(|| Tally {
+            unsaid: 0,
+            why: String::new(),
+            quiet_until: now,
+        });
         if t.unsaid == 0 {
             t.why = why();
         }
@@ -153,17 +185,20 @@ mod tests {
     fn unprivileged_users_get_the_rate_and_the_burst() {
         let mut g = Guard::default();
         let t = Tai(1_000_000_000_000);
-        let allowed = (0..1000).filter(|_| g.allow(NOBODY, t)).count();
+        const COST: i64 = BURST / EXPENSIVE_PER_S;
+        let allowed = (0..1000).filter(|_| g.allow(NOBODY, Rate::Expensive, t)).count();
         assert_eq!(allowed, EXPENSIVE_PER_S as usize, "the burst");
-        assert!(!g.allow(NOBODY, t + Nanos(COST - 1)));
-        assert!(g.allow(NOBODY, t + Nanos(2 * COST)), "one more per 1/rate");
+        assert!(!g.allow(NOBODY, Rate::Expensive, t + Nanos(COST - 1)));
+        assert!(g.allow(NOBODY, Rate::Expensive, t + Nanos(2 * COST)), "one more per 1/rate");
         // Over 10 s of constant asking, about the rate.
         let mut n = 0;
         for k in 0..100_000 {
-            n += usize::from(g.allow(NOBODY, t + Nanos(2 * COST) + Nanos(k * 100_000)));
+            n += usize::from(g.allow(NOBODY, Rate::Expensive, t + Nanos(2 * COST) + Nanos(k * 100_000)));
         }
         assert!((195..=201).contains(&n), "{n} in 10 s");
-        assert!((0..1000).all(|_| g.allow(0, t)), "root is not limited");
+        // The other rate is its own.
+        assert_eq!((0..5000).filter(|_| g.allow(NOBODY, Rate::Control, t)).count(), CONTROL_PER_S as usize);
+        assert!((0..5000).all(|_| g.allow(0, Rate::Expensive, t)), "root is not limited");
     }
 
     #[test]

@@ -72,13 +72,7 @@ impl MetricsFile {
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut tmp = name.as_bytes().to_vec();
         tmp.extend_from_slice(b".tmp");
-        let f = MetricsFile {
-            dir,
-            name: cstr(name.as_bytes()),
-            tmp: cstr(&tmp),
-            path: path.to_owned(),
-            ours: None,
-        };
+        let f = MetricsFile { dir, name: cstr(name.as_bytes()), tmp: cstr(&tmp), path: path.to_owned(), ours: None };
         f.replaceable().map_err(|e| bad(&e))?;
         Ok(f)
     }
@@ -108,9 +102,8 @@ impl MetricsFile {
     fn stat(&self, name: &CString) -> std::io::Result<Entry> {
         let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
         // SAFETY: valid directory fd, NUL-terminated name, `st` valid for a write.
-        let rc = unsafe {
-            libc::fstatat(self.dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW)
-        };
+        let rc =
+            unsafe { libc::fstatat(self.dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             return if e.raw_os_error() == Some(libc::ENOENT) { Ok(Entry::Missing) } else { Err(e) };
@@ -186,10 +179,7 @@ impl MetricsFile {
                     ))
                 }
                 Ok(Entry::Other(what)) => {
-                    return Err(format!(
-                        "{} exists and is {what}: refusing to write through it; remove it",
-                        tmp_path()
-                    ))
+                    return Err(format!("{} exists and is {what}: refusing to write through it; remove it", tmp_path()))
                 }
                 Ok(Entry::Missing) => {} // gone meanwhile: try again
                 Err(e) => return Err(format!("cannot look at {}: {e}", tmp_path())),

@@ -333,6 +333,7 @@ fn serve_requests(
     later: &mut Later,
 ) {
     let mut at = 0;
+    c.throttled = false;
     while *budget > 0 && c.takes_requests(ctx.limits) {
         let n = match message_len(&c.rbuf[at..]) {
             Ok(Some(n)) => n,
@@ -347,6 +348,16 @@ fn serve_requests(
             }
         };
         let req = Request::parse(&c.rbuf[at + 4..at + n]);
+        // A user's rate used up: the request stays where it is (read again next poll), the connection waits.
+        let rate = match &req {
+            Ok(Request::Submit { .. }) => None,
+            Ok(Request::Stats) => Some(guard::Rate::Expensive),
+            _ => Some(guard::Rate::Control),
+        };
+        if rate.is_some_and(|r| !later.guard.allow(c.uid, r, ctx.now)) {
+            c.throttled = true;
+            break;
+        }
         at += n;
         *budget -= 1;
         match req {
@@ -361,14 +372,10 @@ fn serve_requests(
             })),
             Ok(Request::Time) => c.respond(&Response::Time(ctx.time)),
             // Answered after this poll's requests, when the metrics are rendered (once for all who asked); one
-            // per connection per poll, and at a bounded rate for users other than root and the daemon's own.
-            Ok(Request::Stats) if later.guard.allow(c.uid, ctx.now) => {
+            // per connection per poll.
+            Ok(Request::Stats) => {
                 later.stats.push(cid);
                 c.stats_waiting = true;
-            }
-            Ok(Request::Stats) => {
-                later.guard.note(c.uid, "Stats requests over the rate limit", rate_limited, ctx.now);
-                c.respond(&Response::Error(rate_limited()));
             }
             // Refused at once, in O(1), for users who may not change the schedule.
             Ok(Request::Schedule { .. }) if !guard::privileged(c.uid) => {
@@ -428,11 +435,6 @@ fn serve_requests(
         }
     }
     c.rbuf.drain(..at);
-}
-
-/// The reply to a `Stats` request over the rate limit.
-fn rate_limited() -> String {
-    format!("Stats refused: users other than root and the daemon's own may ask {} per second", guard::EXPENSIVE_PER_S)
 }
 
 /// Requests answered after a poll's reads: `Stats` (when the metrics are rendered, once for all who asked) and
@@ -836,6 +838,7 @@ mod tests {
                 change_waiting: false,
                 stats_waiting: false,
                 in_reserve: false,
+                throttled: false,
             },
         );
         conns.usage.insert(7, Usage { connections: 1, in_flight: n });
