@@ -30,8 +30,11 @@ def _say(msg: str) -> None:
     print(f"keepon-plan: {msg}", file=sys.stderr, flush=True)
 
 
-def write_all(net, out: Path, routed, starts, rings, method: str, deadline: Deadline | None = None) -> None:
-    """Write the plan directory; ``starts``: per stream its hop starts (instance 0, ps)."""
+def write_all(
+    net, out: Path, routed, starts, rings, method: str, deadline: Deadline | None = None, exports: bool = True
+) -> None:
+    """Write the plan directory; ``starts``: per stream its hop starts (instance 0, ps); ``exports``: also the YANG
+    instance data and taprio scripts."""
     departures = {name: st[0] for name, st in starts.items()}
     from .export_taprio import write_taprio
     from .export_yang import write_yang
@@ -46,8 +49,9 @@ def write_all(net, out: Path, routed, starts, rings, method: str, deadline: Dead
             shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     write_plan(out, net, plan_document(net, routed, starts, method), configs, gcls, routed)
-    write_yang(out, net, gcls, rings, departures)
-    write_taprio(out, net, gcls)
+    if exports:
+        write_yang(out, net, gcls, rings, departures)
+        write_taprio(out, net, gcls)
 
 
 def cmd_network(args: argparse.Namespace) -> int:
@@ -160,3 +164,9 @@ def add_network_parsers(sub, seconds) -> None:
 
     add_arguments(p)
     p.set_defaults(func=run)
+
+    from . import sweep
+
+    p = sub.add_parser("network-sweep", help="the planner swept by load on generated networks (benchmark)")
+    sweep.add_arguments(p)
+    p.set_defaults(func=sweep.run)

@@ -1,0 +1,256 @@
+"""``keepon-plan network-sweep``: the planner swept by load on generated 802.1Qbv networks (a benchmark, not a test).
+
+Each instance: ``B`` bridges joined as a ring, a line, a star (bridge 0 the hub) or a meshed random regular graph
+(degree 3, networkx, seeded); ``K`` keepon stations on every bridge; every link 1 Gb/s with 100 ns propagation,
+1 µs forwarding in every bridge. Streams from a random station to a random station on another bridge (within
+``--reach`` bridge hops when given), period from {0.5, 1, 2} ms, frames of 1522 bytes or uniform in 64..1522, every
+stream's route given (a shortest path by hops, ties to the lower-numbered bridge), latency bound its period.
+Streams are drawn until ``--streams`` are accepted, accepting only those that keep every directed link's load at the
+frames' own lengths within the target (at most 40 draws per stream): the busiest link then carries about the
+target. The same description is planned four ways: talkers on slots or on the byte clock, frames allowed to queue
+or not. Every plan is written (plan, talkers' configs, gate lists; not the YANG and taprio exports) and replayed
+by the independent verifier; the time counted is planning plus writing plus verifying, per plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from ..model import InputError
+
+PERIODS_NS = (500_000, 1_000_000, 2_000_000)
+FIELDS = [
+    "topology",
+    "bridges",
+    "frames",
+    "target_pct",
+    "seed",
+    "streams",
+    "busiest_own_pct",
+    "busiest_padded_pct",
+    "timing",
+    "queueing",
+    "status",
+    "placed",
+    "kind",
+    "plan_s",
+    "total_s",
+    "verified",
+    "reason",
+]
+
+
+def _edges(topology: str, n: int, rng: random.Random) -> list[tuple[int, int]]:
+    if topology == "line":
+        return [(i, i + 1) for i in range(n - 1)]
+    if topology == "ring":
+        return [(i, (i + 1) % n) for i in range(n)]
+    if topology == "star":
+        return [(0, i) for i in range(1, n)]
+    if topology == "mesh":
+        import networkx as nx
+
+        g = nx.random_regular_graph(3, n, seed=rng.randrange(2**31))
+        while not nx.is_connected(g):
+            g = nx.random_regular_graph(3, n, seed=rng.randrange(2**31))
+        return sorted((min(a, b), max(a, b)) for a, b in g.edges())
+    raise ValueError(topology)
+
+
+def _paths(n: int, edges: list[tuple[int, int]], src: int) -> dict[int, int]:
+    """BFS predecessors from ``src`` (neighbours in ascending order: ties to the lower-numbered bridge)."""
+    adj: dict[int, list[int]] = {i: [] for i in range(n)}
+    for a, b in edges:
+        adj[a].append(b)
+        adj[b].append(a)
+    prev = {src: -1}
+    frontier = [src]
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in sorted(adj[u]):
+                if v not in prev:
+                    prev[v] = u
+                    nxt.append(v)
+        frontier = nxt
+    return prev
+
+
+def generate(
+    topology: str,
+    bridges: int,
+    streams: int,
+    frames: str,
+    target_pct: int,
+    seed: int,
+    per_bridge: int = 2,
+    reach: int | None = None,
+) -> tuple[str, int, float]:
+    """(description, streams accepted, busiest link's load at the frames' own lengths in %)."""
+    rng = random.Random(seed)
+    edges = _edges(topology, bridges, rng)
+    lines = ["version = 1", "base_time = 0"]
+    for i in range(bridges):
+        lines += ["[[switch]]", f'name = "b{i}"', 'forwarding_delay = "1us"']
+    for a, b in edges:
+        lines += ["[[link]]", f'a = "b{a}"', f'b = "b{b}"', 'rate = "1Gbps"', 'delay = "100ns"']
+    for i in range(bridges):
+        for k in range(per_bridge):
+            lines += ["[[station]]", f'name = "h{i}-{k}"']
+            lines += ["[[link]]", f'a = "h{i}-{k}"', f'b = "b{i}"', 'rate = "1Gbps"', 'delay = "100ns"']
+    preds = {}
+    load: dict[tuple[str, str], int] = {}  # ps of wire per 2 ms
+    limit = target_pct * 2_000_000 * 1000 // 100
+    accepted = 0
+    for _draw in range(40 * streams):
+        if accepted == streams:
+            break
+        src = rng.randrange(bridges)
+        if src not in preds:
+            preds[src] = _paths(bridges, edges, src)
+        choices = [d for d, _ in preds[src].items() if d != src]
+        if reach is not None:
+            choices = [d for d in choices if _hops(preds[src], d) <= reach]
+        dst = rng.choice(choices)
+        frame = 1522 if frames == "1522" else rng.randint(64, 1522)
+        period = rng.choice(PERIODS_NS)
+        talker, listener = f"h{src}-{rng.randrange(per_bridge)}", f"h{dst}-{rng.randrange(per_bridge)}"
+        path = [dst]
+        while path[-1] != src:
+            path.append(preds[src][path[-1]])
+        route = [talker, *(f"b{i}" for i in reversed(path)), listener]
+        tx = (frame + 20) * 8000 * (2_000_000 // period)
+        keys = list(itertools.pairwise(route))
+        if any(load.get(k, 0) + tx > limit for k in keys):
+            continue
+        for k in keys:
+            load[k] = load.get(k, 0) + tx
+        lines += [
+            "[[stream]]",
+            f'name = "s{accepted}"',
+            f'talker = "{talker}"',
+            f'listeners = ["{listener}"]',
+            f"period = {period}",
+            f"frame_bytes = {frame}",
+            f"max_latency = {period}",
+            "route = [" + ", ".join(f'"{x}"' for x in route) + "]",
+        ]
+        accepted += 1
+    busiest = max(load.values(), default=0) * 100 / (2_000_000 * 1000)
+    return "\n".join(lines) + "\n", accepted, busiest
+
+
+def _hops(prev: dict[int, int], d: int) -> int:
+    n = 0
+    while prev[d] != -1:
+        d = prev[d]
+        n += 1
+    return n
+
+
+def plan_and_verify(text: str, timing: str, queueing: bool, time_limit: float) -> dict:
+    """Plan one description (``timing`` set for the whole network), write it, verify it; a result row's fields."""
+    from ..deadline import Deadline
+    from .certificate import load_per_link
+    from .command import write_all
+    from .plan import plan_network
+    from .topology import parse_network
+    from .verify import verify_plan_dir
+
+    net = parse_network(f'timing = "{timing}"\n' + text, "<generated>")
+    t0 = time.monotonic()
+    deadline = Deadline(time_limit, start=t0)
+    row: dict = {"timing": timing, "queueing": "yes" if queueing else "no", "kind": "", "reason": ""}
+    try:
+        status, payload = plan_network(net, deadline, "auto", say=lambda m: None, queueing=queueing)
+    except InputError as exc:
+        row.update(status="bad input", placed=0, plan_s=time.monotonic() - t0, total_s=time.monotonic() - t0)
+        row.update(verified="", reason=exc.message)
+        return row
+    t1 = time.monotonic()
+    row.update(status=status, plan_s=t1 - t0, placed=0, verified="")
+    if status == "infeasible":
+        row.update(kind=payload.certificate["kind"], reason=str(payload), total_s=t1 - t0)
+        return row
+    if status != "plan":
+        row.update(reason=str(payload), total_s=t1 - t0)
+        return row
+    routed, starts, rings, method = payload
+    row["placed"] = len(starts)
+    padded = load_per_link(routed, own=False)
+    row["busiest_padded_pct"] = f"{float(max(padded.values())) * 100:.1f}"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plan"
+        try:
+            write_all(net, out, routed, starts, rings, method, exports=False)
+        except InputError as exc:  # a gate list beyond the device's limits
+            row.update(status="unknown", reason=exc.message, total_s=time.monotonic() - t0)
+            return row
+        bad = verify_plan_dir(net, out)
+    row.update(verified="yes" if not bad else f"NO: {bad[0]}", total_s=time.monotonic() - t0)
+    return row
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topologies", default="ring,mesh,line,star")
+    p.add_argument("--bridges", default="20,100")
+    p.add_argument("--streams", default="250,500,1000", help="cycled over the instances")
+    p.add_argument("--frames", default="1522,random")
+    p.add_argument("--loads", default="20,35,50,65,75,85,95", help="busiest-link targets, % of own lengths")
+    p.add_argument("--modes", default="slots/no-wait,slots/queueing,bytes/no-wait,bytes/queueing")
+    p.add_argument("--per-bridge", type=int, default=2)
+    p.add_argument("--reach", type=int, default=None, help="listener within this many bridge hops")
+    p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="per plan")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", default="validation/network-bench", metavar="DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = [int(x) for x in args.streams.split(",")]
+    modes = [m.split("/") for m in args.modes.split(",")]
+    worst = 0
+    n = 0
+    with open(out / "rows.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, FIELDS)
+        w.writeheader()
+        for topo in args.topologies.split(","):
+            for bridges in (int(x) for x in args.bridges.split(",")):
+                for frames in args.frames.split(","):
+                    for load in (int(x) for x in args.loads.split(",")):
+                        seed = args.seed + n
+                        m = counts[n % len(counts)]
+                        n += 1
+                        text, accepted, busiest = generate(
+                            topo, bridges, m, frames, load, seed, args.per_bridge, args.reach
+                        )
+                        for timing, mode in modes:
+                            row = plan_and_verify(text, timing, mode == "queueing", args.time_limit)
+                            row.update(
+                                topology=topo,
+                                bridges=bridges,
+                                frames=frames,
+                                target_pct=load,
+                                seed=seed,
+                                streams=accepted,
+                                busiest_own_pct=f"{busiest:.1f}",
+                            )
+                            row["plan_s"] = f"{row['plan_s']:.3f}"
+                            row["total_s"] = f"{row['total_s']:.3f}"
+                            if str(row.get("verified", "")).startswith("NO"):
+                                worst = 4
+                            w.writerow(row)
+                            fh.flush()
+                            print(
+                                f"{topo} {bridges} {frames} {load}% {accepted} streams ({busiest:.0f} %) {timing}/"
+                                f"{mode}: {row['status']} {row['placed']} in {row['total_s']} s {row['kind']}",
+                                flush=True,
+                            )
+    return worst
