@@ -9,11 +9,9 @@ every period (strictly periodic hops). Streams are placed one at a time, shortes
    up in that directed link's occupancy over the hyperperiod ``H`` (sorted, disjoint intervals, bisect).
 2. **Queueing** (when no wait fails and the network allows it): hop by hop, parents first, the frame is ready at a
    switch's egress when its last bit is in and the forwarding delay has passed; it starts at the first time from then
-   that is free on the link, on the switch's gate grid, within the latency and deadline budget. It may wait only
-   while its class's gate at that port is closed: no window of its class (with the short best-effort gap the gate
-   list gives to a window, :data:`~keepon_plan.network.gcl.MIN_FRAME_WIRE_BYTES`) may meet its wait, and its own
-   window may not meet another frame's wait of its class. So a class's queue holds at most one frame, in FIFO order,
-   and the frame leaves when the gate opens, as 802.1Qbv does.
+   that is free on the link, on the switch's gate grid, within the latency and deadline budget, and keeps the class
+   queue's rules (:mod:`.queues`: FIFO order is window order, no idle open gate before a waiting frame's window),
+   so 802.1Qbv sends it there. Every frame, waiting or not, keeps those rules with the frames already waiting.
 
 On a collision ``a`` jumps past the blocker (the least of the two methods' suggestions, rounded up to the grid); a
 stream whose window is exhausted (or that tried :data:`MAX_TRIES` departures) is left out with the reason. Windows on
@@ -25,6 +23,7 @@ Plans only: a stream left out proves nothing.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import dataclass
 
@@ -33,7 +32,9 @@ from .routing import RoutedStream
 from .topology import Network
 
 MAX_TRIES = 4000
-"""Departures a stream tries before it is left out (each a no-wait and a queueing attempt)."""
+"""Departures a stream tries without waiting before it is left out (or tried with waiting)."""
+MAX_QUEUED_TRIES = 300
+"""Departures a stream tries with waiting (each costs a scan of the class queues on every hop)."""
 MIN_FRAME_WIRE_BYTES = 64 + 20
 
 
@@ -145,22 +146,24 @@ def departure_range(r: RoutedStream, grids: Grids) -> tuple[int, int]:
 
 
 class _State:
-    """Every directed link's occupancy, and per (link, class) the gate-open extents and the waits."""
+    """Every directed link's occupancy, and the switches' class queues (:mod:`.queues`)."""
 
     def __init__(self, horizon: int, net: Network, grids: Grids) -> None:
+        from .queues import ClassQueues
+
         self.horizon = horizon
         self.net = net
         self.grids = grids
         self.busy: dict[tuple[str, str], Occupancy] = {}
-        self.extent: dict[tuple[str, str, int], Occupancy] = {}
-        self.waits: dict[tuple[str, str, int], Occupancy] = {}
+        self.queues = ClassQueues(horizon)
         self.queueing = any(grids.wait_ok.values())
         self.min_frame: dict[tuple[str, str], int] = {}
+        self.depth = {n: sw.max_queue_frames for n, sw in net.switches.items()}
 
-    def occ(self, table: dict, key) -> Occupancy:
-        o = table.get(key)
+    def occ(self, key) -> Occupancy:
+        o = self.busy.get(key)
         if o is None:
-            o = table[key] = Occupancy(self.horizon)
+            o = self.busy[key] = Occupancy(self.horizon)
         return o
 
     def window(self, r: RoutedStream, k: int, t: int) -> tuple[int, int]:
@@ -180,49 +183,38 @@ class _State:
             self.min_frame[key] = MIN_FRAME_WIRE_BYTES * link.byte_ps()
         return self.min_frame[key]
 
-    def link_shift(self, r: RoutedStream, k: int, t: int, period: int) -> int:
-        """0 if hop ``k`` at ``t`` is free in every instance (the link, and no wait of its class), else a shift."""
+    def shift(self, r: RoutedStream, k: int, ready: int, t: int, period: int) -> tuple[int, bool]:
+        """(0, False) if hop ``k`` ready at ``ready`` and starting at ``t`` is free on its link and keeps the queue
+        rules in every instance; else (a shift of ``t``, whether no later ``t`` can help)."""
         h = r.hops[k]
-        busy = self.occ(self.busy, (h.src, h.dst))
+        busy = self.occ((h.src, h.dst))
         lo, n = self.window(r, k, t)
-        waits = self.waits.get((h.src, h.dst, r.stream.traffic_class)) if self.queueing else None
+        queue = self.queueing and h.src in self.net.switches
+        key = (h.src, h.dst, r.stream.traffic_class)
         for base in range(0, self.horizon, period):
             shift = busy.shift_needed(lo + base, n)
-            if not shift and waits is not None:
-                shift = waits.shift_needed(lo + base, n + self.gap_ps(h))
             if shift:
-                return shift
-        return 0
-
-    def wait_shift(self, r: RoutedStream, k: int, ready: int, t: int, period: int) -> int:
-        """0 if the class's gate at hop ``k``'s port is closed during ``[ready, t)`` in every instance, else how far
-        ``ready`` must move to pass the window that opens it."""
-        h = r.hops[k]
-        ext = self.extent.get((h.src, h.dst, r.stream.traffic_class))
-        if ext is None:
-            return 0
-        g = self.grids.gate_ps[h.src]
-        lo = ready // g * g
-        for base in range(0, self.horizon, period):
-            shift = ext.shift_needed(lo + base, t - lo)
-            if shift:
-                return shift
-        return 0
+                return shift, False
+            if queue:
+                shift, hard = self.queues.check(
+                    key, ready + base, t + base, h.tx_ps, lo + n + base, self.gap_ps(h), self.depth[h.src]
+                )
+                if shift:
+                    return shift, hard
+        return 0, False
 
     def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
         period = r.stream.period_ns * 1000
         for k, (h, t) in enumerate(zip(r.hops, starts, strict=True)):
             lo, n = self.window(r, k, t)
-            busy = self.occ(self.busy, (h.src, h.dst))
-            switch = h.src in self.net.switches
+            busy = self.occ((h.src, h.dst))
+            queue = self.queueing and h.src in self.net.switches
             key = (h.src, h.dst, r.stream.traffic_class)
             ready = starts[r.parents[k]] + h.offset_ps - r.hops[r.parents[k]].offset_ps if k else t
             for base in range(0, self.horizon, period):
                 busy.add(lo + base, n)
-                if switch and self.queueing:
-                    self.occ(self.extent, key).add(lo + base, n + self.gap_ps(h))
-                    if t > ready:
-                        self.occ(self.waits, key).add(ready + base, t - ready)
+                if queue:
+                    self.queues.add(key, ready + base, t + base, h.tx_ps, lo + n + base)
 
 
 def _budgets(r: RoutedStream, a: int) -> list[int]:
@@ -244,44 +236,61 @@ def _budgets(r: RoutedStream, a: int) -> list[int]:
 
 def _nowait(state: _State, r: RoutedStream, a: int, period: int) -> tuple[int, str]:
     for k, h in enumerate(r.hops):
-        shift = state.link_shift(r, k, a + h.offset_ps, period)
+        t = a + h.offset_ps
+        shift, _ = state.shift(r, k, t, t, period)
         if shift:
             return shift, f"{h.src}→{h.dst}"
     return 0, ""
 
 
-def _queued(state: _State, r: RoutedStream, a: int, period: int) -> tuple[tuple[int, ...] | None, int, str]:
+def _queued(state: _State, r: RoutedStream, a: int, period: int = 0) -> tuple[tuple[int, ...] | None, int, str]:
     """(hop starts, 0, "") or (None, how far ``a`` should move, the hop that failed)."""
     budget = _budgets(r, a)
     starts = [0] * len(r.hops)
     for k, h in enumerate(r.hops):
         where = f"{h.src}→{h.dst}"
         if k == 0:
-            shift = state.link_shift(r, 0, a, period)
+            shift, _ = state.shift(r, 0, a, a, period)
             if shift:
                 return None, shift, where
             starts[0] = a
             continue
         p = r.parents[k]
         ready = starts[p] + h.offset_ps - r.hops[p].offset_ps
-        left = budget[k] - (ready - a - h.offset_ps)
-        may_wait = state.grids.wait_ok.get(h.src, False)
+        left = budget[k] - (ready - a - h.offset_ps) if state.grids.wait_ok.get(h.src, False) else 0
         g = state.grids.gate_ps.get(h.src, 1000)
         t = ready
         while True:
-            if t - ready > (left if may_wait else 0):
-                return None, t - ready - max(0, left if may_wait else 0), where
-            shift = state.link_shift(r, k, t, period)
+            if t - ready > left:
+                return None, t - ready - max(0, left), where
+            shift, hard = state.shift(r, k, ready, t, period)
+            if hard:
+                return None, 1, where
             if shift:
                 t = -(-(t + shift) // g) * g
                 continue
-            if t > ready:
-                shift = state.wait_shift(r, k, ready, t, period)
-                if shift:
-                    return None, shift, where
             break
         starts[k] = t
     return tuple(starts), 0, ""
+
+
+def _nowait_starts(state: _State, r: RoutedStream, a: int, period: int = 0):
+    shift, where = _nowait(state, r, a, period)
+    return (None, shift, where) if shift else (r.nowait_starts(a), 0, "")
+
+
+def _first_fit(a: int, hi: int, grid: int, attempt, tries: int = MAX_TRIES):
+    """(hop starts or None, the last blocker, the last departure tried): departures from ``a`` on, each blocked one
+    moving on by what ``attempt`` says (rounded up to the grid), at most :data:`MAX_TRIES`."""
+    blocker = ""
+    for _ in range(tries):
+        if a > hi:
+            break
+        starts, shift, blocker = attempt(a)
+        if starts is not None:
+            return starts, "", a
+        a = -(-(a + max(shift, 1)) // grid) * grid
+    return None, blocker, a
 
 
 def greedy(
@@ -305,24 +314,12 @@ def greedy(
             check(deadline)
         period = r.stream.period_ns * 1000
         grid = grids.departure_ps[r.stream.talker]
-        a, hi = departure_range(r, grids)
-        blocker = ""
-        found = None
-        tries = 0
-        while a <= hi and tries < MAX_TRIES:
-            tries += 1
-            shift, blocker = _nowait(state, r, a, period)
-            if not shift:
-                found = r.nowait_starts(a)
-                break
-            if state.queueing:
-                starts, qshift, qwhere = _queued(state, r, a, period)
-                if starts is not None:
-                    found = starts
-                    break
-                if qshift < shift:
-                    shift, blocker = qshift, qwhere
-            a = -(-(a + max(shift, 1)) // grid) * grid
+        lo, hi = departure_range(r, grids)
+        found, blocker, a = _first_fit(lo, hi, grid, functools.partial(_nowait_starts, state, r, period=period))
+        if found is None and state.queueing:
+            found, blocker, a = _first_fit(
+                lo, hi, grid, functools.partial(_queued, state, r, period=period), MAX_QUEUED_TRIES
+            )
         if found is None:
             why = f"no free departure in its window (last blocked on {blocker})" if a > hi else ""
             why = why or f"{MAX_TRIES} departures tried (last blocked on {blocker})"

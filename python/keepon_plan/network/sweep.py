@@ -156,7 +156,7 @@ def _hops(prev: dict[int, int], d: int) -> int:
 
 def plan_and_verify(text: str, timing: str, queueing: bool, time_limit: float) -> dict:
     """Plan one description (``timing`` set for the whole network), write it, verify it; a result row's fields."""
-    from ..deadline import Deadline
+    from ..deadline import Deadline, TimeLimitExceeded
     from .certificate import load_per_link
     from .command import write_all
     from .plan import plan_network
@@ -169,6 +169,8 @@ def plan_and_verify(text: str, timing: str, queueing: bool, time_limit: float) -
     row: dict = {"timing": timing, "queueing": "yes" if queueing else "no", "kind": "", "reason": ""}
     try:
         status, payload = plan_network(net, deadline, "auto", say=lambda m: None, queueing=queueing)
+    except TimeLimitExceeded as exc:
+        status, payload = "unknown", str(exc)
     except InputError as exc:
         row.update(status="bad input", placed=0, plan_s=time.monotonic() - t0, total_s=time.monotonic() - t0)
         row.update(verified="", reason=exc.message)

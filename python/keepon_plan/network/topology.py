@@ -87,7 +87,7 @@ class Switch:
     supported_cycle_max_ns: int
     gate_granularity_ns: int = 1
     """Gate events happen on multiples of this (from the base time): every window is widened out to it."""
-    max_queue_frames: int = 1
+    max_queue_frames: int = 8
     """Frames a class's egress queue may hold waiting for its gate (0: no frame ever waits in this switch)."""
 
 
@@ -274,7 +274,7 @@ def parse_network(text: str, path: str | None = None) -> Network:
             get(t, "supported_interval_max", w, what, integer(1, 2**32 - 1), 10**9),
             get(t, "supported_cycle_max", w, what, parse_duration, 10**9),
             get(t, "gate_granularity", w, what, positive_duration, 1),
-            get(t, "max_queue_frames", w, what, integer(0, 2**16), 1),
+            get(t, "max_queue_frames", w, what, integer(0, 2**16), 8),
         )
 
     where: dict = {}
