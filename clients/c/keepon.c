@@ -178,7 +178,8 @@ static int parse_info(const uint8_t *b, size_t n, struct keepon_msg *msg, struct
             snprintf(msg->text, sizeof msg->text, "info reply: class cut short");
             return KEEPON_EPROTO;
         }
-        if (nclasses >= 256 || out + len + 1 > KEEPON_MAX_MESSAGE || nw + count > KEEPON_INFO_MAX_WINDOWS) {
+        if (nclasses >= 256 || out + len + 1 > sizeof ((struct keepon_info *)0)->names ||
+            nw + count > KEEPON_INFO_MAX_WINDOWS) {
             snprintf(msg->text, sizeof msg->text, "info reply: more classes or windows than a message holds");
             return KEEPON_EPROTO;
         }
@@ -440,7 +441,7 @@ static int fill(keepon_client *c) {
 static int complete_at(keepon_client *c, size_t at, size_t *len) {
     if (c->rlen - at < 4) return 0;
     uint32_t n = get_u32(c->rbuf + at);
-    if (n > KEEPON_MAX_MESSAGE) return proto_fail(c, "message length beyond the protocol's maximum");
+    if (n > KEEPON_MAX_REPLY) return proto_fail(c, "message length beyond the protocol's maximum");
     if (c->rlen - at - 4 < n) return 0;
     *len = n;
     return 1;

@@ -140,6 +140,8 @@ extern "C" {
 #define KEEPON_PROTOCOL_VERSION 1
 /** Largest message the daemon accepts (a longer length prefix ends the connection). */
 #define KEEPON_MAX_MESSAGE 16384
+/** Largest reply the daemon sends (the largest Info of a legal configuration fits by construction). */
+#define KEEPON_MAX_REPLY 98304
 /** `txtime` of a best-effort frame. */
 #define KEEPON_NO_TXTIME INT64_MIN
 
@@ -191,9 +193,9 @@ struct keepon_window {
     uint64_t length; /**< ns */
 };
 
-/** Windows a struct keepon_info holds, all classes together: as many as a KEEPON_MAX_MESSAGE-byte reply
- * carries (66 fixed bytes, a class of 3 bytes, 16 bytes a window). */
-#define KEEPON_INFO_MAX_WINDOWS ((KEEPON_MAX_MESSAGE - 66 - 3) / 16)
+/** Windows a struct keepon_info holds, all classes together: as many as a legal configuration has (one per ring
+ * slot at most; the byte clock's windows are held to as many). */
+#define KEEPON_INFO_MAX_WINDOWS 4096
 
 /** The link as the daemon describes it. Times are TAI ns. */
 /* keepon_info.host: the daemon's poll loop runs SCHED_FIFO; its memory is locked; the poll loop is pinned to a
@@ -219,7 +221,7 @@ struct keepon_info {
     uint16_t window_at[256];           /**< private: class i's first window in windows (use keepon_info_windows) */
     uint16_t window_count[256];        /**< private: class i's number of windows */
     struct keepon_window windows[KEEPON_INFO_MAX_WINDOWS]; /**< private: the windows, class by class */
-    char names[KEEPON_MAX_MESSAGE];    /**< private: NUL-terminated class names */
+    char names[64 * 256];              /**< private: NUL-terminated class names (64 classes of ≤ 255 bytes) */
 };
 
 /** The single outcome of one submitted frame. */

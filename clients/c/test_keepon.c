@@ -482,9 +482,9 @@ static void info_codec_checks(void) {
     memcpy(old + 38, "\x01" "a" "\x02" "bb", 5);
     CHECK(keepon_parse(old, sizeof old, &m, &info) == KEEPON_EPROTO, "the former info layout");
 
-    /* The most windows a KEEPON_MAX_MESSAGE-byte reply holds fit; a longer (hand-made) body with more is refused,
-     * not written past the store. */
-    static uint8_t big[2 * KEEPON_MAX_MESSAGE];
+    /* The most windows a legal configuration has fit (in one reply); a longer (hand-made) body with more is
+     * refused, not written past the store. */
+    static uint8_t big[2 * KEEPON_MAX_REPLY];
     info_bytes(big);
     size_t at = INFO_FIXED_BYTES;
     for (int k = 0; k < 2; k++) {
@@ -497,7 +497,7 @@ static void info_codec_checks(void) {
         }
         at += 3 + 16 * KEEPON_INFO_MAX_WINDOWS;
         if (k == 0) {
-            CHECK(at <= KEEPON_MAX_MESSAGE, "one full class is %zu bytes", at);
+            CHECK(at <= KEEPON_MAX_REPLY, "one full class is %zu bytes", at);
             CHECK(keepon_parse(big, at, &m, &info) == KEEPON_OK && info.nclasses == 1 &&
                       keepon_info_windows(&info, 0, &count)[KEEPON_INFO_MAX_WINDOWS - 1].offset ==
                           (uint64_t)(KEEPON_INFO_MAX_WINDOWS - 1) * 100 &&

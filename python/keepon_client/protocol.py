@@ -21,6 +21,8 @@ from dataclasses import dataclass
 VERSION = 1
 #: Largest message the daemon accepts; a longer length prefix ends the connection.
 MAX_MESSAGE = 16 * 1024
+#: Largest reply the daemon sends (the largest Info of a legal configuration fits by construction).
+MAX_REPLY = 96 * 1024
 
 K_INFO = 1
 K_SUBMIT = 2
@@ -413,8 +415,8 @@ def split_messages(buf: bytearray) -> list[bytes]:
     out, at = [], 0
     while len(buf) - at >= 4:
         (n,) = struct.unpack_from("<I", buf, at)
-        if n > MAX_MESSAGE:
-            raise ProtocolError(f"message length {n} exceeds {MAX_MESSAGE}")
+        if n > MAX_REPLY:
+            raise ProtocolError(f"message length {n} exceeds {MAX_REPLY}")
         if len(buf) - at - 4 < n:
             break
         out.append(bytes(buf[at + 4 : at + 4 + n]))

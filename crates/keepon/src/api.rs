@@ -68,7 +68,9 @@
 //! slots posted while the grid was locked.
 //!
 //! All integers are little-endian. Messages are parsed from untrusted bytes with checked
-//! lengths; a length prefix beyond [`MAX_MESSAGE`] ends the connection (the stream cannot be resynchronised).
+//! lengths; a request's length prefix beyond [`MAX_MESSAGE`] (16 KiB) ends the connection (the stream cannot be
+//! resynchronised). Replies are at most [`MAX_REPLY`] (96 KiB): the largest `Info` of a legal configuration (64
+//! classes with 255-byte names, 4 096 windows) fits by construction, and `Stats` is cut to fit.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -78,8 +80,22 @@ use keepon_core::outcome::Reason;
 
 /// Protocol version.
 pub const VERSION: u8 = 1;
-/// Largest message accepted (a 9018-byte slot plus headers, rounded up).
+/// Largest request the daemon accepts (a 9018-byte slot plus headers, rounded up).
 pub const MAX_MESSAGE: usize = 16 * 1024;
+
+/// Largest reply the daemon sends, and clients accept: the largest `Info` of a legal configuration fits by
+/// construction ([`MAX_INFO`]).
+pub const MAX_REPLY: usize = 96 * 1024;
+
+/// The largest `Info` reply of a legal configuration: [`MAX_CLASSES`](keepon_core::isolation::MAX_CLASSES) classes
+/// with 255-byte names and [`MAX_WINDOWS`] windows in all.
+pub const MAX_INFO: usize = INFO_FIXED + keepon_core::isolation::MAX_CLASSES * (1 + 255 + 2) + MAX_WINDOWS * 16;
+
+/// Most windows all classes together may have: a slot mask has at most one per ring slot, and the byte clock's
+/// `[[class]] windows` are held to as many.
+pub const MAX_WINDOWS: usize = keepon_core::isolation::MAX_RING_SLOTS as usize;
+
+const _: () = assert!(MAX_INFO <= MAX_REPLY);
 
 const K_INFO: u8 = 1;
 const K_SUBMIT: u8 = 2;
@@ -705,24 +721,33 @@ pub fn frame_message(msg: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(msg);
 }
 
-/// Length, prefix included, of the complete message at the front of `buf`: `Ok(None)` while it is
+/// Length, prefix included, of the complete request at the front of `buf`: `Ok(None)` while it is
 /// incomplete, `Err` if its length prefix is beyond [`MAX_MESSAGE`].
 pub fn message_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    length_within(buf, MAX_MESSAGE)
+}
+
+/// Length, prefix included, of the complete reply at the front of `buf` ([`MAX_REPLY`] is its limit).
+pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    length_within(buf, MAX_REPLY)
+}
+
+fn length_within(buf: &[u8], limit: usize) -> Result<Option<usize>, ProtocolError> {
     if buf.len() < 4 {
         return Ok(None);
     }
     let len = u32_at(buf, 0) as usize;
-    if len > MAX_MESSAGE {
-        return perr(format!("message length {len} exceeds {MAX_MESSAGE}"));
+    if len > limit {
+        return perr(format!("message length {len} exceeds {limit}"));
     }
     Ok((buf.len() - 4 >= len).then_some(4 + len))
 }
 
-/// Split complete messages off the front of `buf`. `Err` if a length prefix is beyond [`MAX_MESSAGE`].
+/// Split complete replies off the front of `buf`. `Err` if a length prefix is beyond [`MAX_REPLY`].
 pub fn split_messages(buf: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, ProtocolError> {
     let mut out = Vec::new();
     let mut at = 0;
-    while let Some(n) = message_len(&buf[at..])? {
+    while let Some(n) = reply_len(&buf[at..])? {
         out.push(buf[at + 4..at + n].to_vec());
         at += n;
     }
@@ -1007,6 +1032,39 @@ mod tests {
         buf.extend_from_slice(&[3, 0]);
         assert_eq!(split_messages(&mut buf).unwrap(), vec![vec![1, 1]]);
         assert_eq!(buf, vec![3, 0]);
+    }
+
+    /// Issue 29 point 4: the largest `Info` of a legal configuration (64 classes with 255-byte names, not ASCII,
+    /// 4 096 windows) is within [`MAX_REPLY`], and a client splits and parses it.
+    #[test]
+    fn the_largest_info_fits_one_reply() {
+        let classes: Vec<String> =
+            (0..keepon_core::isolation::MAX_CLASSES).map(|k| format!("{k:02}{}", "é".repeat(126)) + "x").collect();
+        assert!(classes.iter().all(|c| c.len() == 255));
+        let per = MAX_WINDOWS / classes.len();
+        let windows = (0..classes.len()).map(|k| (0..per).map(|w| ((k * per + w) as u64 * 2, 1)).collect()).collect();
+        let info = Response::Info(Info {
+            rate_bps: 1_000_000_000,
+            slot_bytes: 64,
+            ring: 4096,
+            batch: 32,
+            now: 1,
+            cycle_start: 2,
+            base_time: 3,
+            cycle: (4096 * 672, 1),
+            host: 0,
+            classes,
+            windows,
+        });
+        let body = info.emit();
+        assert_eq!(body.len(), MAX_INFO, "every class and window carried");
+        let mut buf = Vec::new();
+        frame_message(&body, &mut buf);
+        let msgs = split_messages(&mut buf).unwrap();
+        assert_eq!(Response::parse(&msgs[0]).unwrap(), info);
+        // One byte over the reply limit is refused.
+        let mut buf = ((MAX_REPLY + 1) as u32).to_le_bytes().to_vec();
+        assert!(split_messages(&mut buf).unwrap_err().0.contains("exceeds"));
     }
 
     /// Windows are runs of owned ring slots, at whole ns rounded up from `i·δ`: exact for whole-ns slots, and at

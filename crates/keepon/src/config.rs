@@ -617,7 +617,22 @@ impl Config {
                         }
                         Some(w) => w.iter().map(|(o, l)| Window { offset: o.0, length: l.0 }).collect(),
                     };
+                    if c.name.is_empty() || c.name.len() > 255 {
+                        return err(format!(
+                            "{key}: a class name is 1 to 255 bytes (the protocol carries it in one length byte); \
+                             this one is {}",
+                            c.name.len()
+                        ));
+                    }
                     timed.push(ClassWindows { name: c.name.clone(), windows });
+                    let all: usize = timed.iter().map(|t| t.windows.len()).sum();
+                    if all > crate::api::MAX_WINDOWS {
+                        return err(format!(
+                            "{key}.windows: {all} windows in all classes so far; at most {} (what one Info reply \
+                             carries, as many as ring slots)",
+                            crate::api::MAX_WINDOWS
+                        ));
+                    }
                     let slots = match (&c.mask, &c.slots) {
                         (Some(_), Some(_)) => return err(format!("{key}: give mask or slots, not both")),
                         (Some(m), None) => {

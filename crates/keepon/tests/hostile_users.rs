@@ -288,3 +288,45 @@ fn one_operator_cannot_take_roots_reserve() {
     assert!(c.info().is_err());
     drop((be, op, root));
 }
+
+/// Issue 29 point 2: a user who can write the metrics directory (0777 here) plants `PATH.tmp` → a victim file
+/// while the daemon runs (as root in CI): the victim stays intact, the daemon says what it refused (once), and
+/// the metrics come back when the plant is gone. A daemon configured to write its metrics over a device node
+/// refuses to start, naming it.
+#[test]
+fn a_planted_metrics_symlink_never_reaches_its_victim() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    support::chmod(&open, 0o777);
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let prom = open.join("keepon.prom");
+    let d = start(&format!("metrics_file = \"{}\"", prom.display()));
+    assert!(wait_until(Duration::from_secs(5), || prom.exists()), "{}", d.proc.output());
+    std::os::unix::fs::symlink(&victim, open.join("keepon.prom.tmp")).unwrap();
+    std::fs::remove_file(&prom).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!prom.exists());
+    let err = d.stderr();
+    assert!(err.contains("its directory is writable by other users"), "{err}");
+    let said = err.matches("keepon.prom.tmp exists and is a symbolic link: refusing to write through it").count();
+    assert_eq!(said, 1, "said once:\n{err}");
+    std::fs::remove_file(open.join("keepon.prom.tmp")).unwrap();
+    assert!(wait_until(Duration::from_secs(3), || prom.exists()), "{}", d.stderr());
+    assert!(d.stderr().contains("written again"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    drop(d);
+
+    // `metrics_file = "/dev/null"` (a plausible way to "turn it off") must never replace the host's /dev/null.
+    let cfg = dir.path().join("null.toml");
+    let sock = dir.path().join("null.sock");
+    std::fs::write(&cfg, daemon_config(&sock, "20us", "", "metrics_file = \"/dev/null\"")).unwrap();
+    let out = Command::new(BIN).args(["daemon", "--backend", "sim", "--duration", "5s", "--config"]).arg(&cfg).output();
+    let out = out.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/dev/null: a character device is there: not replacing it"), "{err}");
+    let meta = std::fs::metadata("/dev/null").unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()));
+}

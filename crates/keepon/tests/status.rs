@@ -130,3 +130,50 @@ fn status_and_metrics_show_what_the_daemon_did() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("cannot connect to the daemon at"), "{err}");
 }
+
+/// Issue 29 point 4: the largest legal configuration — ring 4 096 with one class in 2 048 windows, 64 classes
+/// with 255-byte names that are not ASCII — gives an `Info` every client reads, and `keepon status` shows it
+/// (before, the reply was 32 843 bytes and every client failed with "message length … exceeds 16384").
+#[test]
+fn the_largest_legal_configuration_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = d.join("keepon.sock");
+    let name = |k: usize| format!("{k:02}{}x", "é".repeat(126));
+    let mut classes = format!("[[class]]\nname = \"{}\"\nslots = [{}]\n", name(0), {
+        let s: Vec<String> = (0..2048).map(|i| (2 * i).to_string()).collect();
+        s.join(", ")
+    });
+    for k in 1..63 {
+        classes += &format!("[[class]]\nname = \"{}\"\nslots = [{}]\n", name(k), 2 * k - 1);
+    }
+    classes += &format!("[[class]]\nname = \"{}\"\n", name(63));
+    let cfg = d.join("big.toml");
+    let text = format!(
+        "[link]\nrate = \"1Gbps\"\n[ring]\nslot_bytes = 1230\nslots = 4096\nbatch = 16\n[run]\npoll_period = \"50us\"\n\
+         [daemon]\nsocket = \"{}\"\n{classes}",
+        sock.display()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let mut daemon = Proc::spawn(
+        "daemon",
+        d,
+        Command::new(BIN).args(["daemon", "--backend", "sim", "--duration", "30s", "--config"]).arg(&cfg),
+    );
+    assert!(wait_until(Duration::from_secs(10), || sock.exists()), "daemon\n{}", daemon.output());
+    let mut c = Client::connect(&sock).unwrap();
+    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    let info = c.info().expect("Info of the largest configuration");
+    assert_eq!(info.classes.len(), 64);
+    assert_eq!(info.classes[5], name(5));
+    assert_eq!(info.windows[0].len(), 2048);
+    assert!(c.stats().is_ok());
+    for args in [&["status", "--socket"][..], &["status", "--json", "--socket"][..]] {
+        let out = Command::new(BIN).args(args).arg(&sock).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&name(62)));
+    }
+    // SAFETY: kill(2) on the daemon this test started.
+    assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
+    daemon.success(Duration::from_secs(10));
+}

@@ -196,7 +196,7 @@ pub fn render(v: &View) -> String {
 /// The metrics cut to what one reply message holds (whole lines, and a comment saying so); the metrics file
 /// has them all.
 pub fn fit(text: &str) -> String {
-    let room = crate::api::MAX_MESSAGE - 2;
+    let room = crate::api::MAX_REPLY - 2;
     if text.len() <= room {
         return text.to_owned();
     }
@@ -348,9 +348,9 @@ mod tests {
     fn a_cut_never_splits_a_character() {
         for pad in 0..4 {
             let line = format!("keepon_frames_sent_total{{class=\"{}é\"}} 1\n", "x".repeat(pad));
-            let text = line.repeat(2 * crate::api::MAX_MESSAGE / line.len());
+            let text = line.repeat(2 * crate::api::MAX_REPLY / line.len());
             let cut = fit(&text);
-            assert!(cut.len() <= crate::api::MAX_MESSAGE - 2, "{}", cut.len());
+            assert!(cut.len() <= crate::api::MAX_REPLY - 2, "{}", cut.len());
             assert!(cut.ends_with("daemon.metrics_file has every metric\n"));
             assert!(parse(&cut).unwrap().len() > 100);
         }
