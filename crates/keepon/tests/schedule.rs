@@ -103,6 +103,11 @@ fn a_schedule_change_moves_a_class_window_at_its_base_time() {
     // A change whose base time has passed is refused (Qbv's config-change-error), naming the earliest.
     let past = c.change_schedule(info.now - 1_000_000, vec![("tc-0".into(), vec![5])]).unwrap();
     assert!(past.as_ref().is_err_and(|e| e.contains("earliest")), "{past:?}");
+    // A base time that cannot be meant (issue 29 point 5: i64::MAX stayed pending for ever) is refused.
+    for far in [i64::MAX, info.now + 25 * 3600 * 1_000_000_000] {
+        let r = c.change_schedule(far, vec![("tc-0".into(), vec![5])]).unwrap();
+        assert!(r.as_ref().is_err_and(|e| e.contains("more than 86400 s ahead")), "{r:?}");
+    }
     // A class the daemon lacks is refused naming it.
     let unknown = c.change_schedule(change_at, vec![("tc-9".into(), vec![5])]).unwrap();
     assert!(unknown.as_ref().is_err_and(|e| e.contains("tc-9")), "{unknown:?}");

@@ -173,6 +173,14 @@ impl<B: AsRef<[u8]>> Station<B> {
             if let Some(p) = self.pending.take() {
                 let old = core::mem::replace(&mut self.cfg.ownership, p.ownership);
                 self.previous = Some(Pending { slot: p.slot, ownership: old });
+                // A map without best-effort slots leaves the best-effort frames still waiting no slot ever (new
+                // ones get `no-capacity` at admission): each gets its outcome now.
+                if self.cfg.ownership.unowned().is_empty() {
+                    while let Some(f) = self.be.pop() {
+                        self.dequeued(f.class);
+                        self.reject(f.id, f.class, Reason::ScheduleChange);
+                    }
+                }
             }
         }
     }
@@ -306,6 +314,49 @@ mod tests {
         let o: Vec<Outcome> = s.drain_outcomes().collect();
         assert_eq!(o.len(), 1);
         assert_eq!(o[0].result, Err(Reason::ScheduleChange));
+    }
+
+    /// Issue 29 point 5: best-effort frames waiting when a change leaves best effort no slot are rejected
+    /// `schedule-change` when it takes effect (they waited for ever before); until then they may still go.
+    #[test]
+    fn best_effort_frames_waiting_when_a_change_removes_their_slots_get_an_outcome() {
+        let mut s = station();
+        let (mut consumed, mut now) = (0, BASE);
+        poll(&mut s, consumed, now);
+        // More best-effort frames than the free slots before the change carry.
+        for id in 0..60 {
+            let f = Frame { id: FrameId(1000 + id), class: ClassId(1), txtime: None, data: &DATA[..] };
+            s.submit(f, Tai(now)).unwrap();
+        }
+        let all: alloc::vec::Vec<u32> = (0..32).collect();
+        let own = Ownership::new(
+            32,
+            &[ClassSpec { name: "a".into(), slots: all }, ClassSpec { name: "be".into(), slots: vec![] }],
+        )
+        .unwrap();
+        let change = s.change_schedule(at(0, 20), own).unwrap();
+        let (mut sent, mut changed) = (0, 0);
+        while Tai(now) < change.time + Nanos::from_ms(2) {
+            consumed += 4;
+            now += 4 * 10_000;
+            poll(&mut s, consumed, now);
+            for Outcome { id, result, .. } in s.drain_outcomes() {
+                assert!(id.0 >= 1000);
+                match result {
+                    Ok(sent_at) => {
+                        assert!(sent_at.time < change.time, "a best-effort frame after the change");
+                        sent += 1;
+                    }
+                    Err(Reason::ScheduleChange) => changed += 1,
+                    Err(other) => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(sent + changed, 60, "{sent} sent, {changed} rejected: every frame has its outcome");
+        assert!(changed > 0 && sent > 0, "{sent} sent, {changed} rejected");
+        assert_eq!(s.in_flight(), 0);
+        let late = Frame { id: FrameId(9), class: ClassId(1), txtime: None, data: &DATA[..] };
+        assert_eq!(s.submit(late, Tai(now)), Err(Reason::NoCapacity));
     }
 
     /// Changes that cannot be made are refused, naming why, and change nothing.

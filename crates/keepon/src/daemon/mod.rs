@@ -680,7 +680,17 @@ fn serve_bound<N: Nic, S: Served>(
         // Schedule changes, in the order asked, one per poll (each may move every frame waiting in the station):
         // each answered with when it takes effect, or why not.
         if let Some(schedule::Request { cid, uid, base_time, classes }) = later.changes.pop_front() {
-            let r = driver.station.change_schedule(uid, base_time, &classes);
+            let horizon = driver.station.ephc_at(now) + schedule::MAX_AHEAD;
+            let r = if base_time > horizon.0 {
+                Err(format!(
+                    "base time {base_time} ns is more than {} s ahead of the station's clock ({} ns): a change is \
+                     held at most that long (one pending change at a time)",
+                    schedule::MAX_AHEAD.0 / 1_000_000_000,
+                    driver.station.ephc_at(now).0
+                ))
+            } else {
+                driver.station.change_schedule(uid, base_time, &classes)
+            };
             match &r {
                 Ok(s) => {
                     change_pending = true;

@@ -7,6 +7,10 @@ use keepon_core::time::{SlotPeriod, Tai};
 
 use crate::api::Scheduled;
 
+/// How far ahead of the station's clock a change's base time may be (a base time beyond it — `i64::MAX`, say —
+/// would hold a pending change for ever).
+pub const MAX_AHEAD: keepon_core::time::Nanos = keepon_core::time::Nanos::from_ms(24 * 3600 * 1000);
+
 /// A `Schedule` request waiting for the poll loop (the station is not in reach while requests are read).
 pub struct Request {
     /// Connection that asked.
