@@ -330,3 +330,77 @@ fn a_planted_metrics_symlink_never_reaches_its_victim() {
     let meta = std::fs::metadata("/dev/null").unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()));
 }
+
+/// Issue 29 point 6: a burst of 1 000 `Schedule` requests from the daemon's own user while 4 000 frames of a class
+/// the changes never touch wait in the station. Changes are applied one per poll (each re-decides every waiting
+/// frame), so the loop never stalls: every one of the 4 000 frames is sent in its slot, every change answered.
+#[test]
+fn a_burst_of_schedule_changes_does_not_stall_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("keepon.sock");
+    let cfg = dir.path().join("d.toml");
+    let text = daemon_config(&sock, "20us", "max_advance = \"2s\"", "max_queued = 8192")
+        .replace("slot_masks = \"0x01,0x20002,0\"", "slot_masks = \"0x01,0xfffffffe,0\"");
+    std::fs::write(&cfg, text).unwrap();
+    let d = Proc::spawn(
+        "daemon",
+        dir.path(),
+        Command::new(BIN).args(["daemon", "--backend", "sim", "--duration", "60s", "--config"]).arg(&cfg),
+    );
+    let up = wait_until(Duration::from_secs(10), || Client::connect(&sock).and_then(|mut c| c.info()).is_ok());
+    assert!(up, "daemon did not come up\n{}", d.output());
+    let mut c = Client::connect(&sock).unwrap();
+    c.set_timeout(Some(Duration::from_secs(30))).unwrap();
+    let info = c.info().unwrap();
+    // tc-1 owns ring slots 1..=31: 4 000 frames over 130 cycles from 300 ms on.
+    let first = info.cycle_start + (300_000_000 / CYCLE) * CYCLE;
+    let mut tags = 0u64;
+    let mut batch = Vec::new();
+    for n in 0.. {
+        for slot in 1..32 {
+            if tags == 4000 {
+                break;
+            }
+            let t = first + n * CYCLE + slot * 100_000;
+            let req = Request::Submit { tag: tags, class: "tc-1".into(), txtime: Some(t), frame: frame(tags, t) };
+            frame_message(&req.emit(), &mut batch);
+            tags += 1;
+        }
+        if tags == 4000 {
+            break;
+        }
+    }
+    c.send_raw(&batch).unwrap();
+    // 1 000 changes of tc-0 (its own slot 0 each time: nothing moves but every waiting frame is re-decided).
+    let mut changes = Client::connect(&sock).unwrap();
+    changes.set_timeout(Some(Duration::from_secs(30))).unwrap();
+    let base = first + 200 * CYCLE;
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        let req = Request::Schedule { base_time: base, classes: vec![("tc-0".into(), vec![0])] };
+        frame_message(&req.emit(), &mut burst);
+    }
+    let started = Instant::now();
+    changes.send_raw(&burst).unwrap();
+    let mut answered = 0;
+    while answered < 1000 {
+        match changes.recv().unwrap() {
+            Some(Response::Scheduled(r)) => {
+                r.unwrap_or_else(|e| panic!("change {answered} refused: {e}"));
+                answered += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let took = started.elapsed();
+    let (mut sent, mut other) = (0, Vec::new());
+    for _ in 0..4000 {
+        match c.recv().unwrap() {
+            Some(Response::Outcome { delivery: Delivery::Sent { .. }, .. }) => sent += 1,
+            Some(r) => other.push(format!("{r:?}")),
+            None => panic!("closed"),
+        }
+    }
+    println!("1000 changes answered in {took:?}; tc-1 sent {sent}/4000; others {:?}", &other[..other.len().min(5)]);
+    assert_eq!(sent, 4000, "{other:?}\n{}", d.output());
+}
