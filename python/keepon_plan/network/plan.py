@@ -181,6 +181,10 @@ def plan_network(
         if not best.unplaced:
             how = "greedy first fit" + (" with queueing" if hops != "no-wait" else " no-wait")
             return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
+        if method == "auto" and deadline.remaining() > 1.0:
+            best = _lns(net, routed, grids, best, deadline, seed, say, tried)
+            if not best.unplaced:
+                return PLAN, (routed, best.starts_ps, rings, f"greedy first fit, then {tried[-1]}")
         if method == "heuristic" or len(routed) > exact_limit:
             first = best.unplaced[0]
             return UNKNOWN, (
@@ -209,6 +213,28 @@ def plan_network(
         if outcome.status == EX_INF
         else ""
     )
+
+
+def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
+    """Large-neighbourhood repair (:mod:`.repair`) of a placement without waits (the greedy's no-wait one when the
+    best placement has frames that wait)."""
+    import dataclasses
+
+    from .repair import repair
+    from .schedule import greedy
+
+    by_name = {r.stream.name: r for r in routed}
+    if any(st != by_name[n].nowait_starts(st[0]) for n, st in best.starts_ps.items()):
+        deadline.enter("greedy no-wait placement for the repair")
+        nowait = dataclasses.replace(grids, wait_ok=dict.fromkeys(grids.wait_ok, False))
+        base, _ = greedy(routed, net, nowait, deadline)
+        tried.append(f"no-wait greedy placed {len(base.starts_ps)}")
+    else:
+        base = best
+    deadline.enter("LNS repair (CP-SAT neighbourhoods)")
+    fixed, how = repair(routed, net, grids, base, deadline, seed, say)
+    tried.append(how)
+    return fixed if len(fixed.unplaced) < len(best.unplaced) else best
 
 
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list):

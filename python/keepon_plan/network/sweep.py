@@ -63,23 +63,24 @@ def _edges(topology: str, n: int, rng: random.Random) -> list[tuple[int, int]]:
     raise ValueError(topology)
 
 
-def _paths(n: int, edges: list[tuple[int, int]], src: int) -> dict[int, int]:
-    """BFS predecessors from ``src`` (neighbours in ascending order: ties to the lower-numbered bridge)."""
-    adj: dict[int, list[int]] = {i: [] for i in range(n)}
-    for a, b in edges:
-        adj[a].append(b)
-        adj[b].append(a)
+def _paths(adj: dict[int, list[int]], src: int, reach: int | None) -> tuple[dict[int, int], list[int]]:
+    """BFS predecessors from ``src`` (neighbours in ascending order: ties to the lower-numbered bridge), and the
+    bridges within ``reach`` hops (all when None), ``src`` excluded."""
     prev = {src: -1}
     frontier = [src]
-    while frontier:
+    near: list[int] = []
+    depth = 0
+    while frontier and (reach is None or depth < reach):
+        depth += 1
         nxt = []
         for u in frontier:
-            for v in sorted(adj[u]):
+            for v in adj[u]:
                 if v not in prev:
                     prev[v] = u
                     nxt.append(v)
+        near += nxt
         frontier = nxt
-    return prev
+    return prev, near
 
 
 def generate(
@@ -104,7 +105,13 @@ def generate(
         for k in range(per_bridge):
             lines += ["[[station]]", f'name = "h{i}-{k}"']
             lines += ["[[link]]", f'a = "h{i}-{k}"', f'b = "b{i}"', 'rate = "1Gbps"', 'delay = "100ns"']
-    preds = {}
+    adj: dict[int, list[int]] = {i: [] for i in range(bridges)}
+    for a, b in edges:
+        adj[a].append(b)
+        adj[b].append(a)
+    for v in adj.values():
+        v.sort()
+    preds: dict[int, tuple[dict[int, int], list[int]]] = {}
     load: dict[tuple[str, str], int] = {}  # ps of wire per 2 ms
     limit = target_pct * 2_000_000 * 1000 // 100
     accepted = 0
@@ -113,17 +120,15 @@ def generate(
             break
         src = rng.randrange(bridges)
         if src not in preds:
-            preds[src] = _paths(bridges, edges, src)
-        choices = [d for d, _ in preds[src].items() if d != src]
-        if reach is not None:
-            choices = [d for d in choices if _hops(preds[src], d) <= reach]
-        dst = rng.choice(choices)
+            preds[src] = _paths(adj, src, reach)
+        prev, near = preds[src]
+        dst = rng.choice(near)
         frame = 1522 if frames == "1522" else rng.randint(64, 1522)
         period = rng.choice(PERIODS_NS)
         talker, listener = f"h{src}-{rng.randrange(per_bridge)}", f"h{dst}-{rng.randrange(per_bridge)}"
         path = [dst]
         while path[-1] != src:
-            path.append(preds[src][path[-1]])
+            path.append(prev[path[-1]])
         route = [talker, *(f"b{i}" for i in reversed(path)), listener]
         tx = (frame + 20) * 8000 * (2_000_000 // period)
         keys = list(itertools.pairwise(route))
@@ -144,14 +149,6 @@ def generate(
         accepted += 1
     busiest = max(load.values(), default=0) * 100 / (2_000_000 * 1000)
     return "\n".join(lines) + "\n", accepted, busiest
-
-
-def _hops(prev: dict[int, int], d: int) -> int:
-    n = 0
-    while prev[d] != -1:
-        d = prev[d]
-        n += 1
-    return n
 
 
 def plan_and_verify(text: str, timing: str, queueing: bool, time_limit: float) -> dict:
