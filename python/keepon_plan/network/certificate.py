@@ -44,13 +44,18 @@ def describe_model(m: dict) -> str:
 
 def load_per_link(routed: list[RoutedStream], own: bool) -> dict[tuple[str, str], Fraction]:
     """Σ wire/period per directed link, at the frames' own length (``own``) or as planned (padded or not)."""
-    load: dict[tuple[str, str], Fraction] = {}
+    h = 1
+    for r in routed:
+        h = math.lcm(h, r.stream.period_ns)
+    busy: dict[tuple[str, str], int] = {}  # ps of wire per h ns
     for r in routed:
         wire = max(r.stream.frame_bytes, 64) if own else r.wire_bytes
-        for h in r.hops:
-            tx = h.tx_ps * (wire + 20) // (r.wire_bytes + 20)
-            load[(h.src, h.dst)] = load.get((h.src, h.dst), Fraction(0)) + Fraction(tx, r.stream.period_ns * 1000)
-    return load
+        n = h // r.stream.period_ns
+        for hop in r.hops:
+            tx = hop.tx_ps * (wire + 20) // (r.wire_bytes + 20)
+            key = (hop.src, hop.dst)
+            busy[key] = busy.get(key, 0) + n * tx
+    return {key: Fraction(ps, h * 1000) for key, ps in busy.items()}
 
 
 def capacity(net: Network, routed: list[RoutedStream], link: tuple[str, str], own: bool) -> dict:

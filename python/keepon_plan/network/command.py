@@ -31,10 +31,18 @@ def _say(msg: str) -> None:
 
 
 def write_all(
-    net, out: Path, routed, starts, rings, method: str, deadline: Deadline | None = None, exports: bool = True
+    net,
+    out: Path,
+    routed,
+    starts,
+    rings,
+    method: str,
+    deadline: Deadline | None = None,
+    exports: bool = True,
+    station_check: bool = True,
 ) -> None:
     """Write the plan directory; ``starts``: per stream its hop starts (instance 0, ps); ``exports``: also the YANG
-    instance data and taprio scripts."""
+    instance data and taprio scripts; ``station_check``: every talker's config through the station verifier too."""
     departures = {name: st[0] for name, st in starts.items()}
     from .export_taprio import write_taprio
     from .export_yang import write_yang
@@ -42,7 +50,7 @@ def write_all(
     from .output import plan_document, write_plan
     from .stations import runtime_configs
 
-    configs = runtime_configs(net, rings, departures)
+    configs = runtime_configs(net, rings, departures, station_check)
     gcls = port_gcls(net, routed, starts)
     if out.exists():
         for sub in ("stations", "switches", "yang", "taprio"):

@@ -98,9 +98,11 @@ def _pairs(net, routed, grids, hops: str) -> Refutation | None:
     for link, group in sorted(users.items()):
         if len(group) > 400:
             continue
-        by_period: dict[int, list] = {}
-        for r, h in group:
-            by_period.setdefault(r.stream.period_ns, []).append((r, h))
+        widest = sorted((h.window()[1] for _r, h in group), reverse=True)[:2]
+        least_gcd = math.gcd(*(r.stream.period_ns for r, _h in group)) * 1000
+        restricted = any(r.stream.latest_offset_ns is not None or r.stream.deadline_ns is not None for r, _ in group)
+        if len(widest) < 2 or (sum(widest) <= least_gcd and (hops != "no-wait" or not restricted)):
+            continue  # no pair can be too long for its gcd, and no departure window is restricted
         for (ra, ha), (rb, hb) in _candidate_pairs(group, hops):
             g = math.gcd(ra.stream.period_ns, rb.stream.period_ns) * 1000
             wa, wb = ha.window()[1], hb.window()[1]

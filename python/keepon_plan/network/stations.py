@@ -142,8 +142,11 @@ def departure_slot(ring: StationRing, departure_ps: int) -> int:
     return departure_ps // ring.slot_ps
 
 
-def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dict[str, int]) -> dict[str, str]:
-    """Per talker, its runtime config with every flow in the slot of its planned departure; station-verified."""
+def runtime_configs(
+    net: Network, rings: dict[str, StationRing], departures: dict[str, int], station_check: bool = True
+) -> dict[str, str]:
+    """Per talker, its runtime config with every flow in the slot of its planned departure; checked by the station
+    verifier when ``station_check`` (the network verifier checks the same frames independently)."""
     from ..emit import runtime_config
     from ..isolation import Schedule
     from ..verify import verify_plan_text
@@ -151,7 +154,7 @@ def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dic
     out = {}
     for name, ring in rings.items():
         if ring.timing == "bytes":
-            out[name] = _bytes_config(net, ring, departures)
+            out[name] = _bytes_config(net, ring, departures, station_check)
             continue
         fs, choice = ring.flowset, ring.choice
         problem = to_problem(fs, choice.slot_bytes, choice.slots)
@@ -164,7 +167,7 @@ def runtime_configs(net: Network, rings: dict[str, StationRing], departures: dic
             owned[sf.cls].update(x % choice.slots for x in instances)
         schedule = Schedule(tuple(frozenset(o) for o in owned), tuple(slots), "network no-wait schedule")
         text = runtime_config(fs, choice, problem, schedule, f"station {name} of {net.path or 'the network'}")
-        violations = verify_plan_text(fs, text)
+        violations = verify_plan_text(fs, text) if station_check else []
         if violations:
             raise AssertionError(f"station {name}: the runtime config fails the station verifier: {violations[0]}")
         out[name] = text
@@ -193,13 +196,13 @@ def byte_windows(ring: StationRing, departures: dict[str, int]):
     return plan
 
 
-def _bytes_config(net: Network, ring: StationRing, departures: dict[str, int]) -> str:
+def _bytes_config(net: Network, ring: StationRing, departures: dict[str, int], station_check: bool = True) -> str:
     from ..bytes import runtime_config
     from ..verify import verify_plan_text
 
     plan = byte_windows(ring, departures)
     text = runtime_config(ring.flowset, ring.choice, plan, f"station {ring.name} of {net.path or 'the network'}")
-    violations = verify_plan_text(ring.flowset, text)
+    violations = verify_plan_text(ring.flowset, text) if station_check else []
     if violations:
         raise AssertionError(f"station {ring.name}: the runtime config fails the station verifier: {violations[0]}")
     return text

@@ -42,6 +42,18 @@ def _byte_ps(rate: int) -> int:
     return 8 * 10**12 // rate
 
 
+_UNIT_NS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 10**6, "s": 10**9}
+
+
+def _dur(value) -> int:
+    """A duration in ns: whole numbers with a unit read directly, anything else by the shared parser."""
+    if isinstance(value, str):
+        for unit in ("ns", "us", "µs", "ms", "s"):
+            if value.endswith(unit) and value[: -len(unit)].isdigit():
+                return int(value[: -len(unit)]) * _UNIT_NS[unit]
+    return parse_duration(value)
+
+
 def _station_flows(path: Path) -> tuple[str, int, int, dict, dict]:
     """(timing, grid ps, ring size, {flow: (offset ns, period ns, owned ring slots, frame bytes)}, {class: windows})
     from a runtime config: on slots the grid is δ, on the byte clock one ns (txtimes are whole ns)."""
@@ -54,10 +66,7 @@ def _station_flows(path: Path) -> tuple[str, int, int, dict, dict]:
     delta = (slot_bytes + 20) * _byte_ps(bps) if timing == "slots" else 1000
     n = doc["ring"]["slots"]
     masks = {c["name"]: parse_mask(c["mask"]) if "mask" in c else [] for c in doc.get("class", [])}
-    windows = {
-        c["name"]: [(parse_duration(w[0]), parse_duration(w[1])) for w in c.get("windows", [])]
-        for c in doc.get("class", [])
-    }
+    windows = {c["name"]: [(_dur(w[0]), _dur(w[1])) for w in c.get("windows", [])] for c in doc.get("class", [])}
     if timing == "bytes":
         windows["cycle"] = parse_duration(doc["schedule"]["cycle_time"])
     flows = {}
@@ -65,8 +74,8 @@ def _station_flows(path: Path) -> tuple[str, int, int, dict, dict]:
         if "offset" not in f:
             raise ValueError(f"{path.name}: flow {f['name']!r} is not strictly periodic (no offset)")
         flows[f["name"]] = (
-            parse_duration(f["offset"]),
-            parse_duration(f["period"]),
+            _dur(f["offset"]),
+            _dur(f["period"]),
             masks.get(f["class"], []),
             f["frame_bytes"],
             f["class"],
