@@ -222,3 +222,18 @@ def test_a_gate_list_cap_of_eight_is_honoured_or_the_port_named(tmp_path):
     dense = text + "".join(_stream(f"d{c}", "t1", "100us", 200, f"traffic_class = {c}\n") for c in range(5))
     code, err = run("network", write(tmp_path, dense, "dense.toml"), "--out", str(tmp_path / "d"))
     assert code in (2, 3) and "switch 'sw1' port 'to-l1'" in err and "supported_list_max 8" in err, err
+
+
+def test_the_byte_clock_example(tmp_path):
+    from network_support import SMALL
+
+    example = str(SMALL.parent / "byteclock.toml")
+    out = tmp_path / "p"
+    code, err = run("network", example, "--out", str(out))
+    assert code == 0 and "1 of 3 streams wait in a queue" in err, err
+    assert verify_plan_dir(load_network(example), out) == []
+    plan = {s["name"]: s for s in json.loads((out / "plan.json").read_text())["streams"]}
+    assert plan["a"]["wire_bytes"] == 1000 and plan["b"]["wire_bytes"] == 2480  # t2 stays on slots: padded
+    assert plan["c"]["latency_ps"]["l1"] <= 40_000_000 - 10_264_000  # its deadline
+    code, err = run("network", example, "--out", str(tmp_path / "n"), "--no-wait")
+    assert code == 1 and "'a' and 'c'" in err and "no-wait" in err, err

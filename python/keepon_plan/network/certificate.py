@@ -117,7 +117,14 @@ def pair(net: Network, a: RoutedStream, b: RoutedStream, link: tuple[str, str], 
         "gcd_ps": g,
         "streams": rows,
         "reason": f"streams {a.stream.name!r} and {b.stream.name!r} on link {link[0]}→{link[1]} meet every {g} ps "
-        f"and cannot be apart ({describe_model(m)})",
+        f"and cannot be apart"
+        + (
+            f" with departures in {list(ranges[0]) if ranges[0] else 'their period'} and "
+            f"{list(ranges[1]) if ranges[1] else 'their period'} ps"
+            if any(ranges)
+            else f": {rows[0]['occupancy_ps']} + {rows[1]['occupancy_ps']} ps of frames"
+        )
+        + f" ({describe_model(m)})",
     }
 
 

@@ -181,7 +181,7 @@ def plan_network(
     if method in ("auto", "heuristic"):
         best = _greedy_with_repair(net, routed, grids, deadline, say, tried)
         if not best.unplaced:
-            how = "greedy first fit" + (" with queueing" if hops != "no-wait" else " no-wait")
+            how = "greedy first fit, " + _waiting(routed, best.starts_ps)
             return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
         if method == "auto" and deadline.remaining() > 1.0:
             best = _lns(net, routed, grids, best, deadline, seed, say, tried)
@@ -215,6 +215,11 @@ def plan_network(
         if outcome.status == EX_INF
         else ""
     )
+
+
+def _waiting(routed, starts) -> str:
+    n = sum(1 for r in routed if starts[r.stream.name] != r.nowait_starts(starts[r.stream.name][0]))
+    return f"{n} of {len(routed)} streams wait in a queue" if n else "no wait"
 
 
 def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
