@@ -41,6 +41,7 @@ FIELDS = [
     "kind",
     "plan_s",
     "total_s",
+    "cpu_s",
     "verified",
     "reason",
 ]
@@ -196,16 +197,62 @@ def plan_and_verify(text: str, timing: str, queueing: bool, time_limit: float) -
     return row
 
 
+def _timed(text: str, timing: str, queueing: bool, time_limit: float) -> dict:
+    c0 = time.process_time()
+    row = plan_and_verify(text, timing, queueing, time_limit)
+    row["cpu_s"] = f"{time.process_time() - c0:.3f}"
+    return row
+
+
+def summarise(rows: list[dict], command: str) -> str:
+    """summary.md: per mode and busiest-link load (the target the generator aimed at), the share planned, unknown
+    and proven infeasible, median and max time to a verified plan (or to the answer), and plans verified."""
+    import statistics
+
+    lines = [
+        "# keepon-plan network-sweep",
+        "",
+        f"Produced by `{command}` (raw rows: `rows.csv`).",
+        "",
+        "| talkers | queueing | target load % | sets | streams (median) | busiest own % (median) | planned | unknown "
+        "| infeasible (certificate kinds) | bad input | median s | max s | median CPU s | verified |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
+    keys = sorted({(r["timing"], r["queueing"], int(r["target_pct"])) for r in rows})
+    for timing, queueing, load in keys:
+        sel = [r for r in rows if (r["timing"], r["queueing"], int(r["target_pct"])) == (timing, queueing, load)]
+        n = len(sel)
+        planned = [r for r in sel if r["status"] == "plan"]
+        infeasible = [r for r in sel if r["status"] == "infeasible"]
+        kinds: dict[str, int] = {}
+        for r in infeasible:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+        times = [float(r["total_s"]) for r in sel]
+        cpu = [float(r["cpu_s"]) for r in sel]
+        verified = sum(1 for r in planned if r["verified"] == "yes")
+        lines.append(
+            f"| {timing} | {queueing} | {load} | {n} | {statistics.median(int(r['streams']) for r in sel):.0f} | "
+            f"{statistics.median(float(r['busiest_own_pct']) for r in sel):.1f} | "
+            f"{len(planned)} ({100 * len(planned) / n:.0f} %) | "
+            f"{sum(1 for r in sel if r['status'] == 'unknown')} | "
+            f"{len(infeasible)} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items())) or '–'}) | "
+            f"{sum(1 for r in sel if r['status'] == 'bad input')} | "
+            f"{statistics.median(times):.2f} | {max(times):.2f} | "
+            f"{statistics.median(cpu):.2f} | {verified} of {len(planned)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topologies", default="ring,mesh,line,star")
     p.add_argument("--bridges", default="20,100")
-    p.add_argument("--streams", default="250,500,1000", help="cycled over the instances")
+    p.add_argument("--streams", default="1000", help="most streams per set, cycled over the sets")
     p.add_argument("--frames", default="1522,random")
     p.add_argument("--loads", default="20,35,50,65,75,85,95", help="busiest-link targets, % of own lengths")
     p.add_argument("--modes", default="slots/no-wait,slots/queueing,bytes/no-wait,bytes/queueing")
     p.add_argument("--per-bridge", type=int, default=2)
     p.add_argument("--reach", type=int, default=None, help="listener within this many bridge hops")
-    p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="per plan")
+    p.add_argument("--time-limit", type=float, default=5.0, metavar="S", help="per plan")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="validation/network-bench", metavar="DIR")
 
@@ -217,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
     modes = [m.split("/") for m in args.modes.split(",")]
     worst = 0
     n = 0
+    rows: list[dict] = []
     with open(out / "rows.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, FIELDS)
         w.writeheader()
@@ -231,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
                             topo, bridges, m, frames, load, seed, args.per_bridge, args.reach
                         )
                         for timing, mode in modes:
-                            row = plan_and_verify(text, timing, mode == "queueing", args.time_limit)
+                            row = _timed(text, timing, mode == "queueing", args.time_limit)
                             row.update(
                                 topology=topo,
                                 bridges=bridges,
@@ -246,10 +294,17 @@ def run(args: argparse.Namespace) -> int:
                             if str(row.get("verified", "")).startswith("NO"):
                                 worst = 4
                             w.writerow(row)
+                            rows.append(row)
                             fh.flush()
                             print(
                                 f"{topo} {bridges} {frames} {load}% {accepted} streams ({busiest:.0f} %) {timing}/"
-                                f"{mode}: {row['status']} {row['placed']} in {row['total_s']} s {row['kind']}",
+                                f"{mode}: {row['status']} {row['placed']} in {row['total_s']} s ({row['cpu_s']} s CPU) "
+                                f"{row['kind']}",
                                 flush=True,
                             )
+    import shlex
+    import sys
+
+    command = "keepon-plan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    (out / "summary.md").write_text(summarise(rows, command), encoding="utf-8")
     return worst
