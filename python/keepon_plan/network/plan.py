@@ -228,14 +228,15 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     import dataclasses
 
     from .repair import repair
-    from .schedule import greedy
 
     by_name = {r.stream.name: r for r in routed}
     if any(st != by_name[n].nowait_starts(st[0]) for n, st in best.starts_ps.items()):
-        deadline.enter("greedy no-wait placement for the repair")
         nowait = dataclasses.replace(grids, wait_ok=dict.fromkeys(grids.wait_ok, False))
-        base, _ = greedy(routed, net, nowait, deadline)
-        tried.append(f"no-wait greedy placed {len(base.starts_ps)}")
+        sub: list[str] = []
+        base = _greedy_with_repair(net, routed, nowait, deadline, say, sub, "no-wait ")
+        tried.append(", then ".join(sub))
+        if not base.unplaced:
+            return base
     else:
         base = best
     deadline.enter("LNS repair (CP-SAT neighbourhoods)")
@@ -244,14 +245,14 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     return fixed if len(fixed.unplaced) < len(best.unplaced) else best
 
 
-def _greedy_with_repair(net, routed, grids, deadline, say, tried: list):
+def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
     from .schedule import greedy
 
     deadline.enter("greedy placement")
     order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
     best, _ = greedy(routed, net, grids, deadline, order)
-    tried.append(f"greedy placed {len(best.starts_ps)} of {len(routed)}")
-    say(f"greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
+    tried.append(f"{what}greedy placed {len(best.starts_ps)} of {len(routed)}")
+    say(f"{what}greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
     for n in range(REPAIR_PASSES):
         if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
@@ -259,7 +260,7 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list):
         left = {name for name, _ in best.unplaced}
         order = [r for r in order if r.stream.name in left] + [r for r in order if r.stream.name not in left]
         attempt, _ = greedy(routed, net, grids, deadline, order)
-        tried.append(f"repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}")
+        tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}")
         say(tried[-1])
         if len(attempt.unplaced) < len(best.unplaced):
             best = attempt

@@ -6,7 +6,7 @@ Each instance: ``B`` bridges joined as a ring, a line, a star (bridge 0 the hub)
 ``--reach`` bridge hops when given), period from {0.5, 1, 2} ms, frames of 1522 bytes or uniform in 64..1522, every
 stream's route given (a shortest path by hops, ties to the lower-numbered bridge), latency bound its period.
 Streams are drawn until ``--streams`` are accepted, accepting only those that keep every directed link's load at the
-frames' own lengths within the target (at most 40 draws per stream): the busiest link then carries about the
+frames' own lengths within the target (at most 5 draws per stream): the busiest link then carries about the
 target. The same description is planned four ways: talkers on slots or on the byte clock, frames allowed to queue
 or not. Every plan is written (plan, talkers' configs, gate lists; not the YANG and taprio exports) and replayed
 by the independent verifier; the time counted is planning plus writing plus verifying, per plan.
@@ -116,7 +116,7 @@ def generate(
     load: dict[tuple[str, str], int] = {}  # ps of wire per 2 ms
     limit = target_pct * 2_000_000 * 1000 // 100
     accepted = 0
-    for _draw in range(40 * streams):
+    for _draw in range(5 * streams):
         if accepted == streams:
             break
         src = rng.randrange(bridges)
@@ -262,6 +262,10 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     counts = [int(x) for x in args.streams.split(",")]
     modes = [m.split("/") for m in args.modes.split(",")]
+    import shlex
+    import sys
+
+    command = "keepon-plan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     worst = 0
     n = 0
     rows: list[dict] = []
@@ -302,9 +306,5 @@ def run(args: argparse.Namespace) -> int:
                                 f"{row['kind']}",
                                 flush=True,
                             )
-    import shlex
-    import sys
-
-    command = "keepon-plan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    (out / "summary.md").write_text(summarise(rows, command), encoding="utf-8")
+                        (out / "summary.md").write_text(summarise(rows, command), encoding="utf-8")
     return worst
