@@ -204,6 +204,102 @@ def _timed(text: str, timing: str, queueing: bool, time_limit: float) -> dict:
     return row
 
 
+STAGE_FIELDS = ["topology", "bridges", "stations", "target_pct", "streams", "busiest_own_pct", "timing", "status"]
+STAGE_FIELDS += [
+    f"{stage}_{clock}" for stage in ("read", "plan", "write", "verify", "total") for clock in ("s", "cpu_s")
+]
+STAGE_FIELDS += ["placed", "violations", "reason"]
+
+
+def stages(text: str, timing: str, time_limit: float) -> dict:
+    """One large instance stage by stage (wall and CPU seconds): read, plan, write (plan, configs, gate lists; no
+    YANG or taprio; the network verifier stands for the station verifier), verify."""
+    from ..deadline import Deadline, TimeLimitExceeded
+    from .command import write_all
+    from .plan import plan_network
+    from .topology import parse_network
+    from .verify import verify_plan_dir
+
+    def now() -> tuple[float, float]:
+        return time.monotonic(), time.process_time()
+
+    row: dict = {"timing": timing, "reason": ""}
+    marks = [now()]
+    net = parse_network(f'timing = "{timing}"\n' + text, "<generated>")
+    marks.append(now())
+    try:
+        status, payload = plan_network(net, Deadline(time_limit), "auto", say=lambda m: None)
+    except TimeLimitExceeded as exc:
+        status, payload = "unknown", str(exc)
+    marks.append(now())
+    row.update(status=status, placed=0, violations="")
+    if status == "plan":
+        routed, starts, rings, method = payload
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "plan"
+            write_all(net, out, routed, starts, rings, method, exports=False, station_check=False)
+            marks.append(now())
+            bad = verify_plan_dir(net, out)
+            marks.append(now())
+        row.update(placed=len(starts), violations=len(bad))
+    else:
+        row["reason"] = str(payload)[:300]
+        marks += [marks[-1], marks[-1]]
+    for stage, (a, b) in zip(("read", "plan", "write", "verify"), itertools.pairwise(marks), strict=True):
+        row[f"{stage}_s"], row[f"{stage}_cpu_s"] = f"{b[0] - a[0]:.1f}", f"{b[1] - a[1]:.1f}"
+    row["total_s"], row["total_cpu_s"] = f"{marks[-1][0] - marks[0][0]:.1f}", f"{marks[-1][1] - marks[0][1]:.1f}"
+    return row
+
+
+def run_stages(args: argparse.Namespace, out: Path, command: str) -> int:
+    counts = [int(x) for x in args.streams.split(",")]
+    rows = []
+    with open(out / "stages.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, STAGE_FIELDS)
+        w.writeheader()
+        for topo in args.topologies.split(","):
+            for bridges in (int(x) for x in args.bridges.split(",")):
+                for frames in args.frames.split(","):
+                    for k, load in enumerate(int(x) for x in args.loads.split(",")):
+                        text, accepted, busiest = generate(
+                            topo, bridges, counts[k % len(counts)], frames, load, args.seed, args.per_bridge, args.reach
+                        )
+                        for timing in sorted({m.split("/")[0] for m in args.modes.split(",")}):
+                            row = stages(text, timing, args.time_limit)
+                            row.update(
+                                topology=topo,
+                                bridges=bridges,
+                                stations=bridges * args.per_bridge,
+                                target_pct=load,
+                                streams=accepted,
+                                busiest_own_pct=f"{busiest:.1f}",
+                            )
+                            w.writerow(row)
+                            fh.flush()
+                            rows.append(row)
+                            print(row, flush=True)
+    lines = [
+        "# keepon-plan network-sweep --stages",
+        "",
+        f"Produced by `{command}` (raw rows: `stages.csv`). Seconds, wall / CPU of this process.",
+        "",
+        "| topology | bridges | stations | streams | busiest own % | talkers | status | placed | read | plan | write "
+        "| verify | total | violations |",
+        "|---|---:|---:|---:|---:|---|---|---:|---|---|---|---|---|---:|",
+    ]
+    for r in rows:
+        cell = {st: f"{r[st + '_s']} / {r[st + '_cpu_s']}" for st in ("read", "plan", "write", "verify", "total")}
+        lines.append(
+            f"| {r['topology']} | {r['bridges']} | {r['stations']} | {r['streams']} | {r['busiest_own_pct']} | "
+            f"{r['timing']} | {r['status']} | {r['placed']} | {cell['read']} | {cell['plan']} | {cell['write']} | "
+            f"{cell['verify']} | {cell['total']} | {r['violations']} |"
+        )
+        if r["reason"]:
+            lines.append(f"  ({r['reason']})")
+    (out / "stages.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0
+
+
 def summarise(rows: list[dict], command: str) -> str:
     """summary.md: per mode and busiest-link load (the target the generator aimed at), the share planned, unknown
     and proven infeasible, median and max time to a verified plan (or to the answer), and plans verified."""
@@ -255,6 +351,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=5.0, metavar="S", help="per plan")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="validation/network-bench", metavar="DIR")
+    p.add_argument("--stages", action="store_true", help="large instances stage by stage (stages.csv, stages.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -266,6 +363,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     command = "keepon-plan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.stages:
+        return run_stages(args, out, command)
     worst = 0
     n = 0
     rows: list[dict] = []
