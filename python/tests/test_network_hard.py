@@ -237,3 +237,22 @@ def test_the_byte_clock_example(tmp_path):
     assert plan["c"]["latency_ps"]["l1"] <= 40_000_000 - 10_264_000  # its deadline
     code, err = run("network", example, "--out", str(tmp_path / "n"), "--no-wait")
     assert code == 1 and "'a' and 'c'" in err and "no-wait" in err, err
+
+
+def test_a_gate_granularity_widens_every_window_to_it(tmp_path):
+    streams = "".join(_stream(f"s{i}", f"t{i}", "100us", 300) for i in range(1, 4))
+    text = line_network(streams, talkers=3).replace('name = "sw1"\n', 'name = "sw1"\ngate_granularity = "1us"\n')
+    path = write(tmp_path, text)
+    out = tmp_path / "p"
+    code, err = run("network", path, "--out", str(out))
+    assert code == 0, err
+    entries = json.loads((out / "switches" / "sw1.json").read_text())["ports"][0]["entries"]
+    assert all(e["interval_ns"] % 1000 == 0 for e in entries)
+    assert sum(1 for e in entries if e["gate_states"] & 0x80) >= 1
+    net = load_network(path)
+    assert verify_plan_dir(net, out) == []
+    # the same plan against a switch whose gates move on 3 µs: the verifier names the port
+    coarse = load_network(
+        write(tmp_path, text.replace('gate_granularity = "1us"', 'gate_granularity = "3us"'), "c.toml")
+    )
+    assert any("gate_granularity 3000 ns" in v and "sw1" in v for v in verify_plan_dir(coarse, out))
