@@ -226,8 +226,29 @@ impl Conns {
 
     /// Take the readiness the kernel reports now (without waiting) into the connections' flags.
     pub fn ready(&mut self) {
+        self.ready_within(std::time::Duration::ZERO);
+    }
+
+    /// Wait at most `timeout` for a connection (or the listener) to become ready, and take what the kernel
+    /// reports into the flags. Returns at once while a connection still has work from the last poll.
+    pub fn wait_ready(&mut self, timeout: std::time::Duration) {
+        if !self.active.is_empty() {
+            return;
+        }
+        // epoll_wait counts whole milliseconds; ppoll on the epoll descriptor waits to the nanosecond (it is
+        // readable when an event is ready).
+        let mut fd = libc::pollfd { fd: self.poll.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
+        // SAFETY: one valid pollfd and a valid timespec, both live across the call; no signal mask is changed.
+        let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+        if n > 0 {
+            self.ready_within(std::time::Duration::ZERO);
+        }
+    }
+
+    fn ready_within(&mut self, timeout: std::time::Duration) {
         loop {
-            if let Err(e) = self.poll.poll(&mut self.events, Some(std::time::Duration::ZERO)) {
+            if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }

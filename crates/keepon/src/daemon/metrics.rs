@@ -17,6 +17,7 @@
 //! | `keepon_connections` | gauge: open | |
 //! | `keepon_connections_accepted_total`, `keepon_connections_refused_total`, `keepon_connections_dropped_total`, `keepon_requests_malformed_total` | counter | |
 //! | `keepon_host` | gauge (0/1) | `what`: `fifo`, `memory_locked`, `pinned`, `refused` |
+//! | `keepon_poll_wakeups_per_second` | gauge: wake-ups of the poll loop in the last second | |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -74,6 +75,8 @@ pub struct View<'a> {
     pub schedule_pending: Option<(i64, Windows)>,
     /// Schedule changes accepted since start.
     pub schedule_changes: u64,
+    /// Wake-ups of the poll loop in the last second.
+    pub wakeups_per_s: u64,
 }
 
 /// A label value, escaped as the format asks (backslash, double quote, newline).
@@ -184,6 +187,8 @@ pub fn render(v: &View) -> String {
         head(&mut s, name, kind, help);
         let _ = writeln!(s, "{name} {x}");
     }
+    head(&mut s, "keepon_poll_wakeups_per_second", "gauge", "Wake-ups of the poll loop in the last second.");
+    let _ = writeln!(s, "keepon_poll_wakeups_per_second {}", v.wakeups_per_s);
     head(&mut s, "keepon_host", "gauge", "What the host granted the poll loop ([realtime]).");
     for (what, bit) in
         [("fifo", HOST_FIFO), ("memory_locked", HOST_MEMORY_LOCKED), ("pinned", HOST_PINNED), ("refused", HOST_REFUSED)]
@@ -306,6 +311,7 @@ mod tests {
             open_connections: 2,
             schedule_pending: Some((1_795_763_689_548_800_123, vec![vec![(500_000, 100_000)], vec![]])),
             schedule_changes: 1,
+            wakeups_per_s: 25_000,
         };
         let text = render(&v);
         let samples = parse(&text).unwrap();
@@ -334,6 +340,7 @@ mod tests {
         assert!(text.contains("\nkeepon_schedule_pending_ns 1795763689548800123\n"), "exact in the text:\n{text}");
         assert_eq!(get("keepon_host", &[("what", "fifo")]), Some(1.0));
         assert_eq!(get("keepon_host", &[("what", "refused")]), Some(0.0));
+        assert_eq!(get("keepon_poll_wakeups_per_second", &[]), Some(25_000.0));
         // Every sample has a # TYPE line before it.
         for s in &samples {
             assert!(text.contains(&format!("# TYPE {} ", s.name)), "{}", s.name);

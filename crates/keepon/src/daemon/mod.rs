@@ -84,6 +84,7 @@ mod feed;
 mod guard;
 pub mod metrics;
 mod metricsfile;
+mod pause;
 mod schedule;
 mod served;
 mod socket;
@@ -581,6 +582,12 @@ fn serve_bound<N: Nic, S: Served>(
     };
     // Where the next poll starts serving best-effort-only connections (round robin under the budget).
     let mut cursor = 0u64;
+    // The loop sleeps beyond its period only where the NIC paces the wire (not on host-paced links, where the loop
+    // releases each frame itself, nor under the dual clock, which counts arriving frames as they come).
+    let dual = ptp.as_ref().is_some_and(|(s, _)| s.dual_clock());
+    let paced_by_nic =
+        matches!(driver.nic.timing(), keepon_nic::Timing::Simulated | keepon_nic::Timing::LineRate) && !dual;
+    let mut wakeups = pause::Wakeups::default();
     // Underruns are said at most once per UNDERRUN_LOG_EVERY: (count said, when next).
     let mut underruns_said = (0u64, Tai(i64::MIN));
 
@@ -732,6 +739,7 @@ fn serve_bound<N: Nic, S: Served>(
                 open_connections: conns.map.len(),
                 schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, w)),
                 schedule_changes,
+                wakeups_per_s: wakeups.per_s,
             };
             let text = metrics::render(&view);
             let reply = (!later.stats.is_empty()).then(|| Response::Stats(metrics::fit(&text)).emit());
@@ -816,7 +824,18 @@ fn serve_bound<N: Nic, S: Served>(
                 break;
             }
         }
+        // Sleep as long as the posted lead allows ([`pause`]), woken by a client's request.
+        wakeups.tick(now);
         driver.nic.wait(cfg.poll_period);
+        if paced_by_nic && phase == Stop::No {
+            // The lead: what is posted beyond what the NIC has fetched (at this poll's observation).
+            let (st, ring) = (&driver.station, driver.station.ring());
+            let lead = st.slot_time(ring.posted()) - st.slot_time(ring.consumed());
+            if let Some(extra) = pause::extra(lead, cfg.poll_period) {
+                conns.wait_ready(std::time::Duration::from_nanos(extra.0 as u64));
+                driver.nic.wait(Nanos(0));
+            }
+        }
     }
     later.guard.flush(driver.nic.now());
     Ok(stats)

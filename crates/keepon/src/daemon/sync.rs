@@ -207,6 +207,11 @@ impl Sync {
         })
     }
 
+    /// The dual clock runs (`ptp.dual_clock`).
+    pub fn dual_clock(&self) -> bool {
+        self.dual.is_some()
+    }
+
     /// Create (or truncate) `ptp.measurement_log`, if configured, and write its header: from now on every
     /// measurement the servo gets is a row — event time (EPHC), the raw `t2 − t1`, `t3 − t4` and peer delay,
     /// what the outlier prefilter and the delay-floor filter handed on (empty: not measured; `dropped`: an
