@@ -149,6 +149,9 @@ pub struct DaemonConfig {
     /// What the host granted the poll loop (`Info::host`: [`crate::realtime::Applied::flags`]), set by whoever
     /// applied `[realtime]` before serving; 0 when nothing was asked.
     pub host: u32,
+    /// A line to print once the socket is bound (the start banner: printed only when serving really starts, so
+    /// an error claiming the socket is never preceded by it).
+    pub banner: Option<String>,
 }
 
 impl DaemonConfig {
@@ -232,6 +235,7 @@ impl DaemonConfig {
             limits,
             allow: d.allow,
             host: 0,
+            banner: None,
             metrics_file: d.metrics_file,
         })
     }
@@ -251,6 +255,7 @@ impl DaemonConfig {
                     limits,
                     allow: Vec::new(),
                     host: 0,
+                    banner: None,
                     metrics_file: None,
                 }
             }

@@ -491,6 +491,9 @@ pub fn serve_with<N: Nic>(
         p.check_link(nic.timing()).map_err(|e| e.to_string())?;
     }
     let mut bound = Some(socket::claim(&dcfg.socket, dcfg.mode)?);
+    if let Some(b) = &dcfg.banner {
+        println!("{b}");
+    }
     if ptp.as_ref().is_some_and(|p| p.dual_clock.is_some()) && link.is_none() {
         return Err("ptp.dual_clock = true needs a real link on which the master streams (it counts the master's \
                     frames): the simulated NIC has no peer"
