@@ -32,7 +32,7 @@
 //! | `max_in_flight_per_uid` | 16384 | frames without an outcome per uid, all its connections together (more: `queue-full`) |
 //! | `max_connections` | 256 | open connections in all (more: an error reply, then closed) |
 //! | `max_connections_per_uid` | 32 | open connections per uid (more: an error reply, then closed) |
-//! | `reserved_connections` | 32 | of `max_connections`, kept for peers that may use a real-time class (0 for none; less than `max_connections`) |
+//! | `reserved_connections` | 32 | of `max_connections`, kept for peers that may use a real-time class (0 for none; less than `max_connections`); users other than root and the daemon's own hold at most half of it, each at most a quarter |
 //! | `max_connections_unlisted` | 8 | open connections in all of peers no allow rule gives a class (they can only ask `Info`/`Time`; 0 refuses them) |
 //! | `read_buffer` | 65536 | bytes of unparsed requests held per connection (≥ 16388, one largest message) |
 //! | `reply_backlog` | 65536 | bytes of unsent replies per connection beyond which its requests are not read |
@@ -43,8 +43,10 @@
 //! effort, however many clients flood it, thus never takes a real-time class's admission capacity, in the
 //! station or in the daemon. Each poll serves the connections whose peer may use a real-time class first
 //! and in full; the connections limited to best effort share `requests_per_poll` requests, round robin, so
-//! a flood of them costs each poll a bounded amount of work. (The flooding processes still compete for the
-//! host's CPUs: run the daemon under `SCHED_FIFO` to keep its polls on time.)
+//! a flood of them costs each poll a bounded amount of work. Requests other than frames from users other than
+//! root and the daemon's own are held to a rate per user by not reading their connections ([`guard`]). (The
+//! flooding processes still compete for the host's CPUs: run the daemon under `SCHED_FIFO` to keep its polls on
+//! time.)
 //!
 //! **Memory.** A connection holds at most `read_buffer + reply_backlog` bytes plus one reply, plus the
 //! outcomes of its frames in flight (36 B each, at most `max_in_flight`): with the defaults at most
