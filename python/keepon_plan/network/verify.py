@@ -380,8 +380,8 @@ def _simulate_queue(net: Network, key: tuple, frames: list, gate, horizon: int) 
     if gate is None:
         return []
     where = f"switch {u!r} port {net.port_name(u, v)!r} traffic class {tc}"
-    items = sorted(
-        (ready + k * horizon, start + k * horizon, tx, name, l, k, flagged)
+    items = sorted(  # each frame once per hyperperiod: its ready time taken modulo the hyperperiod
+        (ready % horizon + k * horizon, ready % horizon + start - ready + k * horizon, tx, name, l, k, flagged)
         for ready, start, tx, name, l, flagged in frames
         for k in (0, 1)
     )
