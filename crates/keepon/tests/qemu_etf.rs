@@ -79,15 +79,42 @@ fn check_sender(out: &str, rx: &[Record], what: &str, level: &str) -> (usize, us
     let late_t = field(late[0], "txtime").unwrap();
     let invalid: Vec<&str> =
         out.lines().filter(|l| l.starts_with("errq txtime") && l.contains("INVALID_PARAM")).collect();
-    assert_eq!(invalid.len(), 1, "{what}: exactly one INVALID_PARAM: {invalid:?}");
-    assert!(invalid[0].contains("errno=EINVAL"), "{}", invalid[0]);
-    assert_eq!(field(invalid[0], "txtime").unwrap(), late_t, "{what}: the error carries the frame's txtime");
+    for l in &invalid {
+        assert!(l.contains("errno=EINVAL"), "{l}");
+    }
+    let for_late = invalid.iter().filter(|l| field(l, "txtime").as_ref() == Some(&late_t)).count();
+    assert_eq!(for_late, 1, "{what}: exactly one INVALID_PARAM for the frame sent late on purpose: {invalid:?}");
+    // Judged only on that frame: a TCG stall can make another frame's txtime pass before ETF sees it (the emulator
+    // stops the guest for milliseconds), and ETF refuses that one the same way. Each such frame is accounted for
+    // below (refused, never also received or MISSED); a handful at most.
+    let stalled: BTreeSet<i64> = invalid
+        .iter()
+        .filter_map(|l| field(l, "txtime"))
+        .filter(|t| *t != late_t)
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert!(stalled.len() <= 3, "{what}: {} frames refused late besides the one sent late: {invalid:?}", stalled.len());
+    let regular = |l: &&&str| field(l, "flow").as_deref() != Some("99");
+    let refused_at_send: Vec<i64> = sends
+        .iter()
+        .filter(regular)
+        .filter(|l| !l.ends_with(" ok"))
+        .map(|l| field(l, "txtime").unwrap().parse().unwrap())
+        .collect();
+    for t in &refused_at_send {
+        assert!(stalled.contains(t), "{what}: the frame for {t} was refused at send but is not a late one: {sends:?}");
+    }
     let accepted: BTreeMap<i64, (String, String)> = sends
         .iter()
-        .filter(|l| l.ends_with(" ok") && field(l, "flow").as_deref() != Some("99"))
+        .filter(regular)
+        .filter(|l| l.ends_with(" ok"))
         .map(|l| (field(l, "txtime").unwrap().parse().unwrap(), (field(l, "flow").unwrap(), field(l, "seq").unwrap())))
         .collect();
-    assert_eq!(accepted.len(), sends.len() - 1, "{what}: every other frame is accepted: {sends:?}");
+    assert_eq!(
+        accepted.len() + refused_at_send.len(),
+        sends.len() - 1,
+        "{what}: every other frame is accepted or refused late: {sends:?}"
+    );
     let missed: BTreeSet<i64> = out
         .lines()
         .filter(|l| l.starts_with("errq txtime") && l.contains("code=MISSED"))
@@ -106,13 +133,16 @@ fn check_sender(out: &str, rx: &[Record], what: &str, level: &str) -> (usize, us
         assert!(received.insert(t), "{what}: frame for {t} received twice");
     }
     for t in accepted.keys() {
-        assert!(
-            received.contains(t) != missed.contains(t),
-            "{what}: the frame for {t} must be either received or reported MISSED, exactly one (received {}, \
-             missed {})",
-            received.contains(t),
-            missed.contains(t)
+        let fates = [received.contains(t), missed.contains(t), stalled.contains(t)];
+        assert_eq!(
+            fates.iter().filter(|&&f| f).count(),
+            1,
+            "{what}: the frame for {t} must be received, reported MISSED or refused late, exactly one (received, \
+             missed, refused late: {fates:?})"
         );
+    }
+    if !stalled.is_empty() {
+        println!("{what}: {} frames refused late after an emulator stall: {stalled:?}", stalled.len());
     }
     assert!(out.contains("done sent="), "{what}: the program finished");
     (accepted.len(), received.len(), missed.len())
