@@ -256,3 +256,20 @@ def test_a_gate_granularity_widens_every_window_to_it(tmp_path):
         write(tmp_path, text.replace('gate_granularity = "1us"', 'gate_granularity = "3us"'), "c.toml")
     )
     assert any("gate_granularity 3000 ns" in v and "sw1" in v for v in verify_plan_dir(coarse, out))
+
+
+def test_a_wait_into_the_next_period_is_replayed(tmp_path):
+    # a leaves at 91 µs and is ready at sw2→l1 at 109.42 µs, 9.42 µs into the next period, while b (same class,
+    # leaving at 0) is on that link from 9.16 to 17.32 µs: a waits behind b, and the verifier's queue simulation must
+    # take a's ready time modulo the hyperperiod to put it behind b
+    pin_a = 'earliest_offset = "91us"\nlatest_offset = "91us"\n'
+    pin_b = 'earliest_offset = "0ns"\nlatest_offset = "0ns"\n'
+    path = write(tmp_path, _two_paths(pin_a, pin_b, same_class=True))
+    out = tmp_path / "p"
+    code, err = run("network", path, "--out", str(out))
+    assert code == 0, err
+    plan = {s["name"]: s for s in json.loads((out / "plan.json").read_text())["streams"]}
+    a_hop = next(h for h in plan["a"]["hops"] if h["link"] == "sw2->l1")
+    b_hop = next(h for h in plan["b"]["hops"] if h["link"] == "sw2->l1")
+    assert a_hop["wait_ps"] > 0 and a_hop["start_ps"] == b_hop["end_ps"] + 100_000_000
+    assert verify_plan_dir(load_network(path), out) == []
