@@ -60,6 +60,33 @@ pub fn frame(data: &[u8]) {
     let _ = crate::listen::is_filler(data);
 }
 
+/// A received frame as PTP reads it: both transports' parsers and the IGMP query parser never panic; a PTP
+/// message either transport accepts re-emits to a frame that parses to the same message and class; a query that
+/// an IGMPv2 frame can carry re-emits to the same query.
+pub fn ptp(data: &[u8]) {
+    use keepon_ptp::igmp;
+    use keepon_ptp::wire::{class_of, make_one_step, sequence_id, Transport};
+    for t in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 1] }] {
+        let Ok((msg, class)) = t.parse(data) else { continue };
+        assert_eq!(class_of(msg), Ok(class), "the class of what parse accepted");
+        assert!(sequence_id(msg).is_some(), "an accepted message has a header");
+        if let Ok(frame) = t.emit([2, 0, 0, 0, 0, 1], msg) {
+            let back = t.parse(&frame).map(|(m, c)| (m.to_vec(), c));
+            assert_eq!(back, Ok((msg.to_vec(), class)), "PTP round trip over {t:?}");
+        }
+        let mut m = msg.to_vec();
+        let _ = make_one_step(&mut m, Tai(1_700_000_000_000_000_000));
+        assert_eq!(m.len(), msg.len(), "one-step keeps the length");
+    }
+    if let Some(q) = igmp::query(data) {
+        // IGMPv2 carries a Max Response Code below 128 tenths of a second.
+        if q.max_response <= Nanos::from_ms(12_700) {
+            let frame = igmp::query_frame([2, 0, 0, 0, 0, 1], [10, 0, 0, 1], q.group, q.max_response);
+            assert_eq!(igmp::query(&frame), Some(q), "IGMP query round trip");
+        }
+    }
+}
+
 /// A station (ring 16, batch 4, two real-time classes and best effort, relaxed or strict by the first byte) driven
 /// by arbitrary operations, 11 bytes each: submit (class, txtime relative to now as any i64, length) or poll
 /// (consume up to batch slots, advance time by any amount). Every submitted frame must get exactly one outcome.

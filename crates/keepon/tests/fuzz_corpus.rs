@@ -36,3 +36,8 @@ fn frame_corpus() {
 fn station_corpus() {
     replay("station", keepon::fuzzing::station);
 }
+
+#[test]
+fn ptp_corpus() {
+    replay("ptp", keepon::fuzzing::ptp);
+}
