@@ -70,7 +70,7 @@
 //! All integers are little-endian. Messages are parsed from untrusted bytes with checked
 //! lengths; a length prefix beyond [`MAX_MESSAGE`] ends the connection (the stream cannot be resynchronised).
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
@@ -730,39 +730,80 @@ pub fn split_messages(buf: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, ProtocolError> 
     Ok(out)
 }
 
-/// A blocking client of `keepon daemon`.
+/// How long a [`Client`] waits by default: for `connect`, and for each exchange (a request and its whole reply,
+/// or one whole message in [`Client::recv`]).
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Responses [`Client::recv`] holds, at most, that arrived while a request waited for its reply (outcomes of
+/// earlier submits): beyond this the reply is given up for (a peer that streams responses would otherwise fill
+/// memory).
+pub const MAX_HELD: usize = 65_536;
+
+/// A blocking client of `keepon daemon`. Every call is bounded: `connect` and each exchange by the timeout
+/// ([`DEFAULT_TIMEOUT`], [`Client::set_timeout`]) — one deadline for a request and its whole reply, not per
+/// read —, and by a stop flag ([`Client::set_stop`]) that a signal handler sets. After a request timed out or was
+/// stopped its reply may still come, so replies no longer pair with requests: later requests fail, the client
+/// should be dropped.
 pub struct Client {
     stream: UnixStream,
     rbuf: Vec<u8>,
     pending: std::collections::VecDeque<Response>,
+    timeout: std::cell::Cell<Option<std::time::Duration>>,
+    stop: Option<&'static std::sync::atomic::AtomicBool>,
+    /// A request was abandoned (timed out, stopped, half written).
+    out_of_step: bool,
 }
 
 impl Client {
-    /// Connect to the daemon's socket.
+    /// Connect to the daemon's socket within [`DEFAULT_TIMEOUT`] (a daemon whose listen backlog is full does
+    /// not accept).
     pub fn connect(path: &Path) -> io::Result<Client> {
-        Ok(Client { stream: UnixStream::connect(path)?, rbuf: Vec::new(), pending: Default::default() })
+        Client::connect_within(path, Some(DEFAULT_TIMEOUT), None)
     }
 
-    /// Send one request.
+    /// Connect within `timeout` (`None`: no limit), giving up when `stop` is set; `timeout` then bounds each
+    /// exchange and `stop` every wait.
+    pub fn connect_within(
+        path: &Path,
+        timeout: Option<std::time::Duration>,
+        stop: Option<&'static std::sync::atomic::AtomicBool>,
+    ) -> io::Result<Client> {
+        let stream = crate::deadline::connect(path, crate::deadline::Bound::within(timeout, stop))?;
+        let timeout = std::cell::Cell::new(timeout);
+        Ok(Client { stream, rbuf: Vec::new(), pending: Default::default(), timeout, stop, out_of_step: false })
+    }
+
+    fn bound(&self) -> crate::deadline::Bound {
+        crate::deadline::Bound::within(self.timeout.get(), self.stop)
+    }
+
+    /// Send one request (within the timeout).
     pub fn send(&mut self, req: &Request) -> io::Result<()> {
         let mut b = Vec::new();
         frame_message(&req.emit(), &mut b);
-        self.stream.write_all(&b)
+        self.send_raw(&b)
     }
 
     /// Send raw bytes (for testing a daemon's robustness).
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
+        let r = crate::deadline::write_all(&self.stream, bytes, self.bound());
+        self.out_of_step |= r.is_err();
+        r
     }
 
-    /// Wait for the next response (`None` when the daemon closed the connection).
+    /// Wait for the next response (`None` when the daemon closed the connection), a whole message within the
+    /// timeout.
     pub fn recv(&mut self) -> io::Result<Option<Response>> {
+        self.recv_by(self.bound())
+    }
+
+    fn recv_by(&mut self, bound: crate::deadline::Bound) -> io::Result<Option<Response>> {
         loop {
             if let Some(r) = self.pending.pop_front() {
                 return Ok(Some(r));
             }
             let mut chunk = [0u8; 8192];
-            let n = self.stream.read(&mut chunk)?;
+            let n = crate::deadline::read(&self.stream, &mut chunk, bound)?;
             if n == 0 {
                 return Ok(None);
             }
@@ -821,31 +862,56 @@ impl Client {
         })
     }
 
-    /// Send `req` and wait for the reply `pick` accepts; an `Error` reply is the error, and every other response
-    /// (outcomes of earlier submits) is kept, in order, for [`Client::recv`].
+    /// Send `req` and wait for the reply `pick` accepts, all within one deadline; an `Error` reply is the error,
+    /// and every other response (outcomes of earlier submits) is kept, in order, for [`Client::recv`] — at most
+    /// [`MAX_HELD`] of them.
     fn ask<T>(&mut self, req: &Request, pick: impl Fn(Response) -> Result<T, Response>) -> io::Result<T> {
-        self.send(req)?;
-        let mut held = Vec::new();
+        if self.out_of_step {
+            return Err(io::Error::other("an earlier request on this connection was abandoned: reconnect"));
+        }
+        let bound = self.bound();
+        let mut b = Vec::new();
+        frame_message(&req.emit(), &mut b);
+        self.out_of_step = true;
+        crate::deadline::write_all(&self.stream, &b, bound)?;
+        // What was already held stays first; what arrives now is held behind it.
+        let mut held = std::mem::take(&mut self.pending);
         let result = loop {
-            match self.recv()? {
-                Some(Response::Error(e)) => break Err(io::Error::other(e)),
-                Some(r) => match pick(r) {
-                    Ok(v) => break Ok(v),
-                    Err(other) => held.push(other),
+            if held.len() >= MAX_HELD {
+                break Err(io::Error::other(format!("more than {MAX_HELD} other responses came before the reply")));
+            }
+            match self.recv_by(bound) {
+                Ok(Some(Response::Error(e))) => break Ok(Err(io::Error::other(e))),
+                Ok(Some(r)) => match pick(r) {
+                    Ok(v) => break Ok(Ok(v)),
+                    Err(other) => held.push_back(other),
                 },
-                None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
+                Ok(None) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
+                Err(e) => break Err(e),
             }
         };
-        for r in held.into_iter().rev() {
-            self.pending.push_front(r);
+        held.append(&mut self.pending);
+        self.pending = held;
+        match result {
+            Ok(answer) => {
+                self.out_of_step = false;
+                answer
+            }
+            Err(e) => Err(e),
         }
-        result
     }
 
-    /// A second handle on the same connection (e.g. to read outcomes on another thread). Responses already
-    /// buffered stay with this handle.
+    /// A second handle on the same connection (e.g. to read outcomes on another thread), with the same timeout
+    /// and stop flag. Responses already buffered stay with this handle.
     pub fn try_clone(&self) -> io::Result<Client> {
-        Ok(Client { stream: self.stream.try_clone()?, rbuf: Vec::new(), pending: Default::default() })
+        Ok(Client {
+            stream: self.stream.try_clone()?,
+            rbuf: Vec::new(),
+            pending: Default::default(),
+            timeout: self.timeout.clone(),
+            stop: self.stop,
+            out_of_step: false,
+        })
     }
 
     /// Shut the connection down for writing: the daemon sees end of stream, still sends the outcome of
@@ -854,9 +920,17 @@ impl Client {
         self.stream.shutdown(std::net::Shutdown::Write)
     }
 
-    /// Set a read timeout.
+    /// How long each exchange may take (`None`: no limit): a request and its whole reply, one whole message in
+    /// [`Client::recv`], one request in [`Client::send`].
     pub fn set_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
-        self.stream.set_read_timeout(t)
+        self.timeout.set(t);
+        Ok(())
+    }
+
+    /// Give up any wait, with [`io::ErrorKind::Interrupted`], once `stop` is set (by a signal handler: within
+    /// [`crate::deadline::SLICE`]).
+    pub fn set_stop(&mut self, stop: Option<&'static std::sync::atomic::AtomicBool>) {
+        self.stop = stop;
     }
 }
 
