@@ -132,7 +132,7 @@ enum Cmd {
         /// Per-frame records (CSV).
         #[arg(long)]
         records: Option<PathBuf>,
-        /// How long to wait for outstanding outcomes after the last frame.
+        /// How long to wait for outstanding outcomes after the last frame, or after SIGINT/SIGTERM.
         #[arg(long, value_parser = duration_arg, default_value = "5s")]
         grace: Duration,
         /// How long to wait for a daemon that runs PTP to be synchronised before the first frame.
