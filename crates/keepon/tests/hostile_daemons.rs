@@ -17,7 +17,6 @@ use keepon::api::{
     frame_message, split_messages, Delivery, Info, PortRole, Request, Response, Scheduled, ServoCode, SyncState,
     TimeInfo,
 };
-use keepon::deadline::{self, Bound};
 use support::{daemon_config, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
@@ -132,13 +131,24 @@ fn start(dir: &Path, fake: Fake) -> PathBuf {
     let sock = dir.join("fake.sock");
     let listener = UnixListener::bind(&sock).unwrap();
     if let Fake::NeverAccepts = fake {
-        // Fill the backlog: connections the listener never takes, kept open.
-        let mut held = Vec::new();
-        while let Ok(s) = deadline::connect(&sock, Bound::within(Some(Duration::from_millis(100)), None)) {
-            held.push(s);
-            assert!(held.len() < 100_000, "the backlog never filled");
+        // Fill the backlog: connections the listener never takes, kept open, until a connect blocks (on its
+        // own thread, for ever): then the count stops growing.
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (n, path) = (count.clone(), sock.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Ok(s) = UnixStream::connect(&path) {
+                held.push(s);
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let mut last = usize::MAX;
+        while count.load(std::sync::atomic::Ordering::Relaxed) != last {
+            last = count.load(std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(200));
         }
-        std::mem::forget((listener, held));
+        assert!(last > 0, "no connection was queued");
+        std::mem::forget(listener);
         return sock;
     }
     std::thread::spawn(move || {
