@@ -426,6 +426,8 @@ mod tests {
             let e = from_yang(&with_base(d(), seconds, nanos), &info(), None).unwrap_err();
             assert!(e.contains(says), "{e}");
         };
+        // ⌈2¹²⁸/10⁹⌉ s: ×10⁹ wrapped to 231 788 544 ns, accepted as that base time before.
+        refused(Value::from("340282366920938463463374607432"), Value::from(0), "admin-base-time");
         refused(Value::from("1".to_string() + &"0".repeat(40)), Value::from(0), "admin-base-time/seconds");
         refused(Value::from((i128::MAX / 1_000_000_000 + 1).to_string()), Value::from(0), "admin-base-time");
         refused(Value::from(u64::MAX.to_string()), Value::from(0), "not a base time keepon takes");
