@@ -119,7 +119,8 @@ impl Readiness {
             let (done, socket): (_, PathBuf) = (done.clone(), socket.into());
             std::thread::spawn(move || {
                 while !done.load(Ordering::Relaxed) {
-                    let moded = std::fs::metadata(&socket).is_ok_and(|m| m.permissions().mode() & 0o7777 == mode);
+                    let moded =
+                        std::fs::metadata(&socket).is_ok_and(|m| m.permissions().mode() & 0o7777 == mode & 0o7777);
                     if moded && listening(&socket) == Some(true) {
                         n.say("READY=1");
                         return;

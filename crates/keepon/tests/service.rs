@@ -4,8 +4,9 @@
 //! on a host without it (226/NAMESPACE before); its `Type=notify` readiness (`READY=1` once the socket accepts
 //! connections, `STOPPING=1` at the end) reaches a datagram socket standing in for systemd; and its `ExecStart`
 //! line, run the way systemd would run it — its `User=` (here nobody, standing for `keepon`), its
-//! `AmbientCapabilities=`, its `EnvironmentFile=` expanded, `%i` the instance, `$NOTIFY_SOCKET` — serves on a veth
-//! in a namespace without root: AF_PACKET on the link, SCHED_FIFO and locked memory granted by the capabilities,
+//! `AmbientCapabilities=`, its `EnvironmentFile=` expanded, `%i` the instance, `$NOTIFY_SOCKET`, `/proc` mounted as
+//! `ProtectProc=invisible` and `ProcSubset=pid` mount it, its `UMask=` — serves on a veth in a namespace without
+//! root: AF_PACKET on the link, SCHED_FIFO and locked memory granted by the capabilities,
 //! a client's frame sent, SIGTERM a clean stop (needs root to set this up; skips otherwise).
 
 #[allow(dead_code)] // shared with the namespace tests
@@ -288,9 +289,17 @@ fn the_units_exec_start_serves_without_root() {
     let (systemd, notify) = notify_socket(dir.path());
     chmod(&notify, 0o777);
     assert_eq!(key(&unit, "Type"), "notify");
+    // The parts of the sandbox a mount namespace can stand for: /proc as ProtectProc= and ProcSubset= mount it
+    // (the readiness watcher reads /proc/self/net/unix), and UMask=.
+    assert_eq!((key(&unit, "ProtectProc"), key(&unit, "ProcSubset")), ("invisible".into(), "pid".into()));
+    let sandbox = format!(
+        "mount -t proc -o subset=pid,hidepid=invisible proc /proc && umask {} && exec \"$@\"",
+        key(&unit, "UMask")
+    );
     let mut cmd = Command::new("ip");
     cmd.env("NOTIFY_SOCKET", &notify);
-    cmd.args(["netns", "exec", &topo.talker, "setpriv"])
+    cmd.args(["netns", "exec", &topo.talker, "unshare", "--mount", "--propagation", "private"])
+        .args(["sh", "-c", &sandbox, "sh", "setpriv"])
         .args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}"), "--clear-groups"])
         .args([&format!("--inh-caps={caps}"), &format!("--ambient-caps={caps}")])
         .args(&exec)
@@ -322,7 +331,7 @@ fn the_units_exec_start_serves_without_root() {
     drop(c);
     // systemd's stop: SIGTERM, a clean exit within TimeoutStopSec.
     let stop = key(&unit, "TimeoutStopSec").trim_end_matches('s').parse::<u64>().unwrap();
-    // SAFETY: kill(2) on the daemon this test started (ip netns exec and setpriv exec into keepon).
+    // SAFETY: kill(2) on the daemon this test started (ip netns exec, unshare, sh and setpriv exec into keepon).
     assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);
     let out = daemon.success(Duration::from_secs(stop));
     assert_eq!(notification(&systemd, "STOPPING=1"), "STOPPING=1");
