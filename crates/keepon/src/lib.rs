@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod daemon;
