@@ -5,7 +5,7 @@
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::api::{frame_message, split_messages, Info, Request, Response, Scheduled, TimeInfo};
@@ -20,6 +20,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// memory).
 pub const MAX_HELD: usize = 65_536;
 
+/// [`Client`]'s stored timeout for none.
+const NO_TIMEOUT: u64 = u64::MAX;
+
+fn nanos(t: Option<Duration>) -> u64 {
+    t.map_or(NO_TIMEOUT, |t| u64::try_from(t.as_nanos()).unwrap_or(NO_TIMEOUT - 1))
+}
+
 /// A blocking client of `keepon daemon`. Every call is bounded: `connect` and each exchange by the timeout
 /// ([`DEFAULT_TIMEOUT`], [`Client::set_timeout`]) — one deadline for a request and its whole reply, not per
 /// read —, and by a stop flag ([`Client::set_stop`]) that a signal handler sets. After a request timed out or was
@@ -29,7 +36,8 @@ pub struct Client {
     stream: UnixStream,
     rbuf: Vec<u8>,
     pending: std::collections::VecDeque<Response>,
-    timeout: std::cell::Cell<Option<Duration>>,
+    /// The timeout in ns, [`NO_TIMEOUT`] for none (atomic: `set_timeout` takes `&self`, and a client stays `Sync`).
+    timeout: AtomicU64,
     stop: Option<&'static AtomicBool>,
     /// A request was abandoned (timed out, stopped, half written).
     out_of_step: bool,
@@ -50,12 +58,20 @@ impl Client {
         stop: Option<&'static AtomicBool>,
     ) -> io::Result<Client> {
         let stream = deadline::connect(path, Bound::within(timeout, stop))?;
-        let timeout = std::cell::Cell::new(timeout);
+        let timeout = AtomicU64::new(nanos(timeout));
         Ok(Client { stream, rbuf: Vec::new(), pending: Default::default(), timeout, stop, out_of_step: false })
     }
 
+    /// How long each exchange may take.
+    pub fn timeout(&self) -> Option<Duration> {
+        match self.timeout.load(Ordering::Relaxed) {
+            NO_TIMEOUT => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
     fn bound(&self) -> deadline::Bound {
-        Bound::within(self.timeout.get(), self.stop)
+        Bound::within(self.timeout(), self.stop)
     }
 
     /// Send one request (within the timeout).
@@ -189,7 +205,7 @@ impl Client {
             stream: self.stream.try_clone()?,
             rbuf: Vec::new(),
             pending: Default::default(),
-            timeout: self.timeout.clone(),
+            timeout: AtomicU64::new(self.timeout.load(Ordering::Relaxed)),
             stop: self.stop,
             out_of_step: false,
         })
@@ -204,7 +220,7 @@ impl Client {
     /// How long each exchange may take (`None`: no limit): a request and its whole reply, one whole message in
     /// [`Client::recv`], one request in [`Client::send`].
     pub fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.timeout.set(t);
+        self.timeout.store(nanos(t), Ordering::Relaxed);
         Ok(())
     }
 
@@ -257,6 +273,12 @@ mod tests {
     fn outcome(tag: u64) -> Response {
         use crate::api::Delivery;
         Response::Outcome { tag, delivery: Delivery::Sent { slot: tag, time: 0, ring_slot: 0, off_schedule: false } }
+    }
+
+    #[test]
+    fn a_client_can_be_shared_and_sent() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Client>();
     }
 
     #[test]
