@@ -431,6 +431,12 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
     "cargo build --release -p keepon": Covered("Makefile", ("build:", "$(CARGO) build --release -p keepon")),
     "install -m 0755 target/release/keepon /usr/local/bin/keepon": Run(in_fake_root),
     "install -m 0644 dist/keepon@.service /etc/systemd/system/": Run(in_fake_root),
+    "install -D -m 0644 dist/keepon-net-admin.conf /etc/systemd/system/keepon@eth1.service.d/net-admin.conf": Run(
+        in_fake_root
+    ),
+    "systemctl daemon-reload && systemctl restart keepon@eth1": Covered(
+        "crates/keepon/tests/service.rs", ("keepon-net-admin.conf", "verify", "CAP_NET_ADMIN")
+    ),
     "mkdir -p /etc/keepon": Run(in_fake_root),
     "echo 'KEEPON_ARGS=\"--backend afpacket --iface eth1 --filler bad-fcs\"' > /etc/keepon/eth1.env": Run(
         lambda t: in_fake_root("mkdir -p /etc/keepon && " + t)

@@ -72,10 +72,6 @@
 //! resynchronised). Replies are at most [`MAX_REPLY`] (96 KiB): the largest `Info` of a legal configuration (64
 //! classes with 255-byte names, 4 096 windows) fits by construction, and `Stats` is cut to fit.
 
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
-
 use keepon_core::outcome::Reason;
 
 /// Protocol version.
@@ -755,135 +751,7 @@ pub fn split_messages(buf: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, ProtocolError> 
     Ok(out)
 }
 
-/// A blocking client of `keepon daemon`.
-pub struct Client {
-    stream: UnixStream,
-    rbuf: Vec<u8>,
-    pending: std::collections::VecDeque<Response>,
-}
-
-impl Client {
-    /// Connect to the daemon's socket.
-    pub fn connect(path: &Path) -> io::Result<Client> {
-        Ok(Client { stream: UnixStream::connect(path)?, rbuf: Vec::new(), pending: Default::default() })
-    }
-
-    /// Send one request.
-    pub fn send(&mut self, req: &Request) -> io::Result<()> {
-        let mut b = Vec::new();
-        frame_message(&req.emit(), &mut b);
-        self.stream.write_all(&b)
-    }
-
-    /// Send raw bytes (for testing a daemon's robustness).
-    pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
-    }
-
-    /// Wait for the next response (`None` when the daemon closed the connection).
-    pub fn recv(&mut self) -> io::Result<Option<Response>> {
-        loop {
-            if let Some(r) = self.pending.pop_front() {
-                return Ok(Some(r));
-            }
-            let mut chunk = [0u8; 8192];
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                return Ok(None);
-            }
-            self.rbuf.extend_from_slice(&chunk[..n]);
-            let msgs = split_messages(&mut self.rbuf).map_err(io::Error::other)?;
-            for m in msgs {
-                self.pending.push_back(Response::parse(&m).map_err(io::Error::other)?);
-            }
-        }
-    }
-
-    /// Ask for the link's description. Outcomes that arrive first are kept for [`Client::recv`].
-    pub fn info(&mut self) -> io::Result<Info> {
-        self.ask(&Request::Info, |r| match r {
-            Response::Info(i) => Ok(i),
-            other => Err(other),
-        })
-    }
-
-    /// Read the station's network time and synchronisation state. Outcomes that arrive first are kept for
-    /// [`Client::recv`].
-    pub fn time(&mut self) -> io::Result<TimeInfo> {
-        self.ask(&Request::Time, |r| match r {
-            Response::Time(t) => Ok(t),
-            other => Err(other),
-        })
-    }
-
-    /// Change the schedule from `base_time` on ([`Request::Schedule`]): `Ok(Err(why))` when the daemon refuses.
-    /// Outcomes that arrive first are kept for [`Client::recv`].
-    pub fn change_schedule(
-        &mut self,
-        base_time: i64,
-        classes: Vec<(String, Vec<u32>)>,
-    ) -> io::Result<Result<Scheduled, String>> {
-        self.ask(&Request::Schedule { base_time, classes }, |r| match r {
-            Response::Scheduled(r) => Ok(r),
-            other => Err(other),
-        })
-    }
-
-    /// The daemon's metrics (Prometheus text format). Outcomes that arrive first are kept for [`Client::recv`].
-    pub fn stats(&mut self) -> io::Result<String> {
-        self.ask(&Request::Stats, |r| match r {
-            Response::Stats(t) => Ok(t),
-            other => Err(other),
-        })
-    }
-
-    /// Ask for a `Released` message after the outcome of every sent frame (see the module docs); the daemon's
-    /// reply says whether it does. Outcomes that arrive first are kept for [`Client::recv`].
-    pub fn subscribe_release_times(&mut self) -> io::Result<bool> {
-        self.ask(&Request::Subscribe { release_times: true }, |r| match r {
-            Response::Subscribed { release_times } => Ok(release_times),
-            other => Err(other),
-        })
-    }
-
-    /// Send `req` and wait for the reply `pick` accepts; an `Error` reply is the error, and every other response
-    /// (outcomes of earlier submits) is kept, in order, for [`Client::recv`].
-    fn ask<T>(&mut self, req: &Request, pick: impl Fn(Response) -> Result<T, Response>) -> io::Result<T> {
-        self.send(req)?;
-        let mut held = Vec::new();
-        let result = loop {
-            match self.recv()? {
-                Some(Response::Error(e)) => break Err(io::Error::other(e)),
-                Some(r) => match pick(r) {
-                    Ok(v) => break Ok(v),
-                    Err(other) => held.push(other),
-                },
-                None => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "daemon closed the connection")),
-            }
-        };
-        for r in held.into_iter().rev() {
-            self.pending.push_front(r);
-        }
-        result
-    }
-
-    /// A second handle on the same connection (e.g. to read outcomes on another thread). Responses already
-    /// buffered stay with this handle.
-    pub fn try_clone(&self) -> io::Result<Client> {
-        Ok(Client { stream: self.stream.try_clone()?, rbuf: Vec::new(), pending: Default::default() })
-    }
-
-    /// Shut the connection down for writing: the daemon sees end of stream, still sends the outcome of
-    /// every frame submitted before, then closes the connection ([`Client::recv`] returns `None`).
-    pub fn close_write(&self) -> io::Result<()> {
-        self.stream.shutdown(std::net::Shutdown::Write)
-    }
-
-    /// Set a read timeout.
-    pub fn set_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
-        self.stream.set_read_timeout(t)
-    }
-}
+pub use crate::client::{Client, DEFAULT_TIMEOUT, MAX_HELD};
 
 #[cfg(test)]
 mod tests {

@@ -6,12 +6,15 @@
 
 pub mod api;
 pub mod backend;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod deadline;
 pub mod fuzzing;
 pub mod listen;
 pub mod netrun;
+pub mod notify;
 pub mod pcap;
 pub mod ptpconf;
 pub mod realtime;

@@ -132,7 +132,7 @@ enum Cmd {
         /// Per-frame records (CSV).
         #[arg(long)]
         records: Option<PathBuf>,
-        /// How long to wait for outstanding outcomes after the last frame.
+        /// How long to wait for outstanding outcomes after the last frame, or after SIGINT/SIGTERM.
         #[arg(long, value_parser = duration_arg, default_value = "5s")]
         grace: Duration,
         /// How long to wait for a daemon that runs PTP to be synchronised before the first frame.
@@ -264,8 +264,13 @@ fn print_talk(out: &talk::TalkOutput, who: &str) -> Result<(), String> {
     if let Some(line) = out.summary.render_release() {
         print!("  {line}");
     }
-    if out.stopped {
-        println!("{who}: stopped by a signal; every frame submitted before it has its outcome above");
+    match (out.stopped, out.missing) {
+        (true, 0) => println!("{who}: stopped by a signal; every frame submitted before it has its outcome above"),
+        (true, _) => println!("{who}: stopped by a signal"),
+        _ => {}
+    }
+    if let Some(why) = &out.failed {
+        return Err(format!("{why}; {} frames submitted before it got no outcome", out.missing));
     }
     if out.missing > 0 {
         return Err(format!("{} frames got no outcome within the grace period", out.missing));
@@ -366,6 +371,8 @@ fn run(cli: Cli) -> Result<(), String> {
             let opts = backend.options();
             let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
             let (nic, _) = backend::open(&cfg, &opts, true)?;
+            // systemd (Type=notify): READY=1 once the socket listens; its watcher starts before SCHED_FIFO.
+            let ready = keepon::notify::Readiness::watch(&dcfg.socket, dcfg.mode);
             // The poll loop runs on this thread: what it asks of the host is applied here.
             let applied = realtime.apply();
             let mut dcfg = dcfg;
@@ -391,7 +398,9 @@ fn run(cli: Cli) -> Result<(), String> {
             let link = if ptp.is_some() { ptp_link(&cfg, &opts)? } else { None };
             on_signals();
             let d = duration.map(|d| Nanos(d.as_nanos() as i64));
-            let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d)?;
+            let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d);
+            ready.stopping();
+            let stats = stats?;
             println!(
                 "keepon daemon: {} connections, {} refused, {} frames, {} malformed requests, {} connections dropped, \
                  {} underruns",

@@ -59,7 +59,7 @@ pub fn run_on_network_time<N: Nic>(
     sync_wait: Duration,
     grace: Duration,
     records: Option<&Path>,
-    stop: &AtomicBool,
+    stop: &'static AtomicBool,
 ) -> Result<NetRunOutput, String> {
     let dir = PrivateDir::create()?;
     let socket = dir.0.join("keepon.sock");

@@ -11,13 +11,24 @@
 //!
 //! The daemon's `Info` gives what the conversion needs (slot period, ring, class names); its `Schedule` request does
 //! the change ([`crate::api`]).
+//!
+//! **Hostile files.** FILE is read up to [`MAX_FILE_BYTES`] (a larger file, `/dev/zero`, is refused, not read to
+//! the end); every number in it is checked (a base time keepon can represent, a cycle and intervals whose sums
+//! fit, an error naming the element otherwise); and the work is bounded by the file and the ring, not by the
+//! cycle's length: each entry costs O(1) plus the ring slots of the first ring cycle it covers, so a list of one
+//! entry over a 10⁶ s cycle is checked as fast as one over a single ring cycle.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::api::{Client, Info, Scheduled};
-use crate::config::Config;
+use crate::config::{Config, MAX_BASE_TIME};
+
+/// The largest schedule file `apply` reads: 4 MiB. The planner's gate lists are a few KiB (one entry per window
+/// change per cycle: some 60 bytes each, so this is ~70 000 entries); a keepon configuration is smaller still.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// A schedule to apply: network time it takes effect from, and each class's ring slots.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +42,7 @@ pub struct Plan {
 /// Read FILE (`.json`: YANG instance data; otherwise a keepon configuration) against the daemon's `info`. `port`
 /// picks the interface in a YANG document with several.
 pub fn read_plan(path: &Path, info: &Info, port: Option<&str>) -> Result<Plan, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = read_bounded(path)?;
     let is_json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
     let plan = if is_json {
         let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
@@ -40,6 +51,22 @@ pub fn read_plan(path: &Path, info: &Info, port: Option<&str>) -> Result<Plan, S
         from_config(&text, info)
     };
     plan.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The text of `path`, at most [`MAX_FILE_BYTES`] of it: whatever it is (a pipe, a device), no more is read.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "{shown} is larger than {} MiB: not a schedule (a gate list is a few KiB)",
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("{shown}: not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()))
 }
 
 /// The classes and base time of a keepon configuration.
@@ -63,11 +90,99 @@ fn field<'a>(v: &'a Value, key: &str, at: &str) -> Result<&'a Value, String> {
 
 fn int(v: &Value, at: &str) -> Result<i128, String> {
     match v {
-        Value::Number(n) => n.as_i64().map(i128::from).ok_or_else(|| format!("{at}: {n} is not an integer")),
+        Value::Number(n) => n
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+            .ok_or_else(|| format!("{at}: {n} is not an integer")),
         // RFC 7951 writes 64-bit integers as strings.
-        Value::String(s) => s.parse().map_err(|_| format!("{at}: {s:?} is not an integer")),
+        Value::String(s) => s.parse().map_err(|_| {
+            let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{at}: {s} is out of range")
+            } else {
+                format!("{at}: {s:?} is not an integer")
+            }
+        }),
         other => Err(format!("{at}: {other} is not an integer")),
     }
+}
+
+/// `admin-base-time` (seconds and nanoseconds, PTP time) in TAI ns: a base time keepon takes, `0..MAX_BASE_TIME`.
+fn base_time(base: &Value) -> Result<i64, String> {
+    let seconds = int(field(base, "seconds", "admin-base-time")?, "admin-base-time/seconds")?;
+    let nanos = int(field(base, "nanoseconds", "admin-base-time")?, "admin-base-time/nanoseconds")?;
+    if !(0..1_000_000_000).contains(&nanos) {
+        return Err(format!("admin-base-time/nanoseconds {nanos} is not within 0..999999999"));
+    }
+    seconds
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(nanos))
+        .filter(|ns| (0..i128::from(MAX_BASE_TIME)).contains(ns))
+        .and_then(|ns| i64::try_from(ns).ok())
+        .ok_or_else(|| {
+            format!(
+                "admin-base-time {seconds} s {nanos} ns is not a base time keepon takes (0..{MAX_BASE_TIME} ns TAI, \
+                 before the year 2116)"
+            )
+        })
+}
+
+/// The list's slots: slot `s` of the list starts at `⌈s·δ⌉` ns of it, δ = `cn/(cd·n)` ns (the daemon's cycle
+/// `cn/cd` ns over its `n` ring slots). Every product is checked.
+struct ListSlots {
+    cn: i128,
+    /// `cd·n`.
+    cdn: i128,
+}
+
+impl ListSlots {
+    /// Where slot `s` starts (ns into the list).
+    fn start(&self, s: i128) -> Result<i128, String> {
+        s.checked_mul(self.cn).and_then(|x| x.checked_add(self.cdn - 1)).map(|x| x / self.cdn).ok_or_else(overflow)
+    }
+
+    /// The first slot starting at or after `t` ns (`t ≥ 0`): `⌈s·cn/cdn⌉ ≥ t ⇔ s ≥ ⌊(t−1)·cdn/cn⌋ + 1`.
+    fn at(&self, t: i128) -> Result<i128, String> {
+        if t == 0 {
+            return Ok(0);
+        }
+        (t - 1).checked_mul(self.cdn).map(|x| x.div_euclid(self.cn) + 1).ok_or_else(overflow)
+    }
+}
+
+fn overflow() -> String {
+    "the list's times overflow what keepon computes with".to_string()
+}
+
+/// The class (index into `info.classes`) whose slot a gate state is: one gate open alone, that of a real-time
+/// class `tc<gate>`; any other state is free (best effort).
+fn owner_of(states: u8, entry: usize, info: &Info, rt: &[(usize, &String)]) -> Result<Option<usize>, String> {
+    if states.count_ones() != 1 {
+        return Ok(None);
+    }
+    let gate = states.trailing_zeros();
+    let name = format!("tc{gate}");
+    match rt.iter().find(|(_, n)| **n == name) {
+        Some((c, _)) => Ok(Some(*c)),
+        None if info.classes.contains(&name) => Ok(None),
+        None => Err(format!(
+            "gate-control-entry {entry} opens gate {gate} alone, and the daemon has no class tc{gate} (classes: {})",
+            info.classes.join(", ")
+        )),
+    }
+}
+
+/// In ring slots `r0, r0+1, …` (`len` of them, modulo the ring), the first whose owner is not `o`. `next[r]` is
+/// the first ring slot after `r` with another owner than `r`'s (the ring's length if none): O(1) per call.
+fn first_differing(owner: &[Option<usize>], next: &[usize], r0: usize, len: i128, o: Option<usize>) -> Option<usize> {
+    let n = owner.len();
+    let len = usize::try_from(len.min(n as i128)).unwrap_or(n);
+    let mut pieces = vec![(r0, (r0 + len).min(n))];
+    if r0 + len > n {
+        pieces.push((0, r0 + len - n));
+    }
+    pieces.into_iter().find_map(|(a, b)| if owner[a] != o { Some(a) } else { (next[a] < b).then_some(next[a]) })
 }
 
 /// The gate parameter table of the port `port` (or of the only scheduled port).
@@ -103,10 +218,7 @@ fn gate_table<'a>(doc: &'a Value, port: Option<&str>) -> Result<&'a Value, Strin
 /// Ring slots per class from a port's gate control list (see the module doc).
 fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, String> {
     let table = gate_table(doc, port)?;
-    let base = field(table, "admin-base-time", "gate-parameter-table")?;
-    let base_time = int(field(base, "seconds", "admin-base-time")?, "admin-base-time/seconds")? * 1_000_000_000
-        + int(field(base, "nanoseconds", "admin-base-time")?, "admin-base-time/nanoseconds")?;
-    let base_time = i64::try_from(base_time).map_err(|_| format!("admin-base-time {base_time} ns is out of range"))?;
+    let base_time = base_time(field(table, "admin-base-time", "gate-parameter-table")?)?;
     let cycle = field(table, "admin-cycle-time", "gate-parameter-table")?;
     let (num, den) = (
         int(field(cycle, "numerator", "admin-cycle-time")?, "admin-cycle-time/numerator")?,
@@ -115,25 +227,33 @@ fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, Strin
     if num <= 0 || den <= 0 {
         return Err(format!("admin-cycle-time {num}/{den} s is not positive"));
     }
-    // The list's cycle must be m whole ring cycles: num/den s = m · (cycle_num/cycle_den) ns.
-    let (cn, cd) = (i128::from(info.cycle.0), i128::from(info.cycle.1));
-    let (top, bottom) = (num * 1_000_000_000 * cd, den * cn);
+    let (cn, cd, n) = (i128::from(info.cycle.0), i128::from(info.cycle.1), i128::from(info.ring));
+    if cn == 0 || cd == 0 || !(1..=i128::from(keepon_core::isolation::MAX_RING_SLOTS)).contains(&n) {
+        return Err(format!("the daemon reports a cycle of {cn}/{cd} ns over {n} ring slots"));
+    }
+    let slots = ListSlots { cn, cdn: cd.checked_mul(n).ok_or_else(overflow)? };
+    // The list's cycle must be m whole ring cycles: num/den s = m · (cn/cd) ns, and fit i64 ns.
+    let too_long = || format!("admin-cycle-time {num}/{den} s is longer than keepon takes ({} ns)", i64::MAX);
+    let top = num.checked_mul(1_000_000_000).and_then(|x| x.checked_mul(cd)).ok_or_else(too_long)?;
+    let bottom = den.checked_mul(cn).ok_or_else(too_long)?;
     if top % bottom != 0 || top / bottom == 0 {
         return Err(format!(
             "admin-cycle-time {num}/{den} s is not a whole number of the daemon's ring cycles ({} ns)",
             cn as f64 / cd as f64
         ));
     }
-    let cycles = top / bottom;
-    let n = i128::from(info.ring);
-    // Slot s of the list starts at ⌈s·δ⌉ ns, δ = cn/(cd·n).
-    let start = |s: i128| (s * cn + cd * n - 1) / (cd * n);
+    let total = (top / bottom).checked_mul(n).ok_or_else(too_long)?;
+    let cycle_ns = slots.start(total).ok().filter(|&c| c <= i128::from(i64::MAX)).ok_or_else(too_long)?;
     let entries =
         field(field(table, "admin-control-list", "gate-parameter-table")?, "gate-control-entry", "admin-control-list")?
             .as_array()
             .ok_or("admin-control-list/gate-control-entry is not a list")?;
-    // Gate states in force at each entry's start.
-    let mut bounds: Vec<(i128, u8)> = Vec::with_capacity(entries.len());
+    let rt: Vec<(usize, &String)> =
+        info.classes.iter().enumerate().filter(|(i, _)| info.windows.get(*i).is_some_and(|w| !w.is_empty())).collect();
+    // Each ring slot's owner in the list's first ring cycle; later cycles must repeat it.
+    let ring = n as usize;
+    let mut owner: Vec<Option<usize>> = vec![None; ring];
+    let mut next: Vec<usize> = Vec::new();
     let mut t = 0i128;
     for (i, e) in entries.iter().enumerate() {
         let at = format!("gate-control-entry {i}");
@@ -143,58 +263,52 @@ fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, Strin
         if len <= 0 {
             return Err(format!("{at}: time-interval-value {len} is not positive"));
         }
-        bounds.push((t, states));
-        t += len;
-    }
-    if t != start(cycles * n) {
-        return Err(format!("the entries last {t} ns, the admin-cycle-time {} ns", start(cycles * n)));
-    }
-    let rt: Vec<(usize, &String)> =
-        info.classes.iter().enumerate().filter(|(i, _)| info.windows.get(*i).is_some_and(|w| !w.is_empty())).collect();
-    let mut owner_of_slot: Vec<Option<usize>> = vec![None; info.ring as usize];
-    let mut i = 0;
-    for s in 0..cycles * n {
-        let (a, b) = (start(s), start(s + 1));
-        while i + 1 < bounds.len() && bounds[i + 1].0 <= a {
-            i += 1;
-        }
-        if i + 1 < bounds.len() && bounds[i + 1].0 < b {
+        if len > cycle_ns - t {
             return Err(format!(
-                "gate-control-entry {} starts at {} ns, inside slot {s} ({a}..{b} ns): entries must change on slot \
+                "{at}: the entries up to it last more than the admin-cycle-time ({cycle_ns} ns), {t} ns before it"
+            ));
+        }
+        // It holds slots [s0, s1): it starts on a slot boundary (checked at the entry before), and so must the next.
+        let (s0, end) = (slots.at(t)?, t + len);
+        let s1 = slots.at(end)?;
+        if slots.start(s1)? != end {
+            let (a, b) = (slots.start(s1 - 1)?, slots.start(s1)?);
+            return Err(format!(
+                "gate-control-entry {} starts at {end} ns, inside slot {} ({a}..{b} ns): entries must change on slot \
                  boundaries",
                 i + 1,
-                bounds[i + 1].0
+                s1 - 1
             ));
         }
-        let states = bounds[i].1;
-        let owner = if states.count_ones() == 1 {
-            let gate = states.trailing_zeros();
-            match rt.iter().find(|(_, name)| **name == format!("tc{gate}")) {
-                Some((c, _)) => Some(*c),
-                None if info.classes.iter().any(|c| *c == format!("tc{gate}")) => None,
-                None => {
-                    return Err(format!(
-                    "gate-control-entry {i} opens gate {gate} alone, and the daemon has no class tc{gate} (classes: \
-                         {})",
-                    info.classes.join(", ")
-                ))
+        t = end;
+        let o = owner_of(states, i, info, &rt)?;
+        // The first ring cycle: O(ring) over all entries.
+        for s in s0..s1.min(n) {
+            owner[s as usize] = o;
+        }
+        // Later cycles: the ring slots it holds must have that owner in the first one (O(1) with `next`).
+        if s1 > n {
+            if next.is_empty() {
+                next = vec![ring; ring];
+                for r in (0..ring.saturating_sub(1)).rev() {
+                    next[r] = if owner[r + 1] != owner[r] { r + 1 } else { next[r + 1] };
                 }
             }
-        } else {
-            None
-        };
-        let r = (s % n) as usize;
-        if s >= n && owner_of_slot[r] != owner {
-            return Err(format!(
-                "ring slot {r} differs between ring cycles of the list: it must repeat every ring cycle"
-            ));
+            let from = s0.max(n);
+            if let Some(r) = first_differing(&owner, &next, (from % n) as usize, s1 - from, o) {
+                return Err(format!(
+                    "ring slot {r} differs between ring cycles of the list ({at}): it must repeat every ring cycle"
+                ));
+            }
         }
-        owner_of_slot[r] = owner;
+    }
+    if t != cycle_ns {
+        return Err(format!("the entries last {t} ns, the admin-cycle-time {cycle_ns} ns"));
     }
     let classes = rt
         .iter()
         .map(|(c, name)| {
-            let slots = (0..info.ring).filter(|r| owner_of_slot[*r as usize] == Some(*c)).collect();
+            let slots = (0..info.ring).filter(|r| owner[*r as usize] == Some(*c)).collect();
             ((*name).clone(), slots)
         })
         .collect();
@@ -203,14 +317,19 @@ fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, Strin
 
 /// Apply FILE to the daemon behind `socket`; `base_time` overrides the file's. A refusal is an error saying why.
 pub fn apply(socket: &Path, file: &Path, port: Option<&str>, base_time: Option<i64>) -> Result<Scheduled, String> {
-    let mut c = Client::connect(socket).map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
-    let info = c.info().map_err(|e| format!("info: {e}"))?;
+    // Connecting and each request with its whole reply within api::DEFAULT_TIMEOUT.
+    let shown = socket.display();
+    let mut c = Client::connect(socket).map_err(|e| format!("cannot connect to {shown}: {e}"))?;
+    let info = c.info().map_err(|e| format!("{shown}: info: {e}"))?;
     let mut plan = read_plan(file, &info, port)?;
     if let Some(t) = base_time {
+        if !(0..MAX_BASE_TIME).contains(&t) {
+            return Err(format!("--base-time {t} is not a base time keepon takes (0..{MAX_BASE_TIME} ns TAI)"));
+        }
         plan.base_time = t;
     }
     c.change_schedule(plan.base_time, plan.classes)
-        .map_err(|e| format!("schedule: {e}"))?
+        .map_err(|e| format!("{shown}: schedule: {e}"))?
         .map_err(|why| format!("the daemon refused the schedule: {why}"))
 }
 
@@ -282,5 +401,202 @@ mod tests {
         assert!(e.contains("not ieee802-dot1q-sched instance data"), "{e}");
         let e = from_yang(&doc(&[(128, 2000), (127, 248_000)], 4000), &info(), Some("eth9")).unwrap_err();
         assert!(e.contains("no scheduled port \"eth9\"") && e.contains("to-sw1"), "{e}");
+    }
+
+    fn with_base(mut d: Value, seconds: Value, nanoseconds: Value) -> Value {
+        let t = &mut d["ietf-interfaces:interfaces"]["interface"][0]["ieee802-dot1q-bridge:bridge-port"]
+            ["ieee802-dot1q-sched-bridge:gate-parameter-table"];
+        t["admin-base-time"] = serde_json::json!({"seconds": seconds, "nanoseconds": nanoseconds});
+        d
+    }
+
+    fn with_cycle(mut d: Value, numerator: Value, denominator: Value) -> Value {
+        let t = &mut d["ietf-interfaces:interfaces"]["interface"][0]["ieee802-dot1q-bridge:bridge-port"]
+            ["ieee802-dot1q-sched-bridge:gate-parameter-table"];
+        t["admin-cycle-time"] = serde_json::json!({"numerator": numerator, "denominator": denominator});
+        d
+    }
+
+    /// Issue 29, point 9: base times beyond i128, beyond i64 ns and beyond what the station computes with are
+    /// refused naming the element (they wrapped in release builds and panicked in debug ones).
+    #[test]
+    fn base_times_keepon_cannot_represent_are_refused() {
+        let d = || doc(&[(128, 2000), (127, 248_000)], 4000);
+        let refused = |seconds: Value, nanos: Value, says: &str| {
+            let e = from_yang(&with_base(d(), seconds, nanos), &info(), None).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        };
+        // ⌈2¹²⁸/10⁹⌉ s: ×10⁹ wrapped to 231 788 544 ns, accepted as that base time before.
+        refused(Value::from("340282366920938463463374607432"), Value::from(0), "admin-base-time");
+        refused(Value::from("1".to_string() + &"0".repeat(40)), Value::from(0), "admin-base-time/seconds");
+        refused(Value::from((i128::MAX / 1_000_000_000 + 1).to_string()), Value::from(0), "admin-base-time");
+        refused(Value::from(u64::MAX.to_string()), Value::from(0), "not a base time keepon takes");
+        refused(Value::from(u64::MAX), Value::from(0), "not a base time keepon takes");
+        refused(Value::from((MAX_BASE_TIME / 1_000_000_000 + 1).to_string()), Value::from(0), "year 2116");
+        refused(Value::from(-1), Value::from(0), "not a base time keepon takes");
+        refused(Value::from(5), Value::from(1_000_000_000), "admin-base-time/nanoseconds");
+        refused(Value::from(5), Value::from(-1), "admin-base-time/nanoseconds");
+        refused(Value::from(5.5), Value::from(0), "admin-base-time/seconds: 5.5 is not an integer");
+        let p = from_yang(&with_base(d(), Value::from("4611686017"), Value::from(0)), &info(), None).unwrap();
+        assert_eq!(p.base_time, 4_611_686_017_000_000_000);
+    }
+
+    /// Numerators, denominators and intervals whose products or sums overflow: refused, naming the element.
+    #[test]
+    fn cycles_and_intervals_that_overflow_are_refused() {
+        let d = || doc(&[(128, 2000), (127, 248_000)], 4000);
+        for (num, den, says) in [
+            (Value::from(i128::MAX.to_string()), Value::from(1), "longer than keepon takes"),
+            (Value::from("1".to_string() + &"0".repeat(39)), Value::from(1), "admin-cycle-time/numerator"),
+            (Value::from(u64::MAX), Value::from(1), "longer than keepon takes"),
+            (Value::from(1), Value::from(i128::MAX.to_string()), "longer than keepon takes"),
+            (Value::from(1_000_000_000_000u64), Value::from(1), "longer than keepon takes"),
+        ] {
+            let e = from_yang(&with_cycle(d(), num, den), &info(), None).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        let big = doc(&[(128, u64::MAX), (127, u64::MAX), (127, u64::MAX)], 4000);
+        let e = from_yang(&big, &info(), None).unwrap_err();
+        assert!(e.contains("gate-control-entry 0") && e.contains("more than the admin-cycle-time"), "{e}");
+        let e = from_yang(&doc(&[(128, 2000), (127, 247_999), (127, u64::MAX)], 4000), &info(), None).unwrap_err();
+        assert!(e.contains("gate-control-entry 2"), "{e}");
+        // A daemon that reports a cycle keepon cannot divide by.
+        let odd = Info { cycle: (0, 0), ring: 0, ..info() };
+        let e = from_yang(&d(), &odd, None).unwrap_err();
+        assert!(e.contains("the daemon reports a cycle"), "{e}");
+        let odd = Info { ring: u32::MAX, ..info() };
+        let e = from_yang(&d(), &odd, None).unwrap_err();
+        assert!(e.contains("the daemon reports a cycle"), "{e}");
+        let odd = Info { cycle: (u64::MAX, u64::MAX - 1), ring: 4096, ..info() };
+        assert!(from_yang(&d(), &odd, None).is_err());
+    }
+
+    /// A 10⁶ s list (4·10⁹ ring cycles, 5·10¹¹ slots) of one or three entries is checked in O(entries + ring)
+    /// (it looped 10¹¹ times before).
+    #[test]
+    fn a_long_cycle_costs_what_its_entries_and_ring_cost() {
+        let t = std::time::Instant::now();
+        let long = |entries: &[(u32, u64)]| with_cycle(doc(entries, 1), Value::from(1_000_000), Value::from(1));
+        let p = from_yang(&long(&[(127, 1_000_000_000_000_000)]), &info(), None).unwrap();
+        assert_eq!(p.classes, vec![("tc7".to_string(), vec![])]);
+        let p = from_yang(&long(&[(128, 1_000_000_000_000_000)]), &info(), None).unwrap();
+        assert_eq!(p.classes, vec![("tc7".to_string(), (0..125).collect())]);
+        // Ring slot 0 is tc7's in the first cycle, free in all the later ones.
+        let e =
+            from_yang(&long(&[(128, 2000), (127, 248_000), (127, 999_999_999_750_000)]), &info(), None).unwrap_err();
+        assert!(e.contains("ring slot 0 differs") && e.contains("gate-control-entry 2"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    /// What `apply` reads is bounded: /dev/zero, a file over the limit, a file not UTF-8 are refused at once.
+    #[test]
+    fn files_larger_than_the_limit_are_not_read_to_the_end() {
+        let e = read_plan(Path::new("/dev/zero"), &info(), None).unwrap_err();
+        assert!(e.contains("/dev/zero is larger than 4 MiB"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let e = read_plan(&big, &info(), None).unwrap_err();
+        assert!(e.contains("larger than 4 MiB"), "{e}");
+        std::fs::write(&big, b"{\xff}").unwrap();
+        let e = read_plan(&big, &info(), None).unwrap_err();
+        assert!(e.contains("not UTF-8"), "{e}");
+        // A list at the limit's scale is read: 240 ring cycles of 125 entries (30 000 entries, 3 MB), tc7 in the
+        // even ring slots.
+        let entries: Vec<(u32, u64)> =
+            (0..240 * 125).map(|s| (if s % 125 % 2 == 0 { 128 } else { 127 }, 2000)).collect();
+        let list = with_cycle(doc(&entries, 1), Value::from(3), Value::from(50));
+        let text = serde_json::to_string(&list).unwrap();
+        assert!(text.len() > 2 << 20 && text.len() < MAX_FILE_BYTES as usize, "{} bytes", text.len());
+        std::fs::write(&big, text).unwrap();
+        let p = read_plan(&big, &info(), None).unwrap();
+        assert_eq!(p.classes, vec![("tc7".to_string(), (0..125).step_by(2).collect())]);
+    }
+
+    /// The list's owners slot by slot, as `from_yang` did it before (one step per slot of the whole list): the
+    /// reference the bounded algorithm is checked against, on lists small enough to walk.
+    fn walked(entries: &[(u32, u64)], cycles: i128, info: &Info) -> Option<Vec<(String, Vec<u32>)>> {
+        let (cn, cd, n) = (i128::from(info.cycle.0), i128::from(info.cycle.1), i128::from(info.ring));
+        let start = |s: i128| (s * cn + cd * n - 1) / (cd * n);
+        let mut bounds = Vec::new();
+        let mut t = 0i128;
+        for (g, len) in entries {
+            bounds.push((t, *g));
+            t += i128::from(*len);
+        }
+        if t != start(cycles * n) {
+            return None;
+        }
+        let rt: Vec<(usize, &String)> =
+            info.classes.iter().enumerate().filter(|(i, _)| !info.windows[*i].is_empty()).collect();
+        let mut owner: Vec<Option<usize>> = vec![None; info.ring as usize];
+        let mut i = 0;
+        for s in 0..cycles * n {
+            let (a, b) = (start(s), start(s + 1));
+            while i + 1 < bounds.len() && bounds[i + 1].0 <= a {
+                i += 1;
+            }
+            if i + 1 < bounds.len() && bounds[i + 1].0 < b {
+                return None;
+            }
+            let o = owner_of(bounds[i].1 as u8, i, info, &rt).ok()?;
+            let r = (s % n) as usize;
+            if s >= n && owner[r] != o {
+                return None;
+            }
+            owner[r] = o;
+        }
+        Some(
+            rt.iter()
+                .map(|(c, name)| ((*name).clone(), (0..info.ring).filter(|r| owner[*r as usize] == Some(*c)).collect()))
+                .collect(),
+        )
+    }
+
+    proptest::proptest! {
+        /// On random lists over a ring of 5 slots of 2.5 ns (slot starts 0, 3, 5, 8, 10, …), over 1 to 4 ring
+        /// cycles — a pattern of gate states over whole slots, cycled over the list (so it repeats every ring
+        /// cycle or not), sometimes with one boundary moved off a slot start or the list cut short —: the bounded
+        /// algorithm takes exactly the lists the slot-by-slot walk takes, with the same slots.
+        #[test]
+        fn the_bounded_check_agrees_with_the_slot_by_slot_walk(
+            cycles in 1i128..5,
+            pattern in proptest::collection::vec((proptest::sample::select(vec![1u32, 2, 3, 4, 6]), 1i128..4), 1..7),
+            moved in proptest::option::weighted(0.2, 0usize..40),
+            cut in proptest::bool::weighted(0.1),
+        ) {
+            let small = Info {
+                ring: 5,
+                cycle: (25, 2),
+                classes: vec!["tc0".into(), "tc1".into(), "be".into()],
+                windows: vec![vec![(0, 3)], vec![(3, 2)], vec![]],
+                ..info()
+            };
+            let start = |s: i128| (s * 25 + 9) / 10;
+            let mut entries: Vec<(u32, u64)> = Vec::new();
+            let mut at = 0;
+            for (g, k) in pattern.iter().cycle() {
+                if at >= cycles * 5 {
+                    break;
+                }
+                let next = (at + k).min(cycles * 5);
+                entries.push((*g, (start(next) - start(at)) as u64));
+                at = next;
+            }
+            if let Some(i) = moved.filter(|i| i + 1 < entries.len()) {
+                entries[i].1 += 1;
+                if entries[i + 1].1 > 1 {
+                    entries[i + 1].1 -= 1;
+                }
+            }
+            if cut && entries.len() > 1 {
+                entries.pop();
+            }
+            // 1 s = 10⁹ ns: the list's cycle is cycles · 12.5 ns = cycles/(8·10⁷) s.
+            let list = with_cycle(doc(&entries, 1), Value::from(cycles as u64), Value::from(80_000_000));
+            let ours = from_yang(&list, &small, None).ok().map(|p| p.classes);
+            proptest::prop_assert_eq!(ours, walked(&entries, cycles, &small));
+        }
     }
 }

@@ -19,7 +19,7 @@ use keepon_nic::source::{split_id, FlowSource};
 
 use keepon_core::time::Nanos;
 
-use crate::api::{Client, Delivery, Request, Response, SyncState};
+use crate::api::{Client, Delivery, Request, Response, SyncState, DEFAULT_TIMEOUT};
 use crate::clock::host_tai;
 use crate::config::Config;
 use crate::record::{Record, RecordWriter};
@@ -49,6 +49,9 @@ pub struct TalkOutput {
     pub behind: usize,
     /// A signal stopped the talk before its last frame: the frames after it were never submitted.
     pub stopped: bool,
+    /// Why submission ended before the last frame other than by a signal (the daemon went away, or took no
+    /// frame within the timeout); the frames already submitted still had `grace` for their outcomes.
+    pub failed: Option<String>,
     /// Rows written to the records file.
     pub records_written: u64,
 }
@@ -167,6 +170,15 @@ fn align(cycle_start: i64, geometry: SlotGeometry, ring: u32, not_before: Tai) -
     Tai(i64::try_from(i128::from(cycle_start) + (m * n * num).div_euclid(den)).unwrap_or(i64::MAX))
 }
 
+/// A failed exchange before the first frame, said as what happened: a signal, or the daemon's error.
+fn before_first_frame(what: &str, e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::Interrupted {
+        format!("stopped by a signal while waiting for the daemon ({what}); no frame was sent")
+    } else {
+        format!("daemon {what}: {e}")
+    }
+}
+
 /// Wait until the daemon behind `client` is synchronised (or runs free, without PTP) for at most `limit`;
 /// returns its EPHC's offset from the host clock then.
 fn network_offset(client: &mut Client, limit: Duration, stop: &AtomicBool) -> Result<Nanos, String> {
@@ -175,7 +187,7 @@ fn network_offset(client: &mut Client, limit: Duration, stop: &AtomicBool) -> Re
         if stop.load(Ordering::Relaxed) {
             return Err("stopped by a signal while waiting for the daemon to synchronise; no frame was sent".into());
         }
-        let t = client.time().map_err(|e| format!("daemon time: {e}"))?;
+        let t = client.time().map_err(|e| before_first_frame("time", e))?;
         if t.sync != SyncState::NotSynchronised {
             return Ok(Nanos(t.ephc_now.saturating_sub(t.host_now)));
         }
@@ -195,23 +207,31 @@ fn network_offset(client: &mut Client, limit: Duration, stop: &AtomicBool) -> Re
 /// Run the talker against the daemon at `socket`; wait at most `sync_wait` for it to be synchronised. Records go to
 /// `records` as outcomes arrive. `stop` (a signal) ends the submission early: the frames already submitted still
 /// get their outcomes (within `grace`) and their records.
+///
+/// Nothing waits for ever: connecting and each request take at most [`DEFAULT_TIMEOUT`], a frame the daemon does
+/// not take within it ends the submission (`failed`), and `stop` interrupts every wait within
+/// [`crate::deadline::SLICE`] — after it, the frames already submitted get at most `grace` for their outcomes.
+/// `stop` is a static: a signal handler sets it.
 pub fn talk(
     cfg: &Config,
     socket: &Path,
     grace: Duration,
     sync_wait: Duration,
     records: Option<&Path>,
-    stop: &AtomicBool,
+    stop: &'static AtomicBool,
 ) -> Result<TalkOutput, String> {
     // The records file is opened first, so a bad path fails before any frame is sent.
     let writer = match records {
         Some(p) => Some(RecordWriter::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?),
         None => None,
     };
-    let mut client = Client::connect(socket).map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    let mut client = Client::connect_within(socket, Some(DEFAULT_TIMEOUT), Some(stop)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::Interrupted => "stopped by a signal while connecting; no frame was sent".to_string(),
+        _ => format!("cannot connect to {}: {e}", socket.display()),
+    })?;
     let offset = network_offset(&mut client, sync_wait, stop)?;
     let net_now = || host_tai() + offset;
-    let info = client.info().map_err(|e| format!("daemon info: {e}"))?;
+    let info = client.info().map_err(|e| before_first_frame("info", e))?;
     if info.slot_bytes != cfg.geometry.slot_bytes() || info.ring != cfg.ownership.ring() {
         return Err(format!(
             "the daemon runs {} B slots on a {}-slot ring; this config says {} B and {}",
@@ -222,7 +242,7 @@ pub fn talk(
         ));
     }
     // Release times: on host-paced links the records then say when each frame really left the host.
-    let release_times = client.subscribe_release_times().map_err(|e| format!("daemon subscribe: {e}"))?;
+    let release_times = client.subscribe_release_times().map_err(|e| before_first_frame("subscribe", e))?;
     // The flows' epoch on the daemon's schedule on network time: base_time + m·(hyperperiod), as `keepon run`.
     let epoch = crate::run::flow_epoch(cfg, Tai(info.base_time), info.cycle.0, net_now() + cfg.start)
         .unwrap_or_else(|| align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start));
@@ -231,6 +251,9 @@ pub fn talk(
     // Outcomes are read on their own thread so that submission keeps to its times.
     let (tx, rx) = mpsc::channel();
     let mut reader = client.try_clone().map_err(|e| e.to_string())?;
+    // Outcomes may be far apart, and after a signal they are still wanted: the main thread's `grace` bounds this.
+    reader.set_timeout(None).map_err(|e| e.to_string())?;
+    reader.set_stop(None);
     let handle = std::thread::spawn(move || {
         while let Ok(Some(r)) = reader.recv() {
             if tx.send(r).is_err() {
@@ -253,6 +276,7 @@ pub fn talk(
             missing: 0,
             behind: 0,
             stopped: false,
+            failed: None,
             records_written: 0,
         },
         writer,
@@ -282,10 +306,24 @@ pub fn talk(
         }
         let (flow, _) = split_id(frame.id);
         let class = cfg.flows[usize::from(flow)].class_name.clone();
-        ledger.submitted(frame.id, frame.txtime.map(|t| t.0));
-        client
-            .send(&Request::Submit { tag: frame.id.0, class, txtime: frame.txtime.map(|t| t.0), frame: frame.data })
-            .map_err(|e| format!("daemon went away: {e}"))?;
+        let submit = Request::Submit { tag: frame.id.0, class, txtime: frame.txtime.map(|t| t.0), frame: frame.data };
+        match client.send(&submit) {
+            Ok(()) => ledger.submitted(frame.id, frame.txtime.map(|t| t.0)),
+            // The frame may be half written: the frames before it still get `grace` for their outcomes.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                ledger.out.stopped = true;
+                break;
+            }
+            Err(e) => {
+                ledger.out.failed = Some(match e.kind() {
+                    std::io::ErrorKind::TimedOut => {
+                        format!("the daemon took no frame for {} s ({e})", DEFAULT_TIMEOUT.as_secs())
+                    }
+                    _ => format!("the daemon went away: {e}"),
+                });
+                break;
+            }
+        }
     }
 
     let deadline = std::time::Instant::now() + grace;

@@ -197,3 +197,79 @@ fn sigint_stops_a_run_with_every_record_whole() {
     let report = Command::new(BIN).arg("report").arg(&records).output().unwrap();
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
 }
+
+fn signal(p: &Proc, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child this test started.
+    assert_eq!(unsafe { libc::kill(p.pid() as libc::pid_t, sig) }, 0);
+}
+
+/// `keepon talk --grace 2s` against `daemon` with `cfg`, no records.
+fn spawn_talk_graced(d: &Path, daemon: &Daemon, cfg: &Path) -> Proc {
+    Proc::spawn(
+        "talk",
+        d,
+        Command::new(BIN).args(["talk", "--grace", "2s", "--socket"]).arg(&daemon.sock).arg("--config").arg(cfg),
+    )
+}
+
+/// Issue 29, point 8: a talk whose daemon was stopped (SIGSTOP) mid-talk blocks on the full socket; SIGTERM
+/// still ends it within its grace (2 s here) and a little, with its summary, the frames without an outcome
+/// counted, and a failure status (it outlived `timeout 40` by 115 s before).
+#[test]
+fn sigterm_ends_a_talk_whose_daemon_is_stopped() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the test daemon allows tc-0 to uid 0 only)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut daemon = start_daemon(d);
+    // Best effort every 100 µs: the socket's buffer fills within a second of the daemon stopping.
+    let cfg = talk_config(d, &daemon.sock, 100_000, 1_000_000, "100us");
+    let mut talk = spawn_talk_graced(d, &daemon, &cfg);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(talk.running(), "the talk ended early\n{}", talk.output());
+    signal(&daemon.proc, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(talk.running(), "the talk ended on its own\n{}", talk.output());
+    let signalled = Instant::now();
+    signal(&talk, libc::SIGTERM);
+    let status = talk.wait(Duration::from_secs(10));
+    let took = signalled.elapsed();
+    signal(&daemon.proc, libc::SIGCONT);
+    let status = status.unwrap_or_else(|e| panic!("{e}"));
+    let out = talk.output();
+    println!("{out}\n(ended {took:?} after SIGTERM)");
+    assert!(took < Duration::from_secs(5), "{took:?} after SIGTERM");
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("talk: stopped by a signal"), "{out}");
+    assert!(out.contains("got no outcome within the grace period"), "{out}");
+    sigint(&daemon.proc);
+    daemon.proc.success(Duration::from_secs(10));
+}
+
+/// A talk started against a stopped daemon waits for its first answer (`Time`); SIGTERM ends that wait at once.
+#[test]
+fn sigterm_ends_a_talk_waiting_for_a_stopped_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut daemon = start_daemon(d);
+    let cfg = talk_config(d, &daemon.sock, 10, 10, "1ms");
+    signal(&daemon.proc, libc::SIGSTOP);
+    let mut talk = spawn_talk_graced(d, &daemon, &cfg);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(talk.running(), "the talk ended early\n{}", talk.output());
+    let signalled = Instant::now();
+    signal(&talk, libc::SIGTERM);
+    let status = talk.wait(Duration::from_secs(10));
+    let took = signalled.elapsed();
+    signal(&daemon.proc, libc::SIGCONT);
+    let status = status.unwrap_or_else(|e| panic!("{e}"));
+    let out = talk.output();
+    println!("{out}\n(ended {took:?} after SIGTERM)");
+    assert!(took < Duration::from_secs(1), "{took:?} after SIGTERM");
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("stopped by a signal while waiting for the daemon (time); no frame was sent"), "{out}");
+    sigint(&daemon.proc);
+    daemon.proc.success(Duration::from_secs(10));
+}
