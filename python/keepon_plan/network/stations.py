@@ -72,6 +72,8 @@ def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
     for key, value in (("slot_bytes", slot_bytes), ("slots", st.slots), ("batch", st.batch)):
         if value is not None:
             lines.append(f"{key} = {value}")
+    if st.max_data_age_ns is not None:
+        lines += ["[params]", f"max_data_age = {st.max_data_age_ns}"]
     for tc in sorted({s.traffic_class for s in streams}):
         lines += ["[[class]]", f'name = "{tc_class(tc)}"']
     for s in streams:

@@ -35,7 +35,7 @@ _TOP_KEYS = {
     "link",
     "stream",
 }
-_STATION_KEYS = {"name", "slot_bytes", "slots", "batch", "timing"}
+_STATION_KEYS = {"name", "slot_bytes", "slots", "batch", "timing", "max_data_age"}
 _SWITCH_KEYS = {
     "name",
     "forwarding_delay",
@@ -74,6 +74,8 @@ class Station:
     slots: int | None
     batch: int | None
     timing: str = "slots"
+    max_data_age_ns: int | None = None
+    """The longest a frame may be handed in before its txtime (the lead's bound; default the shortest period)."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ def parse_network(text: str, path: str | None = None) -> Network:
             get(t, "slots", w, what, integer(2, 4096)),
             get(t, "batch", w, what, integer(1, 4095)),
             get(t, "timing", w, what, choice(TIMINGS), timing),
+            get(t, "max_data_age", w, what, positive_duration),
         )
     switches: dict[str, Switch] = {}
     for i, t in enumerate(tables("switch")):
