@@ -6,9 +6,10 @@ lengths is bad input; one they exceed only padded to the talkers' slots is infea
 message names the byte clock as the way out); a latency bound or deadline no route meets, an empty transmit-offset
 window, two streams that can never be apart on a link; then **placement**: the greedy (:mod:`.schedule`, no-wait
 first and queueing where the network allows it), **repair passes** (the greedy again with the streams it left out
-first), and the exact no-wait model (:mod:`.exact`, CP-SAT with the greedy's departures as a hint) on instances of
-at most ``exact_limit`` streams. Its "infeasible" is a proof for no-wait only: with queueing allowed it is reported
-as unknown with what was tried.
+first; with queueing allowed and streams still out, the same without waits), the **LNS repair** (:mod:`.repair`,
+CP-SAT on small neighbourhoods of a stream left out), and the exact no-wait model (:mod:`.exact`, CP-SAT with the
+greedy's departures as a hint) on instances of at most ``exact_limit`` streams. Its "infeasible" is a proof for
+no-wait only: with queueing allowed it is reported as unknown with what was tried.
 """
 
 from __future__ import annotations

@@ -78,7 +78,6 @@ def repair(
 
     rng = random.Random(seed)
     by_name = {r.stream.name: r for r in routed}
-    index = {r.stream.name: i for i, r in enumerate(routed)}
     starts = dict(placement.starts_ps)
     left = [name for name, _ in placement.unplaced]
     users: dict[tuple[str, str], list[str]] = {}
@@ -148,7 +147,6 @@ def repair(
                 left.remove(name)
                 fixed_ok += 1
                 break
-    del index
     unplaced = [(n, why) for n, why in placement.unplaced if n in left]
     how = f"LNS repair (CP-SAT on {NEIGHBOURS + 1}-stream neighbourhoods): {fixed_ok} of {len(placement.unplaced)} "
     how += f"placed in {tried} neighbourhoods"
