@@ -106,3 +106,16 @@ pub fn open(cfg: &Config, o: &BackendOptions, wall_clock: bool) -> Result<(Box<d
     let t0 = nic.now() + nic.post_latency();
     Ok((nic, t0))
 }
+
+/// The backend's description for a station on `cfg`'s timing: on the byte clock the backend's slot geometry ("1230 B
+/// slots (δ = …)") is replaced by what the wire does (the start banner, `keepon status` and the metrics say it).
+pub fn describe_for(cfg: &Config, described: String) -> String {
+    match cfg.timing {
+        crate::config::WireTiming::Bytes => {
+            let slots = format!("{} B slots (δ = {})", cfg.geometry.slot_bytes(), cfg.geometry.period());
+            let bytes = format!("byte clock (frames unpadded, up to {} B)", cfg.geometry.slot_bytes());
+            described.replacen(&slots, &bytes, 1)
+        }
+        crate::config::WireTiming::Slots => described,
+    }
+}

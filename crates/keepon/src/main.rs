@@ -377,19 +377,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let applied = realtime.apply();
             let mut dcfg = dcfg;
             dcfg.host = applied.flags();
-            let link = match cfg.timing {
-                // The byte clock has no slots: say what the wire does instead of the backend's slot geometry.
-                keepon::config::WireTiming::Bytes => {
-                    let d = nic.describe();
-                    let slots = format!("{} B slots (δ = {})", cfg.geometry.slot_bytes(), cfg.geometry.period());
-                    d.replacen(
-                        &slots,
-                        &format!("byte clock (frames unpadded, up to {} B)", cfg.geometry.slot_bytes()),
-                        1,
-                    )
-                }
-                keepon::config::WireTiming::Slots => nic.describe(),
-            };
+            let link = backend::describe_for(&cfg, nic.describe());
             dcfg.banner =
                 Some(format!("keepon daemon: {link} · socket {} · {}", dcfg.socket.display(), applied.describe()));
             if let Some(w) = applied.warning() {

@@ -121,6 +121,11 @@ impl Status {
         w
     }
 
+    /// The value of label `label` of the first sample named `name`.
+    fn label(&self, name: &str, label: &str) -> Option<String> {
+        self.samples.iter().find(|s| s.name == name).and_then(|s| s.labels.get(label).cloned())
+    }
+
     /// For people.
     pub fn render(&self, socket: &Path) -> String {
         let i = &self.info;
@@ -138,14 +143,14 @@ impl Status {
             self.value("keepon_uptime_seconds", &[]).unwrap_or(0.0)
         );
         let _ = writeln!(s, "  link: {backend}");
-        let _ = writeln!(
-            s,
-            "        {} Mb/s, {} B slots, ring {}, batch {}",
-            i.rate_bps / 1_000_000,
-            i.slot_bytes,
-            i.ring,
-            i.batch
-        );
+        let unit = match self.label("keepon_info", "timing").as_deref() {
+            Some("bytes") => format!("byte clock (frames up to {} B), ring {} descriptors", i.slot_bytes, i.ring),
+            _ => format!("{} B slots, ring {}", i.slot_bytes, i.ring),
+        };
+        let _ = writeln!(s, "        {} Mb/s, {unit}, batch {}", i.rate_bps / 1_000_000, i.batch);
+        if let Some(w) = self.value("keepon_poll_wakeups_per_second", &[]) {
+            let _ = writeln!(s, "  poll loop: {w:.0} wake-ups/s");
+        }
         let _ = writeln!(s, "  host: {}", self.host_words().join(", "));
         let t = &self.time;
         let mut sync = format!("  sync: {}", self.sync_name());
@@ -213,7 +218,9 @@ impl Status {
             "link": {
                 "rate_bps": i.rate_bps, "slot_bytes": i.slot_bytes, "ring": i.ring, "batch": i.batch,
                 "backend": self.samples.iter().find(|s| s.name == "keepon_info").and_then(|s| s.labels.get("backend")),
+                "timing": self.label("keepon_info", "timing"),
             },
+            "poll_wakeups_per_s": self.value("keepon_poll_wakeups_per_second", &[]),
             "host": {
                 "fifo": i.host & HOST_FIFO != 0, "memory_locked": i.host & HOST_MEMORY_LOCKED != 0,
                 "pinned": i.host & HOST_PINNED != 0, "refused": i.host & HOST_REFUSED != 0,

@@ -4,7 +4,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `keepon_info` | gauge (1) | `backend`, `rate_bps`, `slot_bytes`, `ring` |
+//! | `keepon_info` | gauge (1) | `backend`, `timing` (`slots`, `bytes`), `rate_bps`, `slot_bytes`, `ring` |
 //! | `keepon_uptime_seconds` | gauge | |
 //! | `keepon_sync_state` | gauge (1 for the state it is in) | `state`: `free-running`, `synchronised`, `not-synchronised` |
 //! | `keepon_ptp_offset_ns`, `keepon_ptp_path_delay_ns` | gauge (absent when unknown) | |
@@ -50,6 +50,8 @@ pub type Windows = Vec<Vec<(u64, u64)>>;
 pub struct View<'a> {
     /// The backend's description.
     pub backend: &'a str,
+    /// The wire's timing: `slots` or `bytes` (the byte clock).
+    pub timing: &'a str,
     /// Line rate, b/s.
     pub rate_bps: u64,
     /// Slot size, bytes.
@@ -94,8 +96,9 @@ pub fn render(v: &View) -> String {
     head(&mut s, "keepon_info", "gauge", "The station: backend and link.");
     let _ = writeln!(
         s,
-        "keepon_info{{backend=\"{}\",rate_bps=\"{}\",slot_bytes=\"{}\",ring=\"{}\"}} 1",
+        "keepon_info{{backend=\"{}\",timing=\"{}\",rate_bps=\"{}\",slot_bytes=\"{}\",ring=\"{}\"}} 1",
         label(v.backend),
+        v.timing,
         v.rate_bps,
         v.slot_bytes,
         v.ring
@@ -299,6 +302,7 @@ mod tests {
         let names = vec!["ctrl".to_string(), "odd \"name\"".to_string()];
         let v = View {
             backend: "sim",
+            timing: "slots",
             rate_bps: 1_000_000_000,
             slot_bytes: 1230,
             ring: 32,

@@ -532,7 +532,7 @@ fn serve_bound<N: Nic, S: Served>(
     let start = driver.nic.now();
     let classes = cfg.ownership.classes();
     let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
-    let backend = driver.nic.describe();
+    let backend = crate::backend::describe_for(cfg, driver.nic.describe());
     let mut later = Later::default();
     let mut metrics_next = Tai(i64::MIN);
     let mut metrics_file = match &dcfg.metrics_file {
@@ -732,6 +732,10 @@ fn serve_bound<N: Nic, S: Served>(
         if !later.stats.is_empty() || file_due {
             let view = metrics::View {
                 backend: &backend,
+                timing: match cfg.timing {
+                    crate::config::WireTiming::Slots => "slots",
+                    crate::config::WireTiming::Bytes => "bytes",
+                },
                 rate_bps: cfg.geometry.rate().bps(),
                 slot_bytes: cfg.geometry.slot_bytes(),
                 ring: cfg.ownership.ring(),
