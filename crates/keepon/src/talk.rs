@@ -317,7 +317,7 @@ pub fn talk(
             Err(e) => {
                 ledger.out.failed = Some(match e.kind() {
                     std::io::ErrorKind::TimedOut => {
-                        format!("the daemon took no frame for {} s ({e})", DEFAULT_TIMEOUT.as_secs())
+                        format!("the daemon took no frame for {} s", DEFAULT_TIMEOUT.as_secs())
                     }
                     _ => format!("the daemon went away: {e}"),
                 });

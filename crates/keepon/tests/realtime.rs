@@ -31,9 +31,17 @@ fn daemon_host(d: &Path, uid: Option<u32>, realtime: &str) -> (u32, String) {
     };
     cmd.args(["daemon", "--backend", "sim", "--duration", "20s", "--config"]).arg(&cfg);
     let mut p = Proc::spawn("daemon", d, &mut cmd);
-    assert!(wait_until(Duration::from_secs(10), || sock.exists()), "the daemon did not come up\n{}", p.output());
-    let info =
-        Client::connect(&sock).and_then(|mut c| c.info()).unwrap_or_else(|e| panic!("info: {e}\n{}", p.output()));
+    // Not the socket file's appearance: it appears at bind(), a moment before listen() (a connect is refused then).
+    let mut info = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            info = Client::connect(&sock).and_then(|mut c| c.info()).ok();
+            info.is_some()
+        }),
+        "the daemon did not come up\n{}",
+        p.output()
+    );
+    let info = info.unwrap();
     // SAFETY: kill(2) on the daemon this test started (setpriv execs into keepon).
     assert_eq!(unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) }, 0);
     p.success(Duration::from_secs(10));
