@@ -193,6 +193,9 @@ impl MetricsFile {
     pub fn write(&mut self, text: &str) -> Result<(), String> {
         self.replaceable().map_err(|e| format!("{}: {e}", self.path.display()))?;
         let mut f = self.create_tmp()?;
+        // Readable by node_exporter (another user) whatever the daemon's umask (the unit's is 0077).
+        use std::os::unix::fs::PermissionsExt;
+        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
         let unlink_tmp = |dir: &OwnedFd, tmp: &CString| {
             // SAFETY: valid directory fd and NUL-terminated name.
             unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
@@ -237,6 +240,8 @@ mod tests {
         let mut f = MetricsFile::open(&p).unwrap();
         f.write(METRICS).unwrap();
         f.write(&format!("{METRICS}keepon_x 2\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644, "readable by others");
         assert!(std::fs::read_to_string(&p).unwrap().ends_with("keepon_x 2\n"));
         assert!(!d.path().join("m.prom.tmp").exists());
         // A previous run's file (this user's, keepon metrics) is taken over by a new daemon.
