@@ -35,11 +35,14 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
+use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
+use keepon_core::bytes::ByteConfig;
 use keepon_core::ephc::ClockAdjust;
-use keepon_core::isolation::Ownership;
+use keepon_core::isolation::{ClassId, Ownership};
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, NoFrames, Source};
+use keepon_nic::engine::Engine;
 use keepon_nic::sim::{Oracle, Oscillator, SimConfig, SimNic};
 use keepon_nic::source::{split_id, FlowSource, FlowSpec, Pattern};
 use keepon_nic::Nic;
@@ -209,25 +212,14 @@ pub struct Replay {
     pub grid_error_ns: f64,
 }
 
-/// The frames of every stream of one talker, run on its real station.
+/// The frames of every stream of one talker, run on its real station: the slot station, or the byte clock for a
+/// talker planned on it (`link.timing = "bytes"`: frames unpadded at their txtimes, inside their class's windows).
 fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<Talked, String> {
     let st = &plan.talkers[name];
     let err = |e: String| format!("station '{name}': {e}");
-    let geometry = SlotGeometry::new(LinkRate::from_bps(st.rate_bps).map_err(|e| err(e.to_string()))?, st.slot_bytes)
-        .map_err(|e| err(e.to_string()))?;
-    let ownership = Ownership::new(st.slots, &st.classes).map_err(|e| err(e.to_string()))?;
+    let rate = LinkRate::from_bps(st.rate_bps).map_err(|e| err(e.to_string()))?;
+    let geometry = SlotGeometry::new(rate, st.slot_bytes).map_err(|e| err(e.to_string()))?;
     let host = Host::example();
-    let cfg = StationConfig {
-        geometry,
-        ownership: ownership.clone(),
-        batch: st.batch,
-        policy: st.policy,
-        max_pending: 4096,
-        max_advance: Nanos::from_ms(1_000),
-        post_latency: Nanos(0),
-        base_time: Tai(st.base_time_ns),
-        max_filler: keepon_core::time::MAX_SLOT_BYTES,
-    };
     let mut draw = Draw::new(p.seed, 7_000 + index);
     let ppm = draw.uniform(-p.realism.oscillator_ppm, p.realism.oscillator_ppm);
     let mut sim = SimConfig::new(geometry, start);
@@ -235,111 +227,187 @@ fn talk(plan: &Plan, name: &str, p: &Params, index: u64, start: Tai) -> Result<T
     sim.host = host.model;
     sim.oscillator = Oscillator { ppm, wander: p.realism.wander };
     let span = Nanos(p.duration_ns.saturating_add(50_000_000));
-    let mut d = Driver::new(SimNic::new(sim), cfg, LoopConfig { poll_period: host.poll_period, max_duration: span })
-        .map_err(|e| err(e.to_string()))?;
-    // The servo knows the oscillator's frequency from the start (a slave already locked), and follows its wander.
-    let mut rate = Oracle::frequency_ppt(&d.nic);
-    d.station.adjust_clock(ClockAdjust::Rate(rate)).map_err(|e| err(format!("{e:?}")))?;
-    d.bring_up(&mut |_| {}).map_err(|e| err(e.to_string()))?;
-    let epoch = d.station.cycle_start_at_or_after(start + Nanos::from_ms(5)).ok_or_else(|| err("no epoch".into()))?;
-    let mine: Vec<usize> = (0..plan.streams.len()).filter(|&i| plan.streams[i].talker == name).collect();
-    let mut flows = Vec::new();
-    for (k, &i) in mine.iter().enumerate() {
-        let s = &plan.streams[i];
-        let fl = st.flows.iter().find(|f| f.name == s.name).ok_or_else(|| err(format!("no flow '{}'", s.name)))?;
-        flows.push(FlowSpec {
-            flow: k as u16,
-            class: ownership.class_named(&fl.class).ok_or_else(|| err(format!("no class '{}'", fl.class)))?,
-            pattern: Pattern::Periodic { offset: Nanos(fl.offset_ns), period: Nanos(fl.period_ns) },
-            frame_bytes: fl.frame_bytes,
-            count: (p.duration_ns / fl.period_ns).max(1) as u64,
-            lead: Nanos(fl.lead_ns),
-            dst: [2, 0, 0, 0, 0, 2],
-            src: [2, 0, 0, 0, 0, 1],
-        });
-    }
-    let base = plan.base_time_ns;
-    let mut sent: Vec<Vec<Sent>> = flows
-        .iter()
-        .zip(&mine)
-        .map(|(f, &i)| {
-            (0..f.count)
-                .map(|seq| Sent {
-                    stream: i,
-                    seq,
-                    planned: (f.time_of(epoch, seq).0 - base) * 1000,
-                    departed: None,
-                    outcome: "no-outcome".into(),
-                })
-                .collect()
-        })
-        .collect();
-    let mut source = FlowSource::new(flows, epoch);
-    let mut nothing = NoFrames;
-    let mut next_steer = d.nic.now();
-    let mut underruns = 0u64;
-    let limit = d.nic.now() + span;
-    loop {
-        let done = source.next_due().is_none();
-        if d.nic.now() > limit {
-            return Err(err("the run did not finish within its time bound".into()));
+    let loop_cfg = LoopConfig { poll_period: host.poll_period, max_duration: span };
+    let talker = Talker { plan, name, p, index, start, ppm, span, host };
+    match &st.byte_windows {
+        None => {
+            let cfg = StationConfig {
+                geometry,
+                ownership: Ownership::new(st.slots, &st.classes).map_err(|e| err(e.to_string()))?,
+                batch: st.batch,
+                policy: st.policy,
+                max_pending: 4096,
+                max_advance: Nanos::from_ms(1_000),
+                post_latency: Nanos(0),
+                base_time: Tai(st.base_time_ns),
+                max_filler: keepon_core::time::MAX_SLOT_BYTES,
+            };
+            let d = Driver::new(SimNic::new(sim), cfg, loop_cfg).map_err(|e| err(e.to_string()))?;
+            talker.run(d, |d, t| d.station.cycle_start_at_or_after(t))
         }
-        let src: &mut dyn Source = if done { &mut nothing } else { &mut source };
-        let mut sink = |e: Event| match e {
-            Event::Outcome(o) => {
-                let (f, seq) = split_id(o.id);
-                if let Some(r) = sent.get_mut(usize::from(f)).and_then(|v| v.get_mut(seq as usize)) {
-                    r.outcome = match o.result {
-                        Ok(_) => "sent".into(),
-                        Err(why) => why.as_str().into(),
-                    };
-                }
+        Some((cycle, per_class)) => {
+            let classes: Vec<ClassWindows> = st
+                .classes
+                .iter()
+                .zip(per_class)
+                .map(|(c, w)| ClassWindows {
+                    name: c.name.clone(),
+                    windows: w.iter().map(|&(o, l)| Window { offset: Nanos(o), length: Nanos(l) }).collect(),
+                })
+                .collect();
+            let windows =
+                Windows::new(Tai(st.base_time_ns), Nanos(*cycle), &classes, rate).map_err(|e| err(e.to_string()))?;
+            // As `keepon run` sizes it: posted a batch of slot periods ahead, a ring that holds that in minimum frames.
+            let lead = Nanos(i64::try_from(geometry.period().ceil_mul(u64::from(st.batch))).unwrap_or(i64::MAX));
+            let per_min = rate.wire_time(keepon_core::time::MIN_FRAME_BYTES);
+            let ring = (lead.0 as u128 * u128::from(per_min.den())).div_ceil(u128::from(per_min.num())) + 16;
+            let cfg = ByteConfig {
+                rate,
+                windows: windows.clone(),
+                ring: ring.clamp(64, 65_536) as u32,
+                max_frame: keepon_core::time::MAX_STD_FRAME_BYTES,
+                lead,
+                max_pending: 4096,
+                max_advance: Nanos::from_ms(1_000),
+                post_latency: Nanos(0),
+                policy: st.policy,
+            };
+            let d = Driver::bytes(SimNic::new(sim), cfg, loop_cfg).map_err(|e| err(e.to_string()))?;
+            talker.run(d, move |_, t| i64::try_from(windows.cycle_start_at_or_after(t).ceil()).ok().map(Tai))
+        }
+    }
+}
+
+/// One talker's replay, whichever station it runs.
+struct Talker<'a> {
+    plan: &'a Plan,
+    name: &'a str,
+    p: &'a Params,
+    index: u64,
+    start: Tai,
+    ppm: f64,
+    span: Nanos,
+    host: Host,
+}
+
+impl Talker<'_> {
+    fn run<S: Engine>(
+        self,
+        mut d: Driver<SimNic, S>,
+        epoch_of: impl FnOnce(&Driver<SimNic, S>, Tai) -> Option<Tai>,
+    ) -> Result<Talked, String> {
+        let Talker { plan, name, p, index, start, ppm, span, host } = self;
+        let st = &plan.talkers[name];
+        let err = |e: String| format!("station '{name}': {e}");
+        // The servo knows the oscillator's frequency from the start (a slave already locked), and follows its wander.
+        let mut rate = Oracle::frequency_ppt(&d.nic);
+        d.station.adjust_clock(ClockAdjust::Rate(rate)).map_err(|e| err(format!("{e:?}")))?;
+        d.bring_up(&mut |_| {}).map_err(|e| err(e.to_string()))?;
+        let epoch = epoch_of(&d, start + Nanos::from_ms(5)).ok_or_else(|| err("no epoch".into()))?;
+        let mine: Vec<usize> = (0..plan.streams.len()).filter(|&i| plan.streams[i].talker == name).collect();
+        let mut flows = Vec::new();
+        for (k, &i) in mine.iter().enumerate() {
+            let s = &plan.streams[i];
+            let fl = st.flows.iter().find(|f| f.name == s.name).ok_or_else(|| err(format!("no flow '{}'", s.name)))?;
+            flows.push(FlowSpec {
+                flow: k as u16,
+                class: st
+                    .classes
+                    .iter()
+                    .position(|c| c.name == fl.class)
+                    .map(|i| ClassId(i as u8))
+                    .ok_or_else(|| err(format!("no class '{}'", fl.class)))?,
+                pattern: Pattern::Periodic { offset: Nanos(fl.offset_ns), period: Nanos(fl.period_ns) },
+                frame_bytes: fl.frame_bytes,
+                count: (p.duration_ns / fl.period_ns).max(1) as u64,
+                lead: Nanos(fl.lead_ns),
+                dst: [2, 0, 0, 0, 0, 2],
+                src: [2, 0, 0, 0, 0, 1],
+            });
+        }
+        let base = plan.base_time_ns;
+        let mut sent: Vec<Vec<Sent>> = flows
+            .iter()
+            .zip(&mine)
+            .map(|(f, &i)| {
+                (0..f.count)
+                    .map(|seq| Sent {
+                        stream: i,
+                        seq,
+                        planned: (f.time_of(epoch, seq).0 - base) * 1000,
+                        departed: None,
+                        outcome: "no-outcome".into(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut source = FlowSource::new(flows, epoch);
+        let mut nothing = NoFrames;
+        let mut next_steer = d.nic.now();
+        let mut underruns = 0u64;
+        let limit = d.nic.now() + span;
+        loop {
+            let done = source.next_due().is_none();
+            if d.nic.now() > limit {
+                return Err(err("the run did not finish within its time bound".into()));
             }
-            Event::Wire(w) => {
-                if let (Some(id), Some(t)) = (w.frame, w.start) {
-                    let (f, seq) = split_id(id);
+            let src: &mut dyn Source = if done { &mut nothing } else { &mut source };
+            let mut sink = |e: Event| match e {
+                Event::Outcome(o) => {
+                    let (f, seq) = split_id(o.id);
                     if let Some(r) = sent.get_mut(usize::from(f)).and_then(|v| v.get_mut(seq as usize)) {
-                        r.departed = Some((t.0 - base) * 1000);
+                        r.outcome = match o.result {
+                            Ok(_) => "sent".into(),
+                            Err(why) => why.as_str().into(),
+                        };
                     }
                 }
+                Event::Wire(w) => {
+                    if let (Some(id), Some(t)) = (w.frame, w.start) {
+                        let (f, seq) = split_id(id);
+                        if let Some(r) = sent.get_mut(usize::from(f)).and_then(|v| v.get_mut(seq as usize)) {
+                            r.departed = Some((t.0 - base) * 1000);
+                        }
+                    }
+                }
+                Event::Underrun(_) => underruns += 1,
+            };
+            d.step(src, &mut sink).map_err(|e| err(e.to_string()))?;
+            if d.nic.now() >= next_steer {
+                next_steer = d.nic.now() + Nanos::from_ms(1);
+                let now = Oracle::frequency_ppt(&d.nic);
+                if now != rate && d.station.adjust_clock(ClockAdjust::Rate(now)).is_ok() {
+                    rate = now;
+                }
             }
-            Event::Underrun(_) => underruns += 1,
-        };
-        d.step(src, &mut sink).map_err(|e| err(e.to_string()))?;
-        if d.nic.now() >= next_steer {
-            next_steer = d.nic.now() + Nanos::from_ms(1);
-            let now = Oracle::frequency_ppt(&d.nic);
-            if now != rate && d.station.adjust_clock(ClockAdjust::Rate(now)).is_ok() {
-                rate = now;
+            if done && d.station.in_flight() == 0 {
+                d.station.shutdown();
+                if d.station.drained() && d.nic.unfinished() == 0 {
+                    break;
+                }
+            }
+            d.nic.wait(host.poll_period);
+        }
+        // The residual synchronisation error, one process per talker along its departures.
+        let mut all: Vec<Sent> = sent.into_iter().flatten().collect();
+        all.sort_by_key(|s| (s.departed.unwrap_or(i64::MAX), s.stream, s.seq));
+        let mut draw = Draw::new(p.seed, 8_000 + index);
+        let mut e = Ar1::new(p.realism.talker_sync_sd, p.realism.sync_tau, &mut draw);
+        let mut last: Option<i64> = None;
+        let mut grid_error_ns: f64 = 0.0;
+        for s in &mut all {
+            if s.outcome != "sent" {
+                s.departed = None;
+            }
+            if let Some(t) = s.departed {
+                grid_error_ns = grid_error_ns.max((t - s.planned).abs() as f64 / 1e3);
+                let x = e.step(last.map_or(0.0, |l| (t - l) as f64 / 1e3), &mut draw);
+                last = Some(t);
+                s.departed = Some(t + (x * 1e3).round() as i64);
             }
         }
-        if done && d.station.in_flight() == 0 {
-            d.station.shutdown();
-            if d.station.drained() && d.nic.unfinished() == 0 {
-                break;
-            }
-        }
-        d.nic.wait(host.poll_period);
+        Ok(Talked { sent: all, underruns, ppm, grid_error_ns })
     }
-    // The residual synchronisation error, one process per talker along its departures.
-    let mut all: Vec<Sent> = sent.into_iter().flatten().collect();
-    all.sort_by_key(|s| (s.departed.unwrap_or(i64::MAX), s.stream, s.seq));
-    let mut draw = Draw::new(p.seed, 8_000 + index);
-    let mut e = Ar1::new(p.realism.talker_sync_sd, p.realism.sync_tau, &mut draw);
-    let mut last: Option<i64> = None;
-    let mut grid_error_ns: f64 = 0.0;
-    for s in &mut all {
-        if s.outcome != "sent" {
-            s.departed = None;
-        }
-        if let Some(t) = s.departed {
-            grid_error_ns = grid_error_ns.max((t - s.planned).abs() as f64 / 1e3);
-            let x = e.step(last.map_or(0.0, |l| (t - l) as f64 / 1e3), &mut draw);
-            last = Some(t);
-            s.departed = Some(t + (x * 1e3).round() as i64);
-        }
-    }
-    Ok(Talked { sent: all, underruns, ppm, grid_error_ns })
 }
 
 /// A copy of an instance on its way through the tree.

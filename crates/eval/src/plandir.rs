@@ -190,9 +190,15 @@ pub struct Station {
     pub base_time_ns: i64,
     /// Classes with their ring slots.
     pub classes: Vec<ClassSpec>,
+    /// On the byte clock (`link.timing = "bytes"`): the cycle (ns) and each class's windows, `(offset, length)` ns,
+    /// in the order of `classes`; `None` on slots.
+    pub byte_windows: Option<ByteWindows>,
     /// Flows.
     pub flows: Vec<Flow>,
 }
+
+/// A byte-clock talker's schedule: the cycle (ns) and each class's windows, `(offset, length)` ns.
+pub type ByteWindows = (i64, Vec<Vec<(i64, i64)>>);
 
 /// One stream of the plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,6 +346,8 @@ struct StationFile {
 #[derive(Deserialize)]
 struct StationLink {
     rate: toml::Value,
+    #[serde(default)]
+    timing: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -355,6 +363,8 @@ struct StationRing {
 struct StationSchedule {
     #[serde(default)]
     base_time: i64,
+    #[serde(default)]
+    cycle_time: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -362,6 +372,9 @@ struct StationClass {
     name: String,
     #[serde(default)]
     mask: Option<String>,
+    /// The byte clock's windows: `[offset, length]` pairs of durations.
+    #[serde(default)]
+    windows: Option<Vec<Vec<toml::Value>>>,
 }
 
 #[derive(Deserialize)]
@@ -438,6 +451,36 @@ pub fn read_station(path: &Path, name: &str) -> Result<Station, PlanError> {
         None => Policy::Strict,
         Some(p) => Policy::parse(p).ok_or_else(|| invalid(path, &what, format!("ring.policy: unknown `{p}`")))?,
     };
+    let bytes = match f.link.timing.as_deref() {
+        None | Some("slots") => false,
+        Some("bytes") => true,
+        Some(t) => return Err(invalid(path, &what, format!("link.timing: `{t}` is neither slots nor bytes"))),
+    };
+    let byte_windows = if bytes {
+        let cycle = f
+            .schedule
+            .as_ref()
+            .and_then(|s| s.cycle_time.as_ref())
+            .ok_or_else(|| invalid(path, &what, "the byte clock needs schedule.cycle_time"))?;
+        let cycle = duration_ns(cycle).map_err(|e| invalid(path, &what, format!("schedule.cycle_time: {e}")))?;
+        let mut per_class = Vec::new();
+        for c in &f.classes {
+            let el = format!("{what} class '{}'", c.name);
+            let mut w = Vec::new();
+            for pair in c.windows.iter().flatten() {
+                let [o, l] = pair.as_slice() else {
+                    return Err(invalid(path, &el, "a window is [offset, length]"));
+                };
+                let o = duration_ns(o).map_err(|e| invalid(path, &el, format!("window offset: {e}")))?;
+                let l = duration_ns(l).map_err(|e| invalid(path, &el, format!("window length: {e}")))?;
+                w.push((o, l));
+            }
+            per_class.push(w);
+        }
+        Some((cycle, per_class))
+    } else {
+        None
+    };
     let mut classes = Vec::new();
     for c in &f.classes {
         let slots = match &c.mask {
@@ -477,6 +520,7 @@ pub fn read_station(path: &Path, name: &str) -> Result<Station, PlanError> {
         policy,
         base_time_ns: f.schedule.map_or(0, |s| s.base_time),
         classes,
+        byte_windows,
         flows,
     })
 }
