@@ -174,17 +174,21 @@ eval-fig27: py-env
 	$(VENV)/bin/keepon-plan bench --sets 2 --levels 10,50 --z3-timeout 10 --time-limit 60 --out $(OUT)/fig27-z3
 	cp $(OUT)/fig27-z3/rows.csv $(OUT)/fig27-z3/summary.md $(OUT)/fig27-z3/fig27.png validation/fig27/z3-small/
 
-# keepon-plan network plans replayed on the simulator (validation/network): the §7 case study and a generated
-# 20-switch tree (200 streams), each planned by keepon-plan network, then replayed by keepon eval network.
+# keepon-plan network plans replayed on the simulator (validation/network): the §7 case study (its talkers on slots,
+# and on the byte clock) and a generated 20-switch tree (200 streams), each planned by keepon-plan network, then
+# replayed by keepon eval network.
 EVAL_NET := $(OUT)/eval/network
 eval-network: build py-env
-	mkdir -p $(EVAL_NET) validation/network/casestudy validation/network/tree20
+	mkdir -p $(EVAL_NET) validation/network/casestudy validation/network/casestudy-bytes validation/network/tree20
 	$(VPY) -c 'from keepon_plan.network.bench import generate; print(generate("tree", 20, 200, 4, 3, 1, guard="500ns", max_jitter="1us"), end="")' > $(EVAL_NET)/tree20.toml
+	sed 's/^guard = "500ns"/guard = "500ns"\ntiming = "bytes"/' python/examples/network/casestudy.toml > $(EVAL_NET)/casestudy-bytes.toml
 	$(VENV)/bin/keepon-plan network python/examples/network/casestudy.toml --out $(EVAL_NET)/casestudy-plan
+	$(VENV)/bin/keepon-plan network $(EVAL_NET)/casestudy-bytes.toml --out $(EVAL_NET)/casestudy-bytes-plan
 	$(VENV)/bin/keepon-plan network $(EVAL_NET)/tree20.toml --out $(EVAL_NET)/tree20-plan
 	./target/release/keepon eval network --plan $(EVAL_NET)/casestudy-plan --out $(EVAL_NET)/casestudy --duration 2s
+	./target/release/keepon eval network --plan $(EVAL_NET)/casestudy-bytes-plan --out $(EVAL_NET)/casestudy-bytes --duration 2s
 	./target/release/keepon eval network --plan $(EVAL_NET)/tree20-plan --out $(EVAL_NET)/tree20 --duration 1s
-	for n in casestudy tree20; do \
+	for n in casestudy casestudy-bytes tree20; do \
 	  cp $(EVAL_NET)/$$n/network-summary.md validation/network/$$n/summary.md; \
 	  cp $(EVAL_NET)/$$n/network.csv $(EVAL_NET)/$$n/gate-misses.csv validation/network/$$n/; \
 	  cp $(EVAL_NET)/$$n/network-sensitivity.csv validation/network/$$n/sensitivity.csv; \

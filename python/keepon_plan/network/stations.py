@@ -178,7 +178,7 @@ def runtime_configs(
 
 def byte_windows(ring: StationRing, departures: dict[str, int]):
     """The byte-clock plan of a talker: its cycle, per class its frames' merged windows, per flow its txtimes."""
-    from ..bytes import DEFAULT_MAX_FRAME, BytesPlan, merge, wire_time
+    from ..bytes import DEFAULT_MAX_FRAME, BytesPlan, byte_time, merge, wire_time
     from ..units import ceil_frac, lcm_all
 
     fs = ring.flowset
@@ -190,7 +190,11 @@ def byte_windows(ring: StationRing, departures: dict[str, int]):
         assert first % 1000 == 0
         row = tuple(first // 1000 + lp for lp in range(0, cycle, f.period))
         times.append(row)
-        w = ceil_frac(wire_time(f.frame_bytes, fs.rate))
+        # One byte beyond the frame's wire time: the runtime starts a frame on the byte nearest its txtime, and a
+        # talker's byte grid drifts against network time with its oscillator, so a window exactly as long as the
+        # frame admits it only while the grid happens to sit on the window (docs/byte-clock.md; the station's
+        # post check). The 84 B kept free after every frame on the talker's link holds that byte.
+        w = ceil_frac(wire_time(f.frame_bytes, fs.rate) + byte_time(fs.rate))
         per_class[fs.classes.index(f.cls)].extend((t, w) for t in row)
     windows = tuple(tuple(merge(ws)) for ws in per_class)
     grid = ring.slot_ps // 1000
