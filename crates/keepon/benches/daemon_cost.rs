@@ -1,6 +1,7 @@
 //! Benchmark: what the daemon costs the host when idle, and what one client gets through it — the `keepon daemon`
-//! binary at Example 2's link (1 Gb/s, 1230 B slots, ring 32, batch 8, poll period 20 µs) on the simulated NIC held
-//! to the wall clock, under its default `[realtime]` (`SCHED_FIFO` where the host allows it).
+//! binary at Example 2's link (1 Gb/s, 1230 B slots, ring 32, poll period 20 µs) with Example 2's batch 8 (a lead of
+//! 80 µs) and with batch 16 (160 µs), on the simulated NIC held to the wall clock, under its default `[realtime]`
+//! (`SCHED_FIFO` where the host allows it).
 //!
 //! Run: `cargo bench -p keepon --bench daemon_cost` (or `make bench`). With `KEEPON_COMPARE=/path/to/keepon` (an
 //! older build) both binaries are measured alternately in one run, so the figures are comparable.
@@ -20,7 +21,7 @@ use keepon::api::{Client, Delivery, Request, Response};
 
 const LINK_BE_PER_S: f64 = 1e9 / (1250.0 * 8.0) * 29.0 / 32.0;
 
-fn config(sock: &Path) -> String {
+fn config(sock: &Path, batch: u32) -> String {
     format!(
         r#"
 [link]
@@ -28,7 +29,7 @@ rate = "1Gbps"
 [ring]
 slot_bytes = 1230
 slots = 32
-batch = 8
+batch = {batch}
 slot_masks = "0x01,0x20002,0"
 [run]
 poll_period = "20us"
@@ -53,11 +54,11 @@ impl Drop for Daemon {
     }
 }
 
-fn start(bin: &Path) -> Daemon {
+fn start(bin: &Path, batch: u32) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("keepon.sock");
     let cfg = dir.path().join("d.toml");
-    std::fs::write(&cfg, config(&sock)).unwrap();
+    std::fs::write(&cfg, config(&sock, batch)).unwrap();
     let child = Command::new(bin)
         .args(["daemon", "--backend", "sim", "--duration", "60s", "--config"])
         .arg(&cfg)
@@ -156,13 +157,13 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     for round in 0..3 {
-        for (name, bin) in &bins {
-            let d = start(bin);
+        for ((name, bin), batch) in bins.iter().flat_map(|b| [8, 16].map(|batch| (b, batch))) {
+            let d = start(bin, batch);
             std::thread::sleep(Duration::from_millis(500));
             let (cpu, wake, under) = idle(&d, Duration::from_secs(4));
             let (rate, p50, p99, rej) = one_client(&d, 64, Duration::from_secs(3));
             println!(
-                "  round {round}, {name:>14}: idle {cpu:5.1} % of a core, {} wake-ups/s, {under} underruns; one client \
+                "  round {round}, batch {batch:>2}, {name:>14}: idle {cpu:5.1} % of a core, {} wake-ups/s, {under} underruns; one client \
                  (64 in flight): {:.1} k frames/s = {:.2}× the link's best effort, latency p50 {p50:.0} µs, p99 \
                  {p99:.0} µs, {rej} rejected",
                 wake.map_or("(not reported)".into(), |w| format!("{w:.0}")),

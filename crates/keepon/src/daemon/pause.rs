@@ -4,9 +4,15 @@
 //! development VM: an idle daemon woken every 20 µs took half a core, all of it in the sleep/wake cycle, not in
 //! keepon's code). The NIC needs a poll only before the slots already posted run out, so after its poll the loop
 //! sleeps half of the lead, but at most four poll periods (the margin the configuration chose, `lead −
-//! poll_period`, shrinks at most to the larger of half the lead and `lead − 4·poll_period`) and at most
-//! [`MAX_PAUSE`]; and it wakes at once when a client writes (epoll), so a request waits at most one `poll_period`,
-//! not the pause.
+//! poll_period`, shrinks at most to the larger of half the lead and `lead − 4·poll_period`), at most
+//! [`MAX_PAUSE`], and never so long that less than [`MIN_MARGIN`] of lead is left when it wakes; and it wakes at
+//! once when a client writes (epoll), so a request waits at most one `poll_period`, not the pause.
+//!
+//! The margin floor is measured, not guessed: with Example 2's lead (8 slots of 10 µs = 80 µs) a pause of 40 µs
+//! cut the idle daemon's CPU from 36–46 % to 29–34 % of a core but raised its underruns from 64–105 to 47–902 per
+//! 4 s on the development VM (`cargo bench -p keepon --bench daemon_cost`, docs/measured.md): a `SCHED_FIFO` thread's
+//! wake-up there is late by tens of µs often enough. So a short lead keeps the configured period, and the pause
+//! applies where the lead leaves room (a larger `ring.batch`).
 //!
 //! Host-paced links (veth, `--pacing host`) keep the fixed period: there the poll loop itself releases each
 //! frame at its time. So does the dual clock (it counts the master's frames as they arrive), and a stopping
@@ -21,6 +27,9 @@ use keepon_core::time::{Nanos, Tai};
 
 /// Longest pause between polls (bounds the latency of what has no epoll event: PTP timers, the metrics file).
 pub const MAX_PAUSE: Nanos = Nanos::from_ms(1);
+
+/// Least lead left when a pause ends.
+pub const MIN_MARGIN: Nanos = Nanos::from_us(100);
 
 /// Wake-ups of the poll loop, counted per second for `keepon status` and the metrics.
 #[derive(Debug, Default)]
@@ -46,9 +55,9 @@ impl Wakeups {
 }
 
 /// The pause beyond `poll_period` the loop may take now: half the posted lead `lead`, at most four periods and
-/// [`MAX_PAUSE`], less the period; `None` when there is nothing to gain.
+/// [`MAX_PAUSE`], leaving [`MIN_MARGIN`], less the period; `None` when there is nothing to gain.
 pub fn extra(lead: Nanos, poll_period: Nanos) -> Option<Nanos> {
-    let pause = (lead.0 / 2).min(poll_period.0.saturating_mul(4)).min(MAX_PAUSE.0);
+    let pause = (lead.0 / 2).min(poll_period.0.saturating_mul(4)).min(MAX_PAUSE.0).min(lead.0 - MIN_MARGIN.0);
     (pause > poll_period.0).then(|| Nanos(pause - poll_period.0))
 }
 
@@ -59,8 +68,9 @@ mod tests {
     #[test]
     fn half_the_lead_within_the_bounds() {
         let p = Nanos::from_us(20);
-        assert_eq!(extra(Nanos::from_us(80), p), Some(Nanos::from_us(20)), "example 2: 40 µs between polls");
-        assert_eq!(extra(Nanos::from_us(40), p), None, "nothing beyond the period");
+        assert_eq!(extra(Nanos::from_us(80), p), None, "example 2: its lead leaves no room beyond the period");
+        assert_eq!(extra(Nanos::from_us(320), p), Some(Nanos::from_us(60)), "batch 32: 80 µs between polls");
+        assert_eq!(extra(Nanos::from_us(140), p), Some(Nanos::from_us(20)), "the margin left");
         assert_eq!(extra(Nanos(-5), p), None, "an underrun: poll at once");
         assert_eq!(extra(Nanos::from_us(800), p), Some(Nanos::from_us(60)), "four periods");
         assert_eq!(extra(Nanos::from_ms(10), Nanos::from_us(500)), Some(MAX_PAUSE - Nanos::from_us(500)));
