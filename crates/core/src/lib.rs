@@ -30,6 +30,7 @@ pub mod ring;
 pub mod station;
 pub mod testframe;
 pub mod time;
+pub mod wire;
 
 #[cfg(test)]
 mod proptests;
