@@ -107,6 +107,8 @@ impl fmt::Display for RingError {
 #[derive(Clone, Debug)]
 pub struct Ring {
     n: u64,
+    /// `n − 1` if `n` is a power of two, else 0.
+    mask: u64,
     data_bytes: usize,
     /// L2 bytes (with FCS) of each ring entry as it will be or was posted.
     lens: Vec<u32>,
@@ -132,6 +134,7 @@ impl Ring {
         let data_bytes = slot_bytes as usize - 4;
         Ring {
             n: u64::from(n),
+            mask: if n.is_power_of_two() { u64::from(n) - 1 } else { 0 },
             data_bytes,
             lens: vec![slot_bytes; n as usize],
             zeros: vec![0; max_filler.max(slot_bytes) as usize - 4],
@@ -180,7 +183,13 @@ impl Ring {
 
     #[inline]
     fn idx(&self, k: u64) -> usize {
-        (k % self.n) as usize
+        // A mask for the usual power-of-two ring: a 64-bit division per slot access costs more than the rest of
+        // posting a slot.
+        if self.mask != 0 {
+            (k & self.mask) as usize
+        } else {
+            (k % self.n) as usize
+        }
     }
 
     fn check_invariant(&self) {
@@ -263,6 +272,15 @@ impl Ring {
         }
     }
 
+    /// The frame data bytes of slot `k` if it holds a real frame (`None`: a filler).
+    #[inline]
+    pub fn real_len(&self, k: u64) -> Option<u32> {
+        match self.kinds[self.idx(k)] {
+            SlotKind::Real { len, .. } => Some(len),
+            SlotKind::Filler => None,
+        }
+    }
+
     /// What unposted or in-flight slot `k` holds.
     pub fn kind(&self, k: u64) -> SlotKind {
         self.kinds[self.idx(k)]
@@ -328,6 +346,11 @@ impl Ring {
             SlotKind::Real { len, .. } => ((len + 4).max(crate::time::MIN_FRAME_BYTES), max),
             SlotKind::Filler => (crate::time::MIN_FRAME_BYTES, max),
         }
+    }
+
+    /// The range of wire lengths a filler can be posted with ([`Ring::len_range`] of a filler slot).
+    pub fn len_range_filler(&self) -> (u32, u32) {
+        (crate::time::MIN_FRAME_BYTES, self.zeros.len() as u32 + 4)
     }
 
     /// True if every byte of every filler slot is zero (no stale payload can leak).

@@ -61,6 +61,12 @@ impl Alignment {
         self.hist[e.unsigned_abs().min(Self::RANGE) as usize] += 1;
     }
 
+    /// Record a run of locked slots' errors through [`Run::record`] (what [`Alignment::record`] does for each,
+    /// with the count, minimum and maximum kept in registers until [`Run::finish`]).
+    pub(crate) fn run(&mut self) -> Run<'_> {
+        Run { align: self, n: 0, lo: 0, hi: 0 }
+    }
+
     /// An acquisition finished after `slots` slots.
     pub fn acquired(&mut self, slots: u64) {
         self.acquisitions += 1;
@@ -113,6 +119,55 @@ impl Alignment {
             self.acquisitions, self.acquire_max_slots, self.spacers, self.skips
         );
         s
+    }
+}
+
+/// A run of recordings ([`Alignment::run`]).
+pub(crate) struct Run<'a> {
+    align: &'a mut Alignment,
+    n: u64,
+    lo: i64,
+    hi: i64,
+}
+
+impl Run<'_> {
+    /// Record one locked slot's error, ns.
+    #[inline]
+    pub(crate) fn record(&mut self, e: i64) {
+        if self.n == 0 {
+            (self.lo, self.hi) = (e, e);
+        }
+        self.n += 1;
+        self.lo = self.lo.min(e);
+        self.hi = self.hi.max(e);
+        let i = e.unsigned_abs().min(Alignment::RANGE) as usize;
+        if let Some(h) = self.align.hist.get_mut(i) {
+            *h += 1;
+        }
+    }
+
+    /// A slot posted while the grid is being acquired.
+    pub(crate) fn acquiring(&mut self) {
+        self.align.acquiring_slots += 1;
+    }
+
+    /// [`Alignment::acquired`].
+    pub(crate) fn acquired(&mut self, slots: u64) {
+        self.align.acquired(slots);
+    }
+
+    /// Add the run to the statistics.
+    pub(crate) fn finish(self) {
+        if self.n == 0 {
+            return;
+        }
+        let a = self.align;
+        if a.slots == 0 {
+            (a.min, a.max) = (self.lo, self.hi);
+        }
+        a.slots += self.n;
+        a.min = a.min.min(self.lo);
+        a.max = a.max.max(self.hi);
     }
 }
 

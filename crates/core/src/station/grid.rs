@@ -53,6 +53,23 @@ pub(super) fn schedule_grid(cfg: &super::StationConfig) -> Ephc {
     Ephc::new(delta, 0, Tai(anchor as i64))
 }
 
+/// Whole-ns sizes of the geometry the discipline compares errors with, computed once (each is a 128-bit division).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sizes {
+    /// One byte time, rounded up ([`Station::tolerance`]).
+    tol: i64,
+    /// Half the nominal slot period, rounded down ([`Station::half_slot`]).
+    half: i64,
+}
+
+impl Sizes {
+    pub(super) fn of(g: &crate::time::SlotGeometry) -> Sizes {
+        let tol = i64::try_from(g.rate().byte_time().ceil_mul(1)).unwrap_or(i64::MAX);
+        let half = i64::try_from(g.period().floor_mul(1) / 2).unwrap_or(i64::MAX);
+        Sizes { tol, half }
+    }
+}
+
 /// `N·δ` as an exact period.
 fn cycle_of(delta: SlotPeriod, ring: u32) -> SlotPeriod {
     SlotPeriod::new(delta.num() * u64::from(ring), delta.den())
@@ -303,8 +320,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Half the nominal slot period, ns.
-    fn half_slot(&self) -> i128 {
-        (self.cfg.geometry.period().floor_mul(1) / 2) as i128
+    pub(super) fn half_slot(&self) -> i128 {
+        i128::from(self.sizes.half)
     }
 
     /// How far the next slot to post is from its schedule time by the current clock (positive: late).
@@ -350,7 +367,7 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// How early (ns) a slot may start and still carry a real-time frame: a byte on the disciplined wire (the
     /// `SO_TXTIME` promise); without the discipline, half a slot (lengths never catch up, see [`Station::remap`]).
-    fn early_limit(&self) -> i128 {
+    pub(super) fn early_limit(&self) -> i128 {
         let tol = self.tolerance();
         if self.discipline {
             tol
@@ -372,13 +389,13 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Most bytes the discipline takes off one slot: a quarter of what the slot has above the minimum frame.
-    fn shrink_cap(&self) -> u32 {
+    pub(super) fn shrink_cap(&self) -> u32 {
         (self.cfg.geometry.slot_bytes() - MIN_FRAME_BYTES) / 4
     }
 
     /// One byte time, rounded up to whole ns: the alignment the discipline keeps.
     pub(super) fn tolerance(&self) -> i128 {
-        self.cfg.geometry.rate().byte_time().ceil_mul(1) as i128
+        i128::from(self.sizes.tol)
     }
 
     /// Choose the schedule slot the next slot to post carries: of the two schedule slots around its EPHC time,
@@ -468,11 +485,15 @@ impl<B: AsRef<[u8]>> Station<B> {
             let j = self.schedule_slot_of(k);
             // The O(1) step (crate::wire::step) where the clock allows it; the exact arithmetic otherwise.
             let stepping = self.step_at(p, j, mode);
+            if stepping && self.post_steady(end) > 0 {
+                known = None;
+                continue;
+            }
             let mut tag = None;
             if j >= self.j_end {
                 let e = match (known.take(), &self.step) {
                     (Some(e), _) => e,
-                    (None, Some(s)) if stepping => s.error(),
+                    (None, Some(s)) if stepping => i128::from(s.error()),
                     _ => self.next_error(),
                 };
                 if self.acquiring && (-tol..=tol).contains(&e) {
@@ -502,7 +523,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             };
             let stepped = self.step.as_mut().filter(|_| stepping).and_then(|s| s.next_if(ok));
             let (mut len, mut e_next) = match stepped {
-                Some((n, e)) => ((n - u64::from(WIRE_OVERHEAD_BYTES)) as u32, e),
+                Some((n, e)) => ((n - u64::from(WIRE_OVERHEAD_BYTES)) as u32, i128::from(e)),
                 None if self.discipline => self.length_for(k, p, j + 1),
                 None => (slot, i128::MAX),
             };

@@ -43,6 +43,7 @@ pub mod alignment;
 mod change;
 mod grid;
 mod placement;
+mod steady;
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -224,6 +225,7 @@ pub struct Station<B> {
     sched_cursor: Exact,
     /// The O(1) step along the current clock piece that posts slots in the steady state ([`crate::wire::step`]).
     step: Option<crate::wire::step::Step>,
+    sizes: grid::Sizes,
     /// Unposted wire slot `k` carries schedule slot `k + shift`.
     shift: i64,
     /// The shift at link-up (slips since are reported as [`Counters::grid_shift_slots`]).
@@ -295,6 +297,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             cursor: ephc.exact(0),
             sched_cursor: schedule.exact(0),
             step: None,
+            sizes: grid::Sizes::of(&cfg.geometry),
             ephc,
             clock_from: 0,
             history: VecDeque::new(),

@@ -169,45 +169,36 @@ impl Step {
         self.p == p && self.j == j
     }
 
-    /// `⌊E(p)⌋ − ⌊S(j)⌋`, ns: the slot's error as the station measures it (positive: late).
+    /// `⌊E(p)⌋ − ⌊S(j)⌋`, ns: the slot's error as the station measures it (positive: late). (Both times stay
+    /// within ±2^62 ns, so the difference fits.)
     #[inline]
-    pub(crate) fn error(&self) -> i128 {
-        i128::from(self.e_ns) - i128::from(self.s_ns)
+    pub(crate) fn error(&self) -> i64 {
+        self.e_ns - self.s_ns
     }
 
-    /// The bytes to the next slot start (boundary mode: the first byte at or after `S(j + 1)`; fixed: the fixed
-    /// count), and which advance gives it; `None` if that leaves the EPHC piece.
+    /// Step to the next slot start if its distance `n` (bytes; boundary mode: to the first byte at or after
+    /// `S(j + 1)`, fixed: the fixed count) passes `ok` and stays on the EPHC piece: returns `n` and the new error,
+    /// or `None` (nothing moved).
     #[inline]
-    fn peek(&self) -> Option<(u64, bool)> {
-        let short = self.eps + self.lo.eps >= 0;
-        let n = if short { self.lo.n } else { self.hi.n };
-        (self.p.checked_add(n)? <= self.end).then_some((n, short))
-    }
-
-    /// Step to the next slot start if its distance `n` (bytes) passes `ok`: returns `n` and the new error, or
-    /// `None` (nothing moved).
-    #[inline]
-    pub(crate) fn next_if(&mut self, ok: impl FnOnce(u64) -> bool) -> Option<(u64, i128)> {
-        let (n, short) = self.peek()?;
-        if !ok(n) {
+    pub(crate) fn next_if(&mut self, ok: impl FnOnce(u64) -> bool) -> Option<(u64, i64)> {
+        let eps = self.eps + self.lo.eps;
+        let short = eps >= 0;
+        let adv = if short { &self.lo } else { &self.hi };
+        let n = adv.n;
+        if !ok(n) || n > self.end.saturating_sub(self.p) {
             return None;
         }
-        let adv = if short { self.lo } else { self.hi };
         self.p += n;
-        self.eps += adv.eps;
-        self.e_rem += adv.part;
-        self.e_ns += adv.whole;
-        if self.e_rem >= self.de {
-            self.e_rem -= self.de;
-            self.e_ns += 1;
-        }
+        self.eps = if short { eps } else { eps + self.byte };
+        let rem = self.e_rem + adv.part;
+        let carry = rem >= self.de;
+        self.e_rem = if carry { rem - self.de } else { rem };
+        self.e_ns += adv.whole + i64::from(carry);
         self.j += 1;
-        self.s_rem += self.s_part;
-        self.s_ns += self.s_whole;
-        if self.s_rem >= self.ds {
-            self.s_rem -= self.ds;
-            self.s_ns += 1;
-        }
+        let rem = self.s_rem + self.s_part;
+        let carry = rem >= self.ds;
+        self.s_rem = if carry { rem - self.ds } else { rem };
+        self.s_ns += self.s_whole + i64::from(carry);
         Some((n, self.error()))
     }
 }
