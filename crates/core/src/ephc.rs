@@ -277,6 +277,12 @@ impl Ephc {
         }
     }
 
+    /// The identity of the piece that governs count `k` ([`Line::id`]).
+    #[inline]
+    pub(crate) fn piece_id(&self, k: u64) -> u64 {
+        self.piece(k).id
+    }
+
     /// The piece that governs count `k` ([`Line`]).
     pub(crate) fn line(&self, k: u64) -> Line {
         let seg = self.piece(k);

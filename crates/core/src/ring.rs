@@ -348,6 +348,19 @@ impl Ring {
         }
     }
 
+    /// For setting many slots' lengths in one go (the steady state of the pacing loop): the lengths (slot `k` at
+    /// index `k mod N`) and what each slot holds. Only slots of the window may be written (as [`Ring::set_len`]).
+    #[inline]
+    pub(crate) fn lens_mut(&mut self) -> (&mut [u32], &[SlotKind]) {
+        (&mut self.lens, &self.kinds)
+    }
+
+    /// The index of slot `k` in [`Ring::lens_mut`].
+    #[inline]
+    pub(crate) fn index(&self, k: u64) -> usize {
+        self.idx(k)
+    }
+
     /// The range of wire lengths a filler can be posted with ([`Ring::len_range`] of a filler slot).
     pub fn len_range_filler(&self) -> (u32, u32) {
         (crate::time::MIN_FRAME_BYTES, self.zeros.len() as u32 + 4)

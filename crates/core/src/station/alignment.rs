@@ -61,10 +61,26 @@ impl Alignment {
         self.hist[e.unsigned_abs().min(Self::RANGE) as usize] += 1;
     }
 
-    /// Record a run of locked slots' errors through [`Run::record`] (what [`Alignment::record`] does for each,
-    /// with the count, minimum and maximum kept in registers until [`Run::finish`]).
-    pub(crate) fn run(&mut self) -> Run<'_> {
-        Run { align: self, n: 0, lo: 0, hi: 0 }
+    /// The histogram a [`Run`] records into ([`Alignment::merge`] adds the rest).
+    pub(crate) fn hist_mut(&mut self) -> &mut [u64] {
+        &mut self.hist
+    }
+
+    /// Add a run recorded with [`Run::record`] into [`Alignment::hist_mut`].
+    pub(crate) fn merge(&mut self, run: &Run) {
+        self.acquiring_slots += run.acquiring;
+        if let Some(slots) = run.acquired {
+            self.acquired(slots);
+        }
+        if run.n == 0 {
+            return;
+        }
+        if self.slots == 0 {
+            (self.min, self.max) = (run.lo, run.hi);
+        }
+        self.slots += run.n;
+        self.min = self.min.min(run.lo);
+        self.max = self.max.max(run.hi);
     }
 
     /// An acquisition finished after `slots` slots.
@@ -122,18 +138,23 @@ impl Alignment {
     }
 }
 
-/// A run of recordings ([`Alignment::run`]).
-pub(crate) struct Run<'a> {
-    align: &'a mut Alignment,
+/// A run of slots recorded apart ([`Alignment::merge`]): what [`Alignment::record`] and its neighbours do for each,
+/// with the count, extremes and acquisition kept in registers and the histogram passed in.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Run {
     n: u64,
     lo: i64,
     hi: i64,
+    /// Slots posted while acquiring.
+    pub(crate) acquiring: u64,
+    /// An acquisition that finished after this many slots.
+    pub(crate) acquired: Option<u64>,
 }
 
-impl Run<'_> {
-    /// Record one locked slot's error, ns.
+impl Run {
+    /// Record one locked slot's error, ns, into `hist` ([`Alignment::hist_mut`]).
     #[inline]
-    pub(crate) fn record(&mut self, e: i64) {
+    pub(crate) fn record(&mut self, hist: &mut [u64], e: i64) {
         if self.n == 0 {
             (self.lo, self.hi) = (e, e);
         }
@@ -141,33 +162,26 @@ impl Run<'_> {
         self.lo = self.lo.min(e);
         self.hi = self.hi.max(e);
         let i = e.unsigned_abs().min(Alignment::RANGE) as usize;
-        if let Some(h) = self.align.hist.get_mut(i) {
+        if let Some(h) = hist.get_mut(i) {
             *h += 1;
         }
     }
 
-    /// A slot posted while the grid is being acquired.
-    pub(crate) fn acquiring(&mut self) {
-        self.align.acquiring_slots += 1;
-    }
-
-    /// [`Alignment::acquired`].
-    pub(crate) fn acquired(&mut self, slots: u64) {
-        self.align.acquired(slots);
-    }
-
-    /// Add the run to the statistics.
-    pub(crate) fn finish(self) {
-        if self.n == 0 {
+    /// Record `count` locked slots with error `e`, ns (as many [`Run::record`]s).
+    pub(crate) fn record_many(&mut self, hist: &mut [u64], e: i64, count: u64) {
+        if count == 0 {
             return;
         }
-        let a = self.align;
-        if a.slots == 0 {
-            (a.min, a.max) = (self.lo, self.hi);
+        if self.n == 0 {
+            (self.lo, self.hi) = (e, e);
         }
-        a.slots += self.n;
-        a.min = a.min.min(self.lo);
-        a.max = a.max.max(self.hi);
+        self.n += count;
+        self.lo = self.lo.min(e);
+        self.hi = self.hi.max(e);
+        let i = e.unsigned_abs().min(Alignment::RANGE) as usize;
+        if let Some(h) = hist.get_mut(i) {
+            *h += count;
+        }
     }
 }
 

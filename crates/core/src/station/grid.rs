@@ -57,9 +57,9 @@ pub(super) fn schedule_grid(cfg: &super::StationConfig) -> Ephc {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sizes {
     /// One byte time, rounded up ([`Station::tolerance`]).
-    tol: i64,
+    pub(super) tol: i64,
     /// Half the nominal slot period, rounded down ([`Station::half_slot`]).
-    half: i64,
+    pub(super) half: i64,
 }
 
 impl Sizes {
@@ -166,7 +166,8 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// The schedule slot wire slot `k` carries if it is not posted yet (`k + shift`).
     pub fn schedule_slot_of(&self, k: u64) -> u64 {
-        u64::try_from(i128::from(k) + i128::from(self.shift)).unwrap_or(0)
+        // k + shift, or 0 where that leaves u64 (either way).
+        k.checked_add_signed(self.shift).unwrap_or(0)
     }
 
     /// The clock piece that governs byte position `p`.
@@ -239,7 +240,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     pub(super) fn forget_before(&mut self, c: u64) {
         let keep_from = c.saturating_sub(4 * self.ring.len());
         self.track.forget_before(keep_from);
-        let p = self.position(self.track.base());
+        let p = self.track.start(self.track.base()).unwrap_or(0);
         self.ephc.advance(p);
         while self.history.len() > 1 && self.history[1].0 <= p {
             self.history.pop_front();
@@ -476,7 +477,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let mut known: Option<i128> = None;
         let slot = self.cfg.geometry.slot_bytes();
         let mode = if self.discipline { Mode::Boundary } else { Mode::Fixed(u64::from(slot + WIRE_OVERHEAD_BYTES)) };
-        if self.step.as_ref().is_some_and(|s| !s.is_for(self.ephc.line(self.position(start)).id, mode)) {
+        if self.step.as_ref().is_some_and(|s| !s.is_for(self.ephc.piece_id(self.track.end()), mode)) {
             self.step = None;
         }
         while self.ring.posted() < end {
@@ -521,7 +522,7 @@ impl<B: AsRef<[u8]>> Station<B> {
                 n.checked_sub(u64::from(WIRE_OVERHEAD_BYTES))
                     .is_some_and(|l| (u64::from(lo)..=u64::from(hi)).contains(&l))
             };
-            let stepped = self.step.as_mut().filter(|_| stepping).and_then(|s| s.next_if(ok));
+            let stepped = self.step.as_mut().filter(|_| stepping).and_then(|s| s.step_if(ok));
             let (mut len, mut e_next) = match stepped {
                 Some((n, e)) => ((n - u64::from(WIRE_OVERHEAD_BYTES)) as u32, i128::from(e)),
                 None if self.discipline => self.length_for(k, p, j + 1),

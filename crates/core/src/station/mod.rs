@@ -419,6 +419,11 @@ impl<B> Station<B> {
 impl<B: AsRef<[u8]>> Station<B> {
     /// Phase 2, reclaim: consumed real frames are sent; their slots become zeroed fillers.
     fn reclaim(&mut self, done: Range<u64>) -> u64 {
+        if self.ring.real_frames() == 0 {
+            // Fillers only: nothing to report.
+            self.ring.reclaim(done, |_, _| {});
+            return 0;
+        }
         let mut reals = 0;
         let mut sent = Vec::new();
         self.ring.reclaim(done, |k, kind| {
@@ -479,10 +484,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
         let posted = self.ring.posted();
-        let end = self.position(posted);
-        // Every posted slot is consumed (fetched) and, by the host's view of the wire, the last one has already
-        // ended: the wire is idle now. (A gap that opens while slots are still in flight is only visible to a
-        // backend that sees the wire; it arrives as a reported gap above, and also refines the restart here.)
+        let end = self.track.end(); // where slot `posted` starts
+                                    // Every posted slot is consumed (fetched) and, by the host's view of the wire, the last one has already
+                                    // ended: the wire is idle now. (A gap that opens while slots are still in flight is only visible to a
+                                    // backend that sees the wire; it arrives as a reported gap above, and also refines the restart here.)
         let idle = self.ring.consumed() == posted && self.host.time_of(end) <= obs.now;
         if !self.started {
             // The link comes up.

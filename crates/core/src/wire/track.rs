@@ -74,6 +74,21 @@ impl<T: Copy> Track<T> {
         self.starts[(self.last & self.mask) as usize] = next;
     }
 
+    /// For posting many slots in one go: the start and tag arrays (slot `k` at index `k mod len`, their length a
+    /// power of two); then [`Track::posted`].
+    #[inline]
+    pub(crate) fn arrays_mut(&mut self) -> (&mut [u64], &mut [T]) {
+        (&mut self.starts, &mut self.tags)
+    }
+
+    /// `n` more slots were written through [`Track::arrays_mut`] (their tags, and the start of the slot after each).
+    #[inline]
+    pub(crate) fn posted(&mut self, n: u64) {
+        self.last += n;
+        debug_assert!(self.last - self.base <= self.mask, "track overflow: {} slots", self.last - self.base);
+        self.base = self.base.max(self.last.saturating_sub(self.mask));
+    }
+
     /// Forget slots before `k` (never the next to post).
     #[inline]
     pub(crate) fn forget_before(&mut self, k: u64) {
