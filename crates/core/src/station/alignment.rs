@@ -83,6 +83,22 @@ impl Alignment {
         self.max = self.max.max(run.hi);
     }
 
+    /// Record `n` locked slots, `late` of them with error 1 ns and the rest 0 (as many [`Alignment::record`]s).
+    pub(crate) fn record_bits(&mut self, n: u64, late: u64) {
+        if n == 0 {
+            return;
+        }
+        let (lo, hi) = (i64::from(late == n), i64::from(late > 0));
+        if self.slots == 0 {
+            (self.min, self.max) = (lo, hi);
+        }
+        self.slots += n;
+        self.min = self.min.min(lo);
+        self.max = self.max.max(hi);
+        self.hist[0] += n - late;
+        self.hist[1] += late;
+    }
+
     /// An acquisition finished after `slots` slots.
     pub fn acquired(&mut self, slots: u64) {
         self.acquisitions += 1;

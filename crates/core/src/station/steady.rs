@@ -21,7 +21,7 @@ use super::Station;
 use crate::outcome::Reason;
 use crate::ring::SlotKind;
 use crate::time::{MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
-use crate::wire::step::Step;
+use crate::wire::step::{Fine, FineCursor, Step};
 
 /// What the loop compares with, fixed for one call.
 struct Limits {
@@ -93,6 +93,24 @@ impl<B: AsRef<[u8]>> Station<B> {
         let first = self.ring.index(start);
         let ring = self.ring.len() as usize;
         let Some(step) = self.step.as_mut() else { return 0 };
+        let (n0, n1) = step.distances();
+        let fits = |n: u64| lim.filler.0 <= n && n <= lim.filler.1;
+        if !any_real && self.discipline && fits(n0) && fits(n1) {
+            // Fillers only, both step lengths within a filler's bounds: the fine loop, if a byte is within a ns.
+            let m = (end - start).min(step.room(at));
+            if let Some((fine, cursor)) = step.fine_mut() {
+                let (lens, _) = self.ring.lens_mut();
+                let (starts, tags) = self.track.arrays_mut();
+                let late = fine_loop(&fine, cursor, lens, tags, starts, (start, first), m);
+                self.align.record_bits(m, late);
+                self.track.posted(m);
+                if m > 0 {
+                    self.j_end = j + m;
+                }
+                let _ = self.ring.post_to(start + m);
+                return m;
+            }
+        }
         let (lens, kinds) = self.ring.lens_mut();
         let (starts, tags) = self.track.arrays_mut();
         let arrays = Arrays { lens, kinds, ring, starts, tags, hist: self.align.hist_mut() };
@@ -140,40 +158,6 @@ fn steady<const REAL: bool, const BOUNDARY: bool>(
     let mut remap = false;
     let (tmask, smask) = (a.tags.len() as u64 - 1, a.starts.len() as u64 - 1);
     let Arrays { lens, kinds, ring, starts, tags, hist } = a;
-    // Fillers only and both step lengths within a filler's bounds, away from the piece's end: no checks per slot.
-    let (n0, n1) = step.distances();
-    let fits = |n: u64| lim.filler.0 <= n && n <= lim.filler.1;
-    if let Some(fine) = step.fine().filter(|_| !REAL && BOUNDARY && fits(n0) && fits(n1)) {
-        // A byte within a nanosecond: every error is 0 or 1 ns (counted), every slot locked. The arrays are
-        // walked in runs that do not wrap, so the loop has no index checks.
-        let m = max.min(step.room(&c));
-        let mut f = fine.enter(step, &c);
-        let mut late = 0u64;
-        let mut done = 0u64;
-        while done < m {
-            let (ti, si) = ((k & tmask) as usize, ((k + 1) & smask) as usize);
-            let run = ((m - done) as usize).min(ring - i).min(tags.len() - ti).min(starts.len() - si);
-            let slots = lens[i..i + run].iter_mut().zip(&mut tags[ti..ti + run]).zip(&mut starts[si..si + run]);
-            for ((len, tag), start) in slots {
-                late += fine.error(&f) as u64;
-                let n = fine.next(&mut f);
-                *len = (n - overhead) as u32;
-                *tag = Some(Carried { slot: j, locked: true });
-                *start = f.p;
-                j += 1;
-            }
-            k += run as u64;
-            done += run as u64;
-            i += run;
-            if i == ring {
-                i = 0;
-            }
-        }
-        small[0] += m - late;
-        small[1] += late;
-        c = fine.leave(step, &c, &f, m);
-        debug_assert!((0..=lim.tol).contains(&c.error()), "a stepped slot ends {} ns off", c.error());
-    }
     while k < end {
         let e = c.error();
         if !BOUNDARY && e < -lim.early {
@@ -230,4 +214,46 @@ fn steady<const REAL: bool, const BOUNDARY: bool>(
     step.set_cursor(c);
     *run = stats;
     Stop { posted: k - k0, remap }
+}
+
+/// The fine loop ([`crate::wire::step::Fine`]): `m` filler slots from `(k, ring index)` on the disciplined wire
+/// where a byte lasts at most a nanosecond — every slot locked, its error 0 or 1 ns. The arrays are walked in
+/// runs that do not wrap, so the loop has no index checks. Returns how many slots were late by 1 ns.
+#[inline(never)]
+fn fine_loop(
+    fine: &Fine,
+    cursor: &mut FineCursor,
+    lens: &mut [u32],
+    tags: &mut [Option<Carried>],
+    starts: &mut [u64],
+    (mut k, mut i): (u64, usize),
+    m: u64,
+) -> u64 {
+    let overhead = u64::from(WIRE_OVERHEAD_BYTES);
+    let (ring, cap) = (lens.len(), tags.len().min(starts.len()));
+    let mask = cap as u64 - 1;
+    let mut f = *cursor;
+    let mut late = 0u64;
+    let mut done = 0u64;
+    while done < m {
+        let (ti, si) = ((k & mask) as usize, ((k + 1) & mask) as usize);
+        let run = ((m - done) as usize).min(ring - i).min(cap - ti).min(cap - si);
+        let slots = lens[i..i + run].iter_mut().zip(&mut tags[ti..ti + run]).zip(&mut starts[si..si + run]);
+        for ((len, tag), start) in slots {
+            late += fine.error(&f) as u64;
+            let j = f.j;
+            let n = fine.next(&mut f);
+            *len = (n - overhead) as u32;
+            *tag = Some(Carried { slot: j, locked: true });
+            *start = f.p;
+        }
+        k += run as u64;
+        done += run as u64;
+        i += run;
+        if i == ring {
+            i = 0;
+        }
+    }
+    *cursor = f;
+    late
 }

@@ -78,7 +78,10 @@ pub(crate) struct Step {
     e_id: u64,
     s_id: u64,
     end: u64,
+    /// Where it is; while `fat` is set, `fat` is (the fine loop's form of the same place).
     at: Cursor,
+    fine: Option<Fine>,
+    fat: Option<FineCursor>,
     de: u64,
     ds: u64,
     /// `L/d_e` and `L/d_s`: what turns a remainder of either clock into `1/L` ns.
@@ -160,6 +163,8 @@ impl Step {
             s_id: s.id,
             end: e.end,
             at: Cursor { p: 0, e_ns: 0, e_rem: 0, j: 0, s_ns: 0, s_rem: 0, eps: 0 },
+            fine: None,
+            fat: None,
             de,
             ds,
             ue,
@@ -170,6 +175,7 @@ impl Step {
             s_whole,
             s_part: (s.a % s.d) as u64,
         };
+        step.fine = step.fine_of();
         step.seed(at, sched).then_some(step)
     }
 
@@ -181,7 +187,7 @@ impl Step {
         let (s_id, j, s_ns, s_rem) = sched.parts();
         let fits = e_id == self.e_id && s_id == self.s_id && e_ns.abs() < NS_BOUND && s_ns.abs() < NS_BOUND;
         // Unusable until seeded again: no (p, j) matches.
-        (self.at.p, self.at.j) = (u64::MAX, u64::MAX);
+        (self.at.p, self.at.j, self.fat) = (u64::MAX, u64::MAX, None);
         if !fits {
             return false;
         }
@@ -210,12 +216,18 @@ impl Step {
     /// Whether it is at byte `p` and schedule slot `j`.
     #[inline]
     pub(crate) fn is_at(&self, p: u64, j: u64) -> bool {
-        self.at.p == p && self.at.j == j
+        match &self.fat {
+            Some(f) => f.p == p && f.j == j,
+            None => self.at.p == p && self.at.j == j,
+        }
     }
 
     /// Where it is.
     #[inline]
-    pub(crate) fn cursor(&self) -> Cursor {
+    pub(crate) fn cursor(&mut self) -> Cursor {
+        if let (Some(fine), Some(f)) = (self.fine, self.fat.take()) {
+            self.at = fine.leave(self, &f);
+        }
         self.at
     }
 
@@ -223,12 +235,26 @@ impl Step {
     #[inline]
     pub(crate) fn set_cursor(&mut self, at: Cursor) {
         self.at = at;
+        self.fat = None;
     }
 
     /// `⌊E(p)⌋ − ⌊S(j)⌋` where it is ([`Cursor::error`]).
     #[inline]
     pub(crate) fn error(&self) -> i64 {
-        self.at.error()
+        match (&self.fine, &self.fat) {
+            (Some(fine), Some(f)) => fine.error(f),
+            _ => self.at.error(),
+        }
+    }
+
+    /// The fine step and where it is, if a byte lasts at most a nanosecond ([`Fine`]).
+    #[inline]
+    pub(crate) fn fine_mut(&mut self) -> Option<(Fine, &mut FineCursor)> {
+        let fine = self.fine?;
+        if self.fat.is_none() {
+            self.fat = Some(fine.enter(self, &self.at));
+        }
+        self.fat.as_mut().map(|f| (fine, f))
     }
 
     /// Step the cursor to the next slot start if its distance `n` (bytes; boundary mode: to the first byte at or
@@ -259,11 +285,11 @@ impl Step {
 
     /// How many steps from cursor `c` surely stay on the EPHC piece (each is at most `n₀ + 1` bytes).
     #[inline]
-    pub(crate) fn room(&self, c: &Cursor) -> u64 {
+    pub(crate) fn room(&self, p: u64) -> u64 {
         if self.end == u64::MAX {
             return u64::MAX; // the last piece: no end to reach (and no division)
         }
-        self.end.saturating_sub(c.p) / self.hi.n.max(1)
+        self.end.saturating_sub(p) / self.hi.n.max(1)
     }
 
     /// The distances (bytes) a step can have: `n₀` and `n₀ + 1` (boundary), or the fixed count twice. Where a
@@ -303,7 +329,7 @@ impl Step {
     /// [`Step::next_if`] on its own cursor, with the new error.
     #[inline]
     pub(crate) fn step_if(&mut self, ok: impl FnOnce(u64) -> bool) -> Option<(u64, i64)> {
-        let mut c = self.at;
+        let mut c = self.cursor();
         let n = self.next_if(&mut c, ok)?;
         self.at = c;
         Some((n, c.error()))
@@ -313,7 +339,7 @@ impl Step {
 /// The boundary step where a byte lasts at most a nanosecond (8 Gb/s and faster): a slot's error `⌊E⌋ − ⌊S⌋` is
 /// then 0 or 1 ns, read off `S`'s fraction and ε with one compare, so the EPHC's own whole-ns accumulator drops
 /// out of the loop ([`Fine::enter`], [`Fine::next`], [`Fine::leave`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Fine {
     /// `L = lcm(d_e, d_s)`, one ns in `1/L` ns.
     l: u64,
@@ -325,13 +351,18 @@ pub(crate) struct Fine {
     lo_n: u64,
     hi_n: u64,
     byte: i64,
+    /// [`Step`]'s `ue` and `us`.
+    ue: u64,
+    us: u64,
 }
 
 /// A [`Fine`] step's state: the byte, ε, and the schedule slot's start as whole ns and remainder in `1/L` ns.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FineCursor {
     /// The byte.
     pub(crate) p: u64,
+    /// The schedule slot.
+    pub(crate) j: u64,
     eps: i64,
     s_ns: i64,
     s_rem: u64,
@@ -339,7 +370,7 @@ pub(crate) struct FineCursor {
 
 impl Step {
     /// The fine step of a boundary step, where a byte lasts at most a nanosecond and `L` fits.
-    pub(crate) fn fine(&self) -> Option<Fine> {
+    fn fine_of(&self) -> Option<Fine> {
         let l = self.ue.checked_mul(self.de)?;
         let fits = self.mode == Mode::Boundary && l < 1 << 62 && self.byte as u64 <= l;
         fits.then(|| Fine {
@@ -350,6 +381,8 @@ impl Step {
             lo_n: self.lo.n,
             hi_n: self.hi.n,
             byte: self.byte,
+            ue: self.ue,
+            us: self.us,
         })
     }
 }
@@ -357,22 +390,22 @@ impl Step {
 impl Fine {
     /// The fine cursor of `c` (a cursor of the step it came from).
     #[inline]
-    pub(crate) fn enter(&self, step: &Step, c: &Cursor) -> FineCursor {
-        FineCursor { p: c.p, eps: c.eps, s_ns: c.s_ns, s_rem: c.s_rem * step.us }
+    fn enter(&self, _step: &Step, c: &Cursor) -> FineCursor {
+        FineCursor { p: c.p, j: c.j, eps: c.eps, s_ns: c.s_ns, s_rem: c.s_rem * self.us }
     }
 
-    /// Back to a cursor of `step`, `m` steps after `from` (the cursor entered).
-    pub(crate) fn leave(&self, step: &Step, from: &Cursor, f: &FineCursor, m: u64) -> Cursor {
+    /// Back to a cursor of the step.
+    fn leave(&self, _step: &Step, f: &FineCursor) -> Cursor {
         // E = S + ε/L exactly: its whole ns and remainder from S's.
         let e = self.error(f);
         let e_rem_l = f.s_rem + f.eps as u64 - e as u64 * self.l;
         Cursor {
             p: f.p,
             e_ns: f.s_ns + e,
-            e_rem: div(e_rem_l, step.ue),
-            j: from.j + m,
+            e_rem: div(e_rem_l, self.ue),
+            j: f.j,
             s_ns: f.s_ns,
-            s_rem: div(f.s_rem, step.us),
+            s_rem: div(f.s_rem, self.us),
             eps: f.eps,
         }
     }
@@ -391,6 +424,7 @@ impl Fine {
         f.eps = if short { t } else { t + self.byte };
         let n = if short { self.lo_n } else { self.hi_n };
         f.p += n;
+        f.j += 1;
         let rem = f.s_rem + self.s_part;
         let carry = rem >= self.l;
         f.s_rem = if carry { rem - self.l } else { rem };
