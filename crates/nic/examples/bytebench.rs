@@ -17,13 +17,13 @@ use std::time::Instant;
 
 use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
 use keepon_core::bytes::ByteConfig;
+use keepon_core::ephc::{ClockAdjust, EphcError};
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
-use keepon_core::ephc::{ClockAdjust, EphcError};
 use keepon_core::outcome::{Counters, Frame, FrameId, Outcome, Reason};
 use keepon_core::ring::{Ring, RingError, SlotView};
-use keepon_core::station::{Observation, Poll};
 use keepon_core::station::StationConfig;
+use keepon_core::station::{Observation, Poll};
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
 use keepon_nic::engine::Engine;
