@@ -228,6 +228,14 @@ impl Ring {
         self.check_invariant();
     }
 
+    /// [`Ring::reclaim`] of a ring that holds no real frame: only the consumer position moves.
+    #[inline]
+    pub fn reclaim_fillers(&mut self, done: Range<u64>) {
+        debug_assert!(done.start == self.consumed && self.real == 0);
+        self.consumed = done.end;
+        self.check_invariant();
+    }
+
     /// True if absolute slot `k` is in the insertion window and holds a filler.
     #[inline]
     pub fn is_free(&self, k: u64) -> bool {

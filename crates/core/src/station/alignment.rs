@@ -84,6 +84,7 @@ impl Alignment {
     }
 
     /// Record `n` locked slots, `late` of them with error 1 ns and the rest 0 (as many [`Alignment::record`]s).
+    #[inline]
     pub(crate) fn record_bits(&mut self, n: u64, late: u64) {
         if n == 0 {
             return;
