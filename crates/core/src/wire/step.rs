@@ -303,29 +303,6 @@ impl Step {
         }
     }
 
-    /// [`Step::next_if`] without the checks, for a caller that has made them: the distance is one of
-    /// [`Step::distances`], both acceptable, and [`Step::room`] allows the step.
-    #[inline(always)]
-    #[allow(dead_code)]
-    pub(crate) fn next(&self, c: &mut Cursor) -> u64 {
-        let eps = c.eps + self.lo.eps;
-        let short = eps >= 0;
-        let adv = if short { &self.lo } else { &self.hi };
-        let n = adv.n;
-        c.p += n;
-        c.eps = if short { eps } else { eps + self.byte };
-        let rem = c.e_rem + adv.part;
-        let carry = rem >= self.de;
-        c.e_rem = if carry { rem - self.de } else { rem };
-        c.e_ns += adv.whole + i64::from(carry);
-        c.j += 1;
-        let rem = c.s_rem + self.s_part;
-        let carry = rem >= self.ds;
-        c.s_rem = if carry { rem - self.ds } else { rem };
-        c.s_ns += self.s_whole + i64::from(carry);
-        n
-    }
-
     /// [`Step::next_if`] on its own cursor, with the new error.
     #[inline]
     pub(crate) fn step_if(&mut self, ok: impl FnOnce(u64) -> bool) -> Option<(u64, i64)> {
@@ -416,7 +393,8 @@ impl Fine {
         i64::from(f.s_rem + f.eps as u64 >= self.l)
     }
 
-    /// One boundary step ([`Step::next`]): the bytes to the next slot start.
+    /// One boundary step ([`Step::next_if`] without its checks, which the caller has made): the bytes to the
+    /// next slot start.
     #[inline(always)]
     pub(crate) fn next(&self, f: &mut FineCursor) -> u64 {
         let t = f.eps + self.lo_eps;
