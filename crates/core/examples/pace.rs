@@ -1,6 +1,7 @@
 //! The pacing loop alone, for counting instructions (not a timed benchmark): `RATE_MBPS` link, `SLOT_BYTES`
 //! slots, a 1024-slot ring with no real-time slot, batch 32, the "NIC" consuming 31 slots between polls, `SLOTS`
-//! slots in all; `DISCIPLINE` 1 sizes every slot to its schedule time (the default), 0 keeps them nominal.
+//! slots in all (`PER_POLL`, default 31, between polls if given); `DISCIPLINE` 1 sizes every slot to its schedule
+//! time (the default), 0 keeps them nominal.
 //!
 //! ```sh
 //! cargo build --release -p keepon-core --example pace
@@ -17,13 +18,13 @@ use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
 
 fn main() {
     let arg = |i: usize, what: &str| -> u64 {
-        std::env::args()
-            .nth(i)
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("usage: pace DISCIPLINE RATE_MBPS SLOT_BYTES SLOTS (bad or missing {what})"))
+        std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+            panic!("usage: pace DISCIPLINE RATE_MBPS SLOT_BYTES SLOTS [PER_POLL] (bad or missing {what})")
+        })
     };
     let (discipline, mbps, bytes, slots) =
         (arg(1, "DISCIPLINE") == 1, arg(2, "RATE_MBPS"), arg(3, "SLOT_BYTES"), arg(4, "SLOTS"));
+    let per_poll = std::env::args().nth(5).and_then(|a| a.parse().ok()).unwrap_or(31u64);
     let geometry = SlotGeometry::new(LinkRate::from_mbps(mbps).expect("rate"), bytes as u32).expect("slot size");
     let cfg = StationConfig {
         geometry,
@@ -41,7 +42,7 @@ fn main() {
     let mut consumed = 0;
     let _ = st.poll(Observation { consumed: 0, now: Tai(0), gaps: &[] }).expect("poll");
     while consumed < slots {
-        consumed += 31;
+        consumed += per_poll;
         let p = st.poll(Observation { consumed, now: Tai(0), gaps: &[] }).expect("poll");
         std::hint::black_box(&p);
     }

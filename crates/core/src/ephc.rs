@@ -225,6 +225,28 @@ impl Segment {
     }
 }
 
+/// The linear piece of an [`Ephc`] that governs a count, for stepping along it with integer accumulators
+/// ([`crate::wire::step`]): `time(k + n) = time(k) + n·a/d` exactly while `k + n ≤ end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Line {
+    /// The piece's identity ([`Exact`]s computed on it carry it).
+    pub(crate) id: u64,
+    /// Slope numerator: ns per count is `a/d`.
+    pub(crate) a: i128,
+    /// Slope denominator; an [`Exact`] of this piece has its remainder in `1/d` ns.
+    pub(crate) d: i128,
+    /// The last count the piece governs together with the next one (the next piece starts there with the same
+    /// exact time), or `u64::MAX`.
+    pub(crate) end: u64,
+}
+
+impl Exact {
+    /// `(piece id, count, whole ns, remainder in 1/d ns)`.
+    pub(crate) fn parts(&self) -> (u64, u64, i64, i128) {
+        (self.seg, self.k, self.ns, self.rem)
+    }
+}
+
 /// The emulated PTP hardware clock of one keepon link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ephc {
@@ -253,6 +275,22 @@ impl Ephc {
             Some(next) if k >= next.start => next,
             _ => &self.seg,
         }
+    }
+
+    /// The identity of the piece that governs count `k` ([`Line::id`]).
+    #[inline]
+    pub(crate) fn piece_id(&self, k: u64) -> u64 {
+        self.piece(k).id
+    }
+
+    /// The piece that governs count `k` ([`Line`]).
+    pub(crate) fn line(&self, k: u64) -> Line {
+        let seg = self.piece(k);
+        let end = match &self.after_slew {
+            Some(next) if seg.id != next.id => next.start,
+            _ => u64::MAX,
+        };
+        Line { id: seg.id, a: seg.a, d: seg.d, end }
     }
 
     /// Start time of slot `k` (floored to whole ns).

@@ -6,9 +6,9 @@
 //!
 //! Read in this order: [`time`] (integer TAI ns, the exact slot period), [`ephc`] (the slot-counting clock),
 //! [`ring`] (the CP-PMD phases), [`isolation`] (slot ownership), [`insert`] (scheduled insertion and its
-//! checks), [`prebuffer`] (frames waiting for the window), [`outcome`] (one outcome per frame), [`station`]
-//! (all of it together), [`testframe`] (the payload header of keepon test traffic), [`dualclock`] (the RX slot
-//! clock and the merge rule).
+//! checks), [`prebuffer`] (frames waiting for the window), [`outcome`] (one outcome per frame), [`wire`] (the
+//! wire clock's O(1) step and the record of posted slots), [`station`] (all of it together), [`testframe`] (the
+//! payload header of keepon test traffic), [`dualclock`] (the RX slot clock and the merge rule).
 //!
 //! ## Adding a backend
 //! Implement `keepon_nic::Nic`: report how many slots the NIC has consumed (a count), post the slots the
@@ -30,6 +30,7 @@ pub mod ring;
 pub mod station;
 pub mod testframe;
 pub mod time;
+pub mod wire;
 
 #[cfg(test)]
 mod proptests;

@@ -107,6 +107,8 @@ impl fmt::Display for RingError {
 #[derive(Clone, Debug)]
 pub struct Ring {
     n: u64,
+    /// `n − 1` if `n` is a power of two, else 0.
+    mask: u64,
     data_bytes: usize,
     /// L2 bytes (with FCS) of each ring entry as it will be or was posted.
     lens: Vec<u32>,
@@ -132,6 +134,7 @@ impl Ring {
         let data_bytes = slot_bytes as usize - 4;
         Ring {
             n: u64::from(n),
+            mask: if n.is_power_of_two() { u64::from(n) - 1 } else { 0 },
             data_bytes,
             lens: vec![slot_bytes; n as usize],
             zeros: vec![0; max_filler.max(slot_bytes) as usize - 4],
@@ -180,7 +183,13 @@ impl Ring {
 
     #[inline]
     fn idx(&self, k: u64) -> usize {
-        (k % self.n) as usize
+        // A mask for the usual power-of-two ring: a 64-bit division per slot access costs more than the rest of
+        // posting a slot.
+        if self.mask != 0 {
+            (k & self.mask) as usize
+        } else {
+            (k % self.n) as usize
+        }
     }
 
     fn check_invariant(&self) {
@@ -215,6 +224,14 @@ impl Ring {
                 }
             }
         }
+        self.consumed = done.end;
+        self.check_invariant();
+    }
+
+    /// [`Ring::reclaim`] of a ring that holds no real frame: only the consumer position moves.
+    #[inline]
+    pub fn reclaim_fillers(&mut self, done: Range<u64>) {
+        debug_assert!(done.start == self.consumed && self.real == 0);
         self.consumed = done.end;
         self.check_invariant();
     }
@@ -259,6 +276,15 @@ impl Ring {
         let i = self.idx(k);
         match self.kinds[i] {
             SlotKind::Real { len, .. } => Some(&self.bufs[i * self.data_bytes..i * self.data_bytes + len as usize]),
+            SlotKind::Filler => None,
+        }
+    }
+
+    /// The frame data bytes of slot `k` if it holds a real frame (`None`: a filler).
+    #[inline]
+    pub fn real_len(&self, k: u64) -> Option<u32> {
+        match self.kinds[self.idx(k)] {
+            SlotKind::Real { len, .. } => Some(len),
             SlotKind::Filler => None,
         }
     }
@@ -328,6 +354,24 @@ impl Ring {
             SlotKind::Real { len, .. } => ((len + 4).max(crate::time::MIN_FRAME_BYTES), max),
             SlotKind::Filler => (crate::time::MIN_FRAME_BYTES, max),
         }
+    }
+
+    /// For setting many slots' lengths in one go (the steady state of the pacing loop): the lengths (slot `k` at
+    /// index `k mod N`) and what each slot holds. Only slots of the window may be written (as [`Ring::set_len`]).
+    #[inline]
+    pub(crate) fn lens_mut(&mut self) -> (&mut [u32], &[SlotKind]) {
+        (&mut self.lens, &self.kinds)
+    }
+
+    /// The index of slot `k` in [`Ring::lens_mut`].
+    #[inline]
+    pub(crate) fn index(&self, k: u64) -> usize {
+        self.idx(k)
+    }
+
+    /// The range of wire lengths a filler can be posted with ([`Ring::len_range`] of a filler slot).
+    pub fn len_range_filler(&self) -> (u32, u32) {
+        (crate::time::MIN_FRAME_BYTES, self.zeros.len() as u32 + 4)
     }
 
     /// True if every byte of every filler slot is zero (no stale payload can leak).

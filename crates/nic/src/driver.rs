@@ -155,8 +155,9 @@ impl<N: Nic> Driver<N, ByteStation<Vec<u8>>> {
 }
 
 impl<N: Nic, S: Engine> Driver<N, S> {
-    /// A built station bound to `nic`, nothing in flight yet.
-    fn with_station(nic: N, station: S, cfg: LoopConfig) -> Self {
+    /// A built station bound to `nic`, nothing in flight yet (for a station built elsewhere, or wrapped: the
+    /// byte benchmark times the station's calls apart from the simulated NIC's).
+    pub fn with_station(nic: N, station: S, cfg: LoopConfig) -> Self {
         Driver {
             nic,
             station,

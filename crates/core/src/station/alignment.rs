@@ -61,6 +61,45 @@ impl Alignment {
         self.hist[e.unsigned_abs().min(Self::RANGE) as usize] += 1;
     }
 
+    /// The histogram a [`Run`] records into ([`Alignment::merge`] adds the rest).
+    pub(crate) fn hist_mut(&mut self) -> &mut [u64] {
+        &mut self.hist
+    }
+
+    /// Add a run recorded with [`Run::record`] into [`Alignment::hist_mut`].
+    pub(crate) fn merge(&mut self, run: &Run) {
+        self.acquiring_slots += run.acquiring;
+        if let Some(slots) = run.acquired {
+            self.acquired(slots);
+        }
+        if run.n == 0 {
+            return;
+        }
+        if self.slots == 0 {
+            (self.min, self.max) = (run.lo, run.hi);
+        }
+        self.slots += run.n;
+        self.min = self.min.min(run.lo);
+        self.max = self.max.max(run.hi);
+    }
+
+    /// Record `n` locked slots, `late` of them with error 1 ns and the rest 0 (as many [`Alignment::record`]s).
+    #[inline]
+    pub(crate) fn record_bits(&mut self, n: u64, late: u64) {
+        if n == 0 {
+            return;
+        }
+        let (lo, hi) = (i64::from(late == n), i64::from(late > 0));
+        if self.slots == 0 {
+            (self.min, self.max) = (lo, hi);
+        }
+        self.slots += n;
+        self.min = self.min.min(lo);
+        self.max = self.max.max(hi);
+        self.hist[0] += n - late;
+        self.hist[1] += late;
+    }
+
     /// An acquisition finished after `slots` slots.
     pub fn acquired(&mut self, slots: u64) {
         self.acquisitions += 1;
@@ -113,6 +152,53 @@ impl Alignment {
             self.acquisitions, self.acquire_max_slots, self.spacers, self.skips
         );
         s
+    }
+}
+
+/// A run of slots recorded apart ([`Alignment::merge`]): what [`Alignment::record`] and its neighbours do for each,
+/// with the count, extremes and acquisition kept in registers and the histogram passed in.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Run {
+    n: u64,
+    lo: i64,
+    hi: i64,
+    /// Slots posted while acquiring.
+    pub(crate) acquiring: u64,
+    /// An acquisition that finished after this many slots.
+    pub(crate) acquired: Option<u64>,
+}
+
+impl Run {
+    /// Record one locked slot's error, ns, into `hist` ([`Alignment::hist_mut`]).
+    #[inline]
+    pub(crate) fn record(&mut self, hist: &mut [u64], e: i64) {
+        if self.n == 0 {
+            (self.lo, self.hi) = (e, e);
+        }
+        self.n += 1;
+        self.lo = self.lo.min(e);
+        self.hi = self.hi.max(e);
+        let i = e.unsigned_abs().min(Alignment::RANGE) as usize;
+        if let Some(h) = hist.get_mut(i) {
+            *h += 1;
+        }
+    }
+
+    /// Record `count` locked slots with error `e`, ns (as many [`Run::record`]s).
+    pub(crate) fn record_many(&mut self, hist: &mut [u64], e: i64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.n == 0 {
+            (self.lo, self.hi) = (e, e);
+        }
+        self.n += count;
+        self.lo = self.lo.min(e);
+        self.hi = self.hi.max(e);
+        let i = e.unsigned_abs().min(Alignment::RANGE) as usize;
+        if let Some(h) = hist.get_mut(i) {
+            *h += count;
+        }
     }
 }
 

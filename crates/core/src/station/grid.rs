@@ -26,6 +26,7 @@ use crate::ephc::{ClockAdjust, Ephc, EphcError};
 use crate::outcome::Reason;
 use crate::ring::SlotKind;
 use crate::time::{Nanos, SlotPeriod, Tai, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
+use crate::wire::step::{Mode, Step};
 
 use super::ClockAdjusted;
 
@@ -50,6 +51,23 @@ pub(super) fn schedule_grid(cfg: &super::StationConfig) -> Ephc {
     let back = (i128::from(cfg.base_time.0) + (1i128 << 62)).div_euclid(r) + 1;
     let anchor = i128::from(cfg.base_time.0) - back * r;
     Ephc::new(delta, 0, Tai(anchor as i64))
+}
+
+/// Whole-ns sizes of the geometry the discipline compares errors with, computed once (each is a 128-bit division).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sizes {
+    /// One byte time, rounded up ([`Station::tolerance`]).
+    pub(super) tol: i64,
+    /// Half the nominal slot period, rounded down ([`Station::half_slot`]).
+    pub(super) half: i64,
+}
+
+impl Sizes {
+    pub(super) fn of(g: &crate::time::SlotGeometry) -> Sizes {
+        let tol = i64::try_from(g.rate().byte_time().ceil_mul(1)).unwrap_or(i64::MAX);
+        let half = i64::try_from(g.period().floor_mul(1) / 2).unwrap_or(i64::MAX);
+        Sizes { tol, half }
+    }
 }
 
 /// `N·δ` as an exact period.
@@ -119,19 +137,18 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// The schedule slot posted slot `k` carried, if it carried one and is still tracked (about four rings back),
     /// and whether the grid was locked when it was posted (not being acquired after link-up, a step or a restart).
     pub fn carried(&self, k: u64) -> Option<Carried> {
-        let i = usize::try_from(k.checked_sub(self.pos_base)?).ok()?;
-        self.carried.get(i).copied().flatten()
+        self.track.tag(k).flatten()
     }
 
     /// Start byte of wire slot `k`: exact from the oldest slot still tracked (about four rings back) up to the
     /// next slot to post; beyond, extrapolated at the nominal slot size.
     pub(super) fn position(&self, k: u64) -> u64 {
         let size = u64::from(self.cfg.geometry.slot_bytes() + WIRE_OVERHEAD_BYTES);
-        let last = self.pos_base + self.pos.len() as u64 - 1;
-        match k.checked_sub(self.pos_base) {
-            Some(i) if k <= last => self.pos[i as usize],
-            Some(_) => self.pos[self.pos.len() - 1].saturating_add((k - last).saturating_mul(size)),
-            None => self.pos[0].saturating_sub((self.pos_base - k).saturating_mul(size)),
+        let (base, last) = (self.track.base(), self.track.last());
+        match self.track.start(k) {
+            Some(p) => p,
+            None if k > last => self.track.end().saturating_add((k - last).saturating_mul(size)),
+            None => self.track.start(base).unwrap_or(0).saturating_sub((base - k).saturating_mul(size)),
         }
     }
 
@@ -149,7 +166,8 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// The schedule slot wire slot `k` carries if it is not posted yet (`k + shift`).
     pub fn schedule_slot_of(&self, k: u64) -> u64 {
-        u64::try_from(i128::from(k) + i128::from(self.shift)).unwrap_or(0)
+        // k + shift, or 0 where that leaves u64 (either way).
+        k.checked_add_signed(self.shift).unwrap_or(0)
     }
 
     /// The clock piece that governs byte position `p`.
@@ -221,12 +239,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// asked for when they get there).
     pub(super) fn forget_before(&mut self, c: u64) {
         let keep_from = c.saturating_sub(4 * self.ring.len());
-        while self.pos_base < keep_from && self.pos.len() > 1 {
-            self.pos.pop_front();
-            self.carried.pop_front();
-            self.pos_base += 1;
-        }
-        let p = self.pos[0];
+        self.track.forget_before(keep_from);
+        let p = self.track.start(self.track.base()).unwrap_or(0);
         self.ephc.advance(p);
         while self.history.len() > 1 && self.history[1].0 <= p {
             self.history.pop_front();
@@ -254,10 +268,11 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.host_anchor = self.host_anchor.max(p);
         if moved != 0 {
             // Slots posted from `at` on were sized by a clock that had the wire elsewhere: not locked after all.
-            let from = at.saturating_sub(self.pos_base) as usize;
-            for c in self.carried.iter_mut().skip(from).flatten() {
-                c.locked = false;
-            }
+            self.track.update_tags_from(at, |c| {
+                if let Some(c) = c {
+                    c.locked = false;
+                }
+            });
         }
         if p >= self.clock_from {
             self.split_clock(p);
@@ -306,8 +321,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Half the nominal slot period, ns.
-    fn half_slot(&self) -> i128 {
-        (self.cfg.geometry.period().floor_mul(1) / 2) as i128
+    pub(super) fn half_slot(&self) -> i128 {
+        i128::from(self.sizes.half)
     }
 
     /// How far the next slot to post is from its schedule time by the current clock (positive: late).
@@ -353,7 +368,7 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// How early (ns) a slot may start and still carry a real-time frame: a byte on the disciplined wire (the
     /// `SO_TXTIME` promise); without the discipline, half a slot (lengths never catch up, see [`Station::remap`]).
-    fn early_limit(&self) -> i128 {
+    pub(super) fn early_limit(&self) -> i128 {
         let tol = self.tolerance();
         if self.discipline {
             tol
@@ -375,13 +390,13 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// Most bytes the discipline takes off one slot: a quarter of what the slot has above the minimum frame.
-    fn shrink_cap(&self) -> u32 {
+    pub(super) fn shrink_cap(&self) -> u32 {
         (self.cfg.geometry.slot_bytes() - MIN_FRAME_BYTES) / 4
     }
 
     /// One byte time, rounded up to whole ns: the alignment the discipline keeps.
     pub(super) fn tolerance(&self) -> i128 {
-        self.cfg.geometry.rate().byte_time().ceil_mul(1) as i128
+        i128::from(self.sizes.tol)
     }
 
     /// Choose the schedule slot the next slot to post carries: of the two schedule slots around its EPHC time,
@@ -460,12 +475,28 @@ impl<B: AsRef<[u8]>> Station<B> {
         // The next slot's error as the previous iteration computed it (the clock and the mapping have not changed
         // since, unless a skip or a remap said so): saves two divisions of 128-bit clock arithmetic per slot.
         let mut known: Option<i128> = None;
+        let slot = self.cfg.geometry.slot_bytes();
+        let mode = if self.discipline { Mode::Boundary } else { Mode::Fixed(u64::from(slot + WIRE_OVERHEAD_BYTES)) };
+        if self.step.as_ref().is_some_and(|s| !s.is_for(self.ephc.piece_id(self.track.end()), mode)) {
+            self.step = None;
+        }
         while self.ring.posted() < end {
             let k = self.ring.posted();
             let p = self.position(k);
             let j = self.schedule_slot_of(k);
+            // The O(1) step (crate::wire::step) where the clock allows it; the exact arithmetic otherwise.
+            let stepping = self.step_at(p, j, mode);
+            if stepping && self.post_steady(end) > 0 {
+                known = None;
+                continue;
+            }
+            let mut tag = None;
             if j >= self.j_end {
-                let e = known.take().unwrap_or_else(|| self.next_error());
+                let e = match (known.take(), &self.step) {
+                    (Some(e), _) => e,
+                    (None, Some(s)) if stepping => i128::from(s.error()),
+                    _ => self.next_error(),
+                };
                 if self.acquiring && (-tol..=tol).contains(&e) {
                     self.acquiring = false;
                     self.align.acquired(k - self.acquire_since.min(k));
@@ -480,24 +511,28 @@ impl<B: AsRef<[u8]>> Station<B> {
                     self.withhold_early(k);
                 }
                 let locked = !self.acquiring && (-tol..=tol).contains(&e);
-                self.carried.push_back(Some(Carried { slot: j, locked }));
+                tag = Some(Carried { slot: j, locked });
             } else {
                 self.align.spacers += 1;
-                self.carried.push_back(None);
             }
-            // The length that makes the next slot start on the first byte at or after its schedule time.
-            let (mut len, mut e_next) = if self.discipline {
-                self.length_for(k, p, j + 1)
-            } else {
-                (self.cfg.geometry.slot_bytes(), i128::MAX)
+            // The length that makes the next slot start on the first byte at or after its schedule time (stepped
+            // if that length is within the slot's bounds; the same length the exact arithmetic finds).
+            let (lo, hi) = if self.discipline { self.len_bounds(k) } else { (slot, slot) };
+            let ok = |n: u64| {
+                n.checked_sub(u64::from(WIRE_OVERHEAD_BYTES))
+                    .is_some_and(|l| (u64::from(lo)..=u64::from(hi)).contains(&l))
+            };
+            let stepped = self.step.as_mut().filter(|_| stepping).and_then(|s| s.step_if(ok));
+            let (mut len, mut e_next) = match stepped {
+                Some((n, e)) => ((n - u64::from(WIRE_OVERHEAD_BYTES)) as u32, i128::from(e)),
+                None if self.discipline => self.length_for(k, p, j + 1),
+                None => (slot, i128::MAX),
             };
             // Late beyond a byte although the slot is as short as it can be (64-byte slots, or real frames back to
             // back): let this filler span the next schedule slot too — the next slot carries `j + 2` — if no frame
             // waits for `j + 1` (preferably a slot no class owns; any free one once half a slot late).
-            let next_free = k + 1 < self.ring.window().end && self.ring.is_free(k + 1);
-            let unowned = self.own_for(k + 1).owner_of(self.schedule_slot_of(k + 1)).is_none();
             let mut skip = false;
-            if self.discipline && e_next > tol && next_free && (unowned || e_next > half) {
+            if self.discipline && e_next > tol && self.may_skip_to(k + 1, e_next > half) {
                 let cursors = (self.cursor, self.sched_cursor);
                 let (len2, e2) = self.length_for(k, p, j + 2);
                 if e2.abs() < e_next {
@@ -508,7 +543,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             }
             self.ring.set_len(k, len);
             let _ = self.ring.post_to(k + 1);
-            self.pos.push_back(p + u64::from(len + WIRE_OVERHEAD_BYTES));
+            self.track.push(u64::from(len + WIRE_OVERHEAD_BYTES), tag);
             if skip {
                 self.j_end = self.j_end.max(j + 2);
                 self.shift += 1;
@@ -538,6 +573,40 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.discipline = on;
     }
 
+    /// Whether the step is at byte `p` and schedule slot `j` in `mode`, seeding it there if it can be (from the
+    /// exact cursors, which the exact arithmetic leaves at the next slot's start).
+    fn step_at(&mut self, p: u64, j: u64, mode: Mode) -> bool {
+        if self.step.as_ref().is_some_and(|s| s.is_at(p, j)) {
+            return true;
+        }
+        let at = self.ephc.exact_from(&self.cursor, p);
+        let sched = self.schedule.exact_from(&self.sched_cursor, j);
+        (self.cursor, self.sched_cursor) = (at, sched);
+        match &mut self.step {
+            Some(s) => s.seed(&at, &sched),
+            None => {
+                self.step = Step::new(mode, &self.ephc.line(p), &at, &self.schedule.line(j), &sched);
+                self.step.is_some()
+            }
+        }
+    }
+
+    /// Slot `k + 1` is free and no frame waits for it: a filler may span its schedule slot too (with `late`, any
+    /// free slot; otherwise only one no class owns).
+    fn may_skip_to(&self, k1: u64, late: bool) -> bool {
+        let next_free = k1 < self.ring.window().end && self.ring.is_free(k1);
+        next_free && (late || self.own_for(k1).owner_of(self.schedule_slot_of(k1)).is_none())
+    }
+
+    /// The wire lengths slot `k` may be posted with on the disciplined wire.
+    fn len_bounds(&self, k: u64) -> (u32, u32) {
+        let (lo, hi) = self.ring.len_range(k);
+        // Never shorter than the slot less a quarter of its slack: shrinking slots to catch up (after a restart,
+        // say) must not empty the ring's lead (batch slots of time ahead of the NIC), or the host would fall
+        // behind the wire it is catching up with.
+        (lo.max(self.cfg.geometry.slot_bytes() - self.shrink_cap()).min(hi), hi)
+    }
+
     /// The length for slot `k` (starting at byte `p`) that makes the next slot start on the first byte at or after
     /// the start of schedule slot `j`, within the slot's bounds, and how far off (ns, positive: late) the next slot
     /// then starts. Leaves the cursors at that next slot's start and at `j`'s, so the following slot's length
@@ -548,11 +617,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         // The first byte at or after the target.
         let q = self.ephc.first_reaching_from(&at_p, &target);
         let want = i128::from(q.count()) - i128::from(p) - i128::from(WIRE_OVERHEAD_BYTES);
-        let (lo, hi) = self.ring.len_range(k);
-        // Never shorter than the slot less a quarter of its slack: shrinking slots to catch up (after a restart,
-        // say) must not empty the ring's lead (batch slots of time ahead of the NIC), or the host would fall
-        // behind the wire it is catching up with.
-        let lo = lo.max(self.cfg.geometry.slot_bytes() - self.shrink_cap()).min(hi);
+        let (lo, hi) = self.len_bounds(k);
         let len = want.clamp(i128::from(lo), i128::from(hi)) as u32;
         let next = if i128::from(len) == want {
             q

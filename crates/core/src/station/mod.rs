@@ -43,6 +43,7 @@ pub mod alignment;
 mod change;
 mod grid;
 mod placement;
+mod steady;
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -56,6 +57,7 @@ use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::prebuffer::{BeQueues, RtQueue};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
+use crate::wire::track::Track;
 
 pub use alignment::Alignment;
 pub use change::{ChangeError, ScheduleChange};
@@ -212,17 +214,18 @@ pub struct Station<B> {
     /// Where the host's view was last re-anchored (a restart): host times before it, in the gap, are read from
     /// there.
     host_anchor: u64,
-    /// Start position of wire slots `pos_base..=posted` (the last is where the next slot to post starts), and the
-    /// schedule slot each posted one carried (`None`: a spacer).
-    pos: VecDeque<u64>,
-    carried: VecDeque<Option<Carried>>,
-    pos_base: u64,
+    /// Start position of wire slots from about four rings back to `posted` (the last is where the next slot to
+    /// post starts), and the schedule slot each posted one carried (`None`: a spacer).
+    track: Track<Option<Carried>>,
     /// The schedule on network time: schedule slot `j` starts at `schedule.time_of(j)`. Never adjusted.
     schedule: Ephc,
     /// The EPHC's exact time of the last slot start the discipline computed, and the schedule's of the last
     /// target: the next slot's are found from them without 128-bit division ([`crate::ephc::Exact`]).
     cursor: Exact,
     sched_cursor: Exact,
+    /// The O(1) step along the current clock piece that posts slots in the steady state ([`crate::wire::step`]).
+    step: Option<crate::wire::step::Step>,
+    sizes: grid::Sizes,
     /// Unposted wire slot `k` carries schedule slot `k + shift`.
     shift: i64,
     /// The shift at link-up (slips since are reported as [`Counters::grid_shift_slots`]).
@@ -293,14 +296,14 @@ impl<B: AsRef<[u8]>> Station<B> {
         Ok(Station {
             cursor: ephc.exact(0),
             sched_cursor: schedule.exact(0),
+            step: None,
+            sizes: grid::Sizes::of(&cfg.geometry),
             ephc,
             clock_from: 0,
             history: VecDeque::new(),
             host: Ephc::new(byte, 0, t0),
             host_anchor: 0,
-            pos: VecDeque::from([0]),
-            carried: VecDeque::new(),
-            pos_base: 0,
+            track: Track::new(5 * u64::from(ring_len) + 1, None),
             schedule,
             shift: 0,
             shift0: None,
@@ -415,7 +418,13 @@ impl<B> Station<B> {
 
 impl<B: AsRef<[u8]>> Station<B> {
     /// Phase 2, reclaim: consumed real frames are sent; their slots become zeroed fillers.
+    #[inline]
     fn reclaim(&mut self, done: Range<u64>) -> u64 {
+        if self.ring.real_frames() == 0 {
+            // Fillers only: nothing to report.
+            self.ring.reclaim_fillers(done);
+            return 0;
+        }
         let mut reals = 0;
         let mut sent = Vec::new();
         self.ring.reclaim(done, |k, kind| {
@@ -476,10 +485,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
         let posted = self.ring.posted();
-        let end = self.position(posted);
-        // Every posted slot is consumed (fetched) and, by the host's view of the wire, the last one has already
-        // ended: the wire is idle now. (A gap that opens while slots are still in flight is only visible to a
-        // backend that sees the wire; it arrives as a reported gap above, and also refines the restart here.)
+        let end = self.track.end(); // where slot `posted` starts
+                                    // Every posted slot is consumed (fetched) and, by the host's view of the wire, the last one has already
+                                    // ended: the wire is idle now. (A gap that opens while slots are still in flight is only visible to a
+                                    // backend that sees the wire; it arrives as a reported gap above, and also refines the restart here.)
         let idle = self.ring.consumed() == posted && self.host.time_of(end) <= obs.now;
         if !self.started {
             // The link comes up.
