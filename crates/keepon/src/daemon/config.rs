@@ -38,6 +38,8 @@ struct DaemonSection {
     #[serde(default)]
     metrics_file: Option<PathBuf>,
     #[serde(default)]
+    idle_pause: Option<bool>,
+    #[serde(default)]
     allow: Vec<AllowRule>,
 }
 
@@ -149,6 +151,9 @@ pub struct DaemonConfig {
     /// What the host granted the poll loop (`Info::host`: [`crate::realtime::Applied::flags`]), set by whoever
     /// applied `[realtime]` before serving; 0 when nothing was asked.
     pub host: u32,
+    /// Sleep beyond `run.poll_period` as far as the posted lead allows, woken by clients (`idle_pause`, default
+    /// false; see the daemon's `pause` module for what it costs in precision).
+    pub idle_pause: bool,
     /// A line to print once the socket is bound (the start banner: printed only when serving really starts, so
     /// an error claiming the socket is never preceded by it).
     pub banner: Option<String>,
@@ -237,6 +242,7 @@ impl DaemonConfig {
             host: 0,
             banner: None,
             metrics_file: d.metrics_file,
+            idle_pause: d.idle_pause.unwrap_or(false),
         })
     }
 
@@ -257,6 +263,7 @@ impl DaemonConfig {
                     host: 0,
                     banner: None,
                     metrics_file: None,
+                    idle_pause: false,
                 }
             }
         };

@@ -590,8 +590,9 @@ fn serve_bound<N: Nic, S: Served>(
     // The loop sleeps beyond its period only where the NIC paces the wire (not on host-paced links, where the loop
     // releases each frame itself, nor under the dual clock, which counts arriving frames as they come).
     let dual = ptp.as_ref().is_some_and(|(s, _)| s.dual_clock());
-    let paced_by_nic =
-        matches!(driver.nic.timing(), keepon_nic::Timing::Simulated | keepon_nic::Timing::LineRate) && !dual;
+    let paced_by_nic = dcfg.idle_pause
+        && matches!(driver.nic.timing(), keepon_nic::Timing::Simulated | keepon_nic::Timing::LineRate)
+        && !dual;
     let mut wakeups = pause::Wakeups::default();
     // Underruns are said at most once per UNDERRUN_LOG_EVERY: (count said, when next).
     let mut underruns_said = (0u64, Tai(i64::MIN));

@@ -8,11 +8,16 @@
 //! [`MAX_PAUSE`], and never so long that less than [`MIN_MARGIN`] of lead is left when it wakes; and it wakes at
 //! once when a client writes (epoll), so a request waits at most one `poll_period`, not the pause.
 //!
-//! The margin floor is measured, not guessed: with Example 2's lead (8 slots of 10 µs = 80 µs) a pause of 40 µs
+//! **Opt-in** (`[daemon] idle_pause = true`): on the development VM it costs precision. The margin floor is
+//! measured, not guessed: with Example 2's lead (8 slots of 10 µs = 80 µs) a pause of 40 µs
 //! cut the idle daemon's CPU from 36–46 % to 29–34 % of a core but raised its underruns from 64–105 to 47–902 per
 //! 4 s on the development VM (`cargo bench -p keepon --bench daemon_cost`, docs/measured.md): a `SCHED_FIFO` thread's
 //! wake-up there is late by tens of µs often enough. So a short lead keeps the configured period, and the pause
-//! applies where the lead leaves room (a larger `ring.batch`).
+//! applies where the lead leaves room (a larger `ring.batch`). Even there, with batch 16 (a 160 µs lead, pauses of
+//! 60 µs) the idle daemon used 21–25 % of a core instead of 37–40 %, but underran 55–486 times per 4 s instead of
+//! 2–7: this VM wakes a `SCHED_FIFO` thread late by more than 100 µs often enough that fewer wake-ups mean more
+//! underruns. Precision is keepon's point, so the fixed period stays the default; a host with a tighter wake-up
+//! (an isolated core, `nohz_full`) can turn the pause on and measure it with `bench daemon_cost`.
 //!
 //! Host-paced links (veth, `--pacing host`) keep the fixed period: there the poll loop itself releases each
 //! frame at its time. So does the dual clock (it counts the master's frames as they arrive), and a stopping
