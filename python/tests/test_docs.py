@@ -522,6 +522,18 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
     "make bench": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs", "crates/keepon/benches/daemon_idle.rs")),
     "cargo bench -p keepon --bench core": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs",)),
     "cargo bench -p keepon --bench daemon_idle": NotRun(MEASUREMENT, ("crates/keepon/benches/daemon_idle.rs",)),
+    "KEEPON_COMPARE=/path/to/61a90c5/keepon cargo bench -p keepon --bench daemon_cost": NotRun(
+        MEASUREMENT, ("crates/keepon/benches/daemon_cost.rs",)
+    ),
+    "cargo bench -p keepon --bench core --no-run": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs",)),
+    "cargo build --release -p keepon-core --example pace --example insert": Covered(
+        "Makefile", ("clippy --workspace --all-targets",)
+    ),
+    "valgrind --tool=callgrind --callgrind-out-file=/dev/null "
+    "target/release/examples/pace 1 100000 64 2000000 31": NotRun(MEASUREMENT, ("crates/core/examples/pace.rs",)),
+    "valgrind --tool=callgrind --toggle-collect='*Station*submit*' --callgrind-out-file=/dev/null "
+    "target/release/examples/insert 200000": NotRun(MEASUREMENT, ("crates/core/examples/insert.rs",)),
+    "cargo run --release -p keepon-nic --example bytebench": NotRun(MEASUREMENT, ("crates/nic/examples/bytebench.rs",)),
     SYNC_SIM: Run(run_sync_sim),
     PLOTS_SYNC: Run(lambda _: run_sync_sim()),
     "cargo run --release -p keepon-nic --example gridsweep -- 600 600": NotRun(
