@@ -14,8 +14,8 @@
 //! 4 s on the development VM (`cargo bench -p keepon --bench daemon_cost`, docs/measured.md): a `SCHED_FIFO` thread's
 //! wake-up there is late by tens of µs often enough. So a short lead keeps the configured period, and the pause
 //! applies where the lead leaves room (a larger `ring.batch`). Even there, with batch 16 (a 160 µs lead, pauses of
-//! 60 µs) the idle daemon used 21–25 % of a core instead of 37–40 %, but underran 55–486 times per 4 s instead of
-//! 2–7: this VM wakes a `SCHED_FIFO` thread late by more than 100 µs often enough that fewer wake-ups mean more
+//! 60 µs) the idle daemon used 22–27 % of a core instead of 33–46 %, but underran 335–640 times per 4 s instead of
+//! 1–24: this VM wakes a `SCHED_FIFO` thread late by more than 100 µs often enough that fewer wake-ups mean more
 //! underruns. Precision is keepon's point, so the fixed period stays the default; a host with a tighter wake-up
 //! (an isolated core, `nohz_full`) can turn the pause on and measure it with `bench daemon_cost`.
 //!
