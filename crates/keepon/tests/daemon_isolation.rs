@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use support::{as_uid, is_root};
 
 use keepon::api::{frame_message, Client, Delivery, Request, Response};
 use keepon::backend::{self, BackendOptions};
@@ -28,11 +29,6 @@ const NOBODY: u32 = 65534;
 /// The two tests measure the process's memory and load the host: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn frame(len: usize, seq: u64, txtime: i64) -> Vec<u8> {
     let mut b = vec![0u8; len];
     TestHeader { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], flow: 0, seq, txtime }.emit(&mut b[..38]);
@@ -42,18 +38,6 @@ fn frame(len: usize, seq: u64, txtime: i64) -> Vec<u8> {
 /// Run `f` on a new thread whose credentials are uid/gid 65534.
 fn as_nobody<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
     as_uid(NOBODY, f)
-}
-
-/// Run `f` on a thread whose credentials are `uid` (and gid `uid`).
-fn as_uid<T: Send + 'static>(uid: u32, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    std::thread::spawn(move || {
-        // SAFETY: raw system calls with integer arguments; they change only this thread's credentials.
-        unsafe {
-            assert_eq!(libc::syscall(libc::SYS_setresgid, uid, uid, uid), 0);
-            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
-        }
-        f()
-    })
 }
 
 struct Daemon {

@@ -19,30 +19,13 @@ use std::time::{Duration, Instant};
 
 use keepon::api::{frame_message, split_messages, Client, Delivery, Request, Response};
 use keepon_core::testframe::TestHeader;
-use support::{daemon_config, tai_now_ns, wait_until, Proc};
+use support::{as_uid, daemon_config, is_root, tai_now_ns, wait_until, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 const CYCLE: i64 = 3_200_000;
 const NOBODY: u32 = 65534;
 /// A non-root user that an allow rule gives a real-time class.
 const OPERATOR: u32 = 65533;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Run `f` on a new thread whose credentials are `uid` (and gid `uid`).
-fn as_uid<T: Send + 'static>(uid: u32, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    std::thread::spawn(move || {
-        // SAFETY: raw system calls with integer arguments; they change only this thread's credentials.
-        unsafe {
-            assert_eq!(libc::syscall(libc::SYS_setresgid, uid, uid, uid), 0);
-            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
-        }
-        f()
-    })
-}
 
 struct Daemon {
     dir: tempfile::TempDir,

@@ -290,3 +290,17 @@ pub fn tai_offset_ns() -> i64 {
     let d = clock_ns(libc::CLOCK_TAI) - clock_ns(libc::CLOCK_REALTIME);
     (d + 500_000_000).div_euclid(1_000_000_000) * 1_000_000_000
 }
+
+/// Run `f` on a new thread whose credentials are `uid` (and gid `uid`): the raw `setresuid` system call changes only
+/// the calling thread's, so a daemon in this process (or another) sees that thread's connections as that user's
+/// through `SO_PEERCRED`. Needs root.
+pub fn as_uid<T: Send + 'static>(uid: u32, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        // SAFETY: raw system calls with integer arguments; they change only this thread's credentials.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setresgid, uid, uid, uid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        f()
+    })
+}
