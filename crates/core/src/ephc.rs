@@ -240,6 +240,52 @@ pub(crate) struct Line {
     pub(crate) end: u64,
 }
 
+/// A fixed advance of `n` counts along one piece of an [`Ephc`], computed once per piece: stepping an [`Exact`]
+/// by it is two adds and a compare ([`Stride::step`]). The byte clock posts most descriptors at one length (the
+/// longest filler); this is their step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stride {
+    seg: u64,
+    n: u64,
+    whole: i64,
+    part: u64,
+    d: u64,
+    /// The last count the piece governs (`u64::MAX`: every later one).
+    end: u64,
+}
+
+impl Stride {
+    /// The counts it advances by.
+    #[inline]
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether it advances by nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// `from` advanced by [`Stride::len`] counts, if both are on this stride's piece (else `None`: the caller asks
+    /// the clock, [`Ephc::exact_from`]).
+    #[inline]
+    pub fn step(&self, from: &Exact) -> Option<Exact> {
+        let k = from.k.checked_add(self.n)?;
+        if from.seg != self.seg || k > self.end {
+            return None;
+        }
+        // rem < d < 2^62 and part < d: no overflow.
+        let mut rem = from.rem as u64 + self.part;
+        let mut ns = from.ns.checked_add(self.whole)?;
+        if rem >= self.d {
+            rem -= self.d;
+            ns = ns.checked_add(1)?;
+        }
+        Some(Exact { seg: self.seg, k, ns, rem: i128::from(rem), d: from.d })
+    }
+}
+
 impl Exact {
     /// `(piece id, count, whole ns, remainder in 1/d ns)`.
     pub(crate) fn parts(&self) -> (u64, u64, i64, i128) {
@@ -333,6 +379,22 @@ impl Ephc {
             }
         }
         seg.exact(k)
+    }
+
+    /// The advance of `n` counts along the piece that governs count `k` ([`Stride`]); `None` where its numbers do
+    /// not fit 64 bits.
+    pub fn stride(&self, k: u64, n: u64) -> Option<Stride> {
+        let seg = self.piece(k);
+        let end = match &self.after_slew {
+            Some(next) if seg.id != next.id => next.start,
+            _ => u64::MAX,
+        };
+        if seg.d64 == 0 {
+            return None;
+        }
+        let x = seg.a.checked_mul(i128::from(n))?;
+        let whole = i64::try_from(x / seg.d).ok()?;
+        Some(Stride { seg: seg.id, n, whole, part: (x % seg.d) as u64, d: seg.d64, end })
     }
 
     /// The first count at or after `t` ([`Ephc::slot_at_or_after`]) with its exact time, found from `near` (a count

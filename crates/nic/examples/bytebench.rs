@@ -9,8 +9,15 @@
 //! the start of its txtime's slot: up to δ early; the byte clock on the byte nearest it), and the advance each
 //! needed (the posted lead). Goal (issue 30): the byte clock ≤ 20 ns of station CPU per descriptor.
 //!
+//! Timing each call costs about as much as a byte-clock poll, so the byte clock is also run without the
+//! simulated NIC (`alone`): the loop plays an ideal NIC that takes each posted descriptor when its EPHC start
+//! time has come, and the wall time of the whole loop over the descriptors posted is an upper bound of the
+//! station's CPU per descriptor, with no timer inside.
+//!
 //! ```sh
-//! cargo run --release -p keepon-nic --example bytebench -- 2   # simulated seconds per point (default 1)
+//! cargo run --release -p keepon-nic --example bytebench -- 2         # simulated seconds per point (default 1)
+//! cargo run --release -p keepon-nic --example bytebench -- 2 bytes   # the byte clock only (to profile it)
+//! cargo run --release -p keepon-nic --example bytebench -- 2 alone   # the byte clock without the simulated NIC
 //! ```
 
 use std::time::Instant;
@@ -244,8 +251,64 @@ fn timed<S: Engine>(d: Driver<SimNic, S>, poll: Nanos) -> Driver<SimNic, Timed<S
     Driver::with_station(nic, Timed { inner: station, ns: 0, calls: 0 }, cfg)
 }
 
+/// The byte clock without the simulated NIC (see the module doc): ns of loop CPU per descriptor posted, and
+/// frames sent, over `seconds` of wire.
+fn alone(mbps: u64, seconds: u64) -> (f64, u64) {
+    use keepon_core::bytes::ByteStation;
+    use keepon_core::station::Observation;
+    let rate = LinkRate::from_mbps(mbps).unwrap();
+    let classes =
+        [ClassWindows { name: "rt".into(), windows: vec![Window { offset: Nanos(0), length: Nanos(PERIOD) }] }];
+    let lead = Nanos::from_us(100);
+    let cfg = ByteConfig {
+        rate,
+        windows: Windows::new(T0, Nanos(PERIOD), &classes, rate).unwrap(),
+        ring: 512,
+        max_frame: 1518,
+        lead,
+        max_pending: 4096,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos::ZERO,
+        policy: Policy::Strict,
+    };
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(cfg, T0).unwrap();
+    let poll = Nanos(lead.0 / 4);
+    let first = T0 + Nanos::from_ms(2);
+    let src = Stream { first, i: 0, n: seconds * 10_000 };
+    let (mut now, mut consumed, mut sent, mut i) = (T0, 0u64, 0u64, 0u64);
+    let end = T0 + Nanos::from_ms(1000 * seconds as i64 + 5);
+    let started = Instant::now();
+    while now < end {
+        while i < src.n && src.at(i) - Nanos::from_ms(1) <= now {
+            let t = src.at(i);
+            let f = Frame { id: FrameId(i), class: ClassId(0), txtime: Some(t), data: vec![0; 60] };
+            i += 1;
+            let _ = st.submit(f, now);
+        }
+        // The ideal NIC: every posted descriptor whose start has come is taken.
+        let posted = st.ring().posted();
+        while consumed < posted && st.slot_time(consumed) <= now {
+            consumed += 1;
+        }
+        let p = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
+        let _ = std::hint::black_box(p);
+        sent += st.drain_outcomes().filter(|o| o.result.is_ok()).count() as u64;
+        now = now + poll;
+    }
+    let ns = started.elapsed().as_nanos() as f64;
+    (ns / st.counters().slots_posted.max(1) as f64, sent)
+}
+
 fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let bytes_only = std::env::args().nth(2).as_deref() == Some("bytes");
+    if std::env::args().nth(2).as_deref() == Some("alone") {
+        for mbps in [1000u64, 10_000] {
+            let (ns, sent) = alone(mbps, seconds);
+            println!("{mbps:>6} Mb/s byte clock alone: {ns:.1} ns of loop CPU per descriptor, {sent} sent");
+        }
+        return;
+    }
     println!(
         "one 64 B frame every 100 µs, {seconds} simulated s per point; CPU: station + simulated NIC; station: its \
          own CPU per descriptor (timer overhead {} ns per call subtracted; goal for the byte clock ≤ 20 ns)",
@@ -256,9 +319,17 @@ fn main() {
         "rate", "mode", "descr./link-s", "CPU ms/link-s", "×byte clock", "station ns/d.", "max |dev|", "lead", "sent"
     );
     for mbps in [1000u64, 10_000] {
+        let (ns, sent) = alone(mbps, seconds);
+        println!(
+            "{:>6} Mb/s {:>16} station alone (ideal NIC, no timer): {ns:.1} ns of loop CPU per descriptor, {sent}/{} sent",
+            mbps,
+            "byte clock",
+            seconds * 10_000
+        );
         let b = bytes(mbps, seconds);
+        let sizes: &[u32] = if bytes_only { &[] } else { &[64, 300, 1230] };
         let mut rows: Vec<(String, Point)> =
-            [64u32, 300, 1230].iter().map(|&s| (format!("slots {s} B"), slots(mbps, s, seconds))).collect();
+            sizes.iter().map(|&s| (format!("slots {s} B"), slots(mbps, s, seconds))).collect();
         rows.push(("byte clock".into(), b));
         let base = rows.last().map(|(_, p)| p.cpu_ns as f64).unwrap_or(1.0);
         for (mode, p) in &rows {

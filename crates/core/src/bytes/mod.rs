@@ -40,7 +40,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Range;
 
-use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact};
+use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact, Stride};
 use crate::isolation::ClassId;
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
@@ -146,14 +146,16 @@ pub struct ByteStation<B> {
     /// A gap is expected at this descriptor (link-up, or an underrun the station detected itself).
     expected_gap: Option<u64>,
     draining: bool,
-    /// The real-time frame at the head whose target byte was last checked against its window (under the
-    /// generation its target was found in): the posting loop asks for the head once per descriptor.
-    checked: Option<(Tai, FrameId)>,
+    /// The real-time frame at the head whose target byte was last checked against its window, the clock
+    /// generation it was found in, and the byte: the posting loop asks for the head once per descriptor.
+    checked: Option<((Tai, FrameId), u64, u64)>,
     /// Bumped whenever the EPHC moves (an adjustment, a re-anchor): cached target bytes are found again.
     clock_gen: u64,
-    /// The EPHC's exact time of the last posted descriptor's start: the next one's is found from it without
-    /// 128-bit division.
+    /// The EPHC's exact time of `next_pos`, the byte the next descriptor starts at: the times of the bytes after
+    /// it (the next descriptor's, a frame's target) are found from it without 128-bit division.
     cursor: Exact,
+    /// The longest filler's step of the cursor on the clock's current piece.
+    stride: Option<Stride>,
     /// The lead in wire bytes at the nominal rate.
     lead_bytes: u64,
     /// EPHC intervals the wire lost to its latest underruns (idle, or posted and then moved later): a frame
@@ -192,6 +194,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             checked: None,
             clock_gen: 0,
             cursor: Ephc::new(byte, 0, t0).exact(0),
+            stride: None,
             lead_bytes: (cfg.lead.0 as u128 * u128::from(byte.den())).div_ceil(u128::from(byte.num())) as u64,
             lost: VecDeque::new(),
             cfg,
@@ -264,7 +267,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     pub fn slot_time(&self, k: u64) -> Tai {
         match k.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
             Some(p) => p.time,
-            None => self.ephc.time_of(self.next_pos),
+            None => self.cursor.time(),
         }
     }
 
@@ -285,8 +288,16 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// times; frames still waiting are placed by the adjusted clock (a step that moves one out of its window
     /// rejects it `clock-step` when it comes up).
     pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        let applied = self.ephc.apply(adj, self.next_pos);
+        self.clock_moved();
+        applied
+    }
+
+    /// The EPHC moved: cached target bytes are found again, and the cursor's stride with the new piece.
+    fn clock_moved(&mut self) {
         self.clock_gen += 1;
-        self.ephc.apply(adj, self.next_pos)
+        self.stride = None;
+        self.cursor = self.ephc.exact(self.next_pos);
     }
 
     /// Why a frame due at `t` can no longer go: the wire passed it, in an underrun's lost time or not.
@@ -305,7 +316,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The exact EPHC time of byte `p`.
     fn time_at(&self, p: u64) -> Rat {
-        let (num, den) = self.ephc.exact(p).fraction();
+        let e = if p >= self.cursor.count() { self.ephc.exact_from(&self.cursor, p) } else { self.ephc.exact(p) };
+        let (num, den) = e.fraction();
         Rat { num, den }
     }
 
@@ -324,7 +336,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if !self.started {
             self.host.set_time(land, self.next_pos);
             self.ephc.set_time(land, self.next_pos);
-            self.clock_gen += 1;
+            self.clock_moved();
             self.started = true;
             self.expected_gap = Some(self.ring.posted());
         }
@@ -389,7 +401,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
             let t = i128::from(self.ephc.time_of(self.next_pos).0) + self.ephc.scaled(self.next_pos, i128::from(moved));
             self.ephc.set_time(Tai(crate::station::sat_i64(t)), self.next_pos);
-            self.clock_gen += 1;
+            self.clock_moved();
         }
         moved
     }

@@ -73,7 +73,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 let w = self.rt.remove(&key).expect("the head was just found");
                 self.queued[usize::from(w.frame.class.0)] -= 1;
                 let f = w.frame;
-                let ring_slot = self.cfg.windows.ring_slot_at(self.time_at(p));
+                let ring_slot = self.cfg.windows.ring_slot_at(self.cursor_time());
                 let placed = Placed { id: f.id, class: f.class, txtime: f.txtime, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
@@ -81,7 +81,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             Next::BestEffort(len) => {
                 let f = self.be.pop_front().expect("the head was just found");
                 self.queued[usize::from(f.class.0)] -= 1;
-                let ring_slot = self.cfg.windows.ring_slot_at(self.time_at(p));
+                let ring_slot = self.cfg.windows.ring_slot_at(self.cursor_time());
                 let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
@@ -90,9 +90,36 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         };
         self.ring.set_len(k, len);
         let _ = self.ring.post_to(k + 1);
-        self.cursor = self.ephc.exact_from(&self.cursor, p);
         self.posted.push_back(Posted { pos: p, time: self.cursor.time() });
         self.next_pos = p + u64::from(len) + OVERHEAD;
+        self.cursor_to(self.next_pos);
+    }
+
+    /// Move the cursor (the exact EPHC time of `next_pos`) to byte `p`: by the longest filler's stride where that
+    /// is the step (most descriptors), else by the clock.
+    #[inline]
+    fn cursor_to(&mut self, p: u64) {
+        let n = p.wrapping_sub(self.cursor.count());
+        if let Some(next) = self.stride.filter(|s| s.len() == n).and_then(|s| s.step(&self.cursor)) {
+            self.cursor = next;
+            return;
+        }
+        self.cursor = self.ephc.exact_from(&self.cursor, p);
+        if self.stride.is_none_or(|s| s.step(&self.cursor).is_none()) {
+            // A new piece of the clock (or none yet): its stride, once.
+            self.stride = self.ephc.stride(p, self.max_wire());
+        }
+    }
+
+    /// The cursor's exact time.
+    fn cursor_time(&self) -> Rat {
+        let (num, den) = self.cursor.fraction();
+        Rat { num, den }
+    }
+
+    /// The longest descriptor's wire bytes.
+    fn max_wire(&self) -> u64 {
+        u64::from(self.cfg.max_frame) + OVERHEAD
     }
 
     /// The first real-time frame still to go and the byte it starts at (at `p` or later), rejecting those the
@@ -100,11 +127,13 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     fn rt_head(&mut self, p: u64) -> Option<((Tai, FrameId), u64)> {
         loop {
             let key = *self.rt.keys().next()?;
-            let mut b = self.target_of(key);
-            if b >= p && self.checked == Some(key) {
-                // Found and checked against its window under this clock already.
-                return Some((key, b));
+            if let Some((k, gen, b)) = self.checked {
+                if k == key && gen == self.clock_gen && b >= p {
+                    // Found and checked against its window under this clock already.
+                    return Some((key, b));
+                }
             }
+            let mut b = self.target_of(key);
             let w = &self.rt[&key];
             let span = self.span_of(w.wire);
             let why = if b < p {
@@ -118,7 +147,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             };
             let start = self.time_at(b);
             if start >= w.open && start + span <= w.close {
-                self.checked = Some(key);
+                self.checked = Some((key, self.clock_gen, b));
                 return Some((key, b));
             }
             let w = self.rt.remove(&key).expect("just seen");
@@ -141,9 +170,6 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if let Some(w) = self.rt.get_mut(&key) {
             w.target = Some((gen, b));
         }
-        if self.checked == Some(key) {
-            self.checked = None;
-        }
         b
     }
 
@@ -162,7 +188,12 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The byte whose EPHC start is nearest `t` (the later one on a tie).
     fn nearest_byte(&self, t: Tai) -> u64 {
-        let after = self.ephc.slot_at_or_after(t).unwrap_or(0);
+        // From the cursor (a future time, the usual case: no 128-bit division), or by the clock.
+        let after = if t >= self.cursor.time() {
+            self.ephc.first_at_or_after_from(&self.cursor, t).count()
+        } else {
+            self.ephc.slot_at_or_after(t).unwrap_or(0)
+        };
         if after == 0 {
             return 0;
         }

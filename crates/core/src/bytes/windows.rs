@@ -37,7 +37,11 @@ impl Rat {
     }
 
     /// Floored to whole ns.
+    #[inline]
     pub fn floor(self) -> i128 {
+        if self.den == 1 {
+            return self.num;
+        }
         self.num.div_euclid(self.den)
     }
 
@@ -85,7 +89,16 @@ impl PartialOrd for Rat {
 impl Ord for Rat {
     /// Whole nanoseconds first, then the fractions (each below its denominator): no product of two absolute
     /// times' numerators and denominators, which would leave 128 bits.
+    #[inline]
     fn cmp(&self, o: &Rat) -> Ordering {
+        // Denominators are positive: with one denominator, or products inside 128 bits (a time against a span or a
+        // whole-ns time), the numerators decide without a division.
+        if self.den == o.den {
+            return self.num.cmp(&o.num);
+        }
+        if let (Some(a), Some(b)) = (self.num.checked_mul(o.den), o.num.checked_mul(self.den)) {
+            return a.cmp(&b);
+        }
         let (a, b) = (self.floor(), o.floor());
         a.cmp(&b).then_with(|| {
             let (fa, fb) = (self.num - a * self.den, o.num - b * o.den);
