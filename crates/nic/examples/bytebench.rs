@@ -293,7 +293,7 @@ fn alone(mbps: u64, seconds: u64) -> (f64, u64) {
         let p = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
         let _ = std::hint::black_box(p);
         sent += st.drain_outcomes().filter(|o| o.result.is_ok()).count() as u64;
-        now = now + poll;
+        now += poll;
     }
     let ns = started.elapsed().as_nanos() as f64;
     (ns / st.counters().slots_posted.max(1) as f64, sent)
