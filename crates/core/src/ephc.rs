@@ -284,6 +284,31 @@ impl Stride {
         }
         Some(Exact { seg: self.seg, k, ns, rem: i128::from(rem), d: from.d })
     }
+
+    /// Step `from` by this stride `n` times, handing each start time on the way (floored; `from`'s first) to
+    /// `each`, and return the exact time after the last step: `None`, with nothing handed, if `from` is not on this
+    /// stride's piece or the steps would leave it.
+    #[inline]
+    pub fn run(&self, from: &Exact, n: u64, mut each: impl FnMut(Tai)) -> Option<Exact> {
+        let k = from.k.checked_add(self.n.checked_mul(n)?)?;
+        if from.seg != self.seg || k > self.end {
+            return None;
+        }
+        // Whole ns after the last step, at most: checked once, so no step below can overflow.
+        let steps = i64::try_from(n).ok()?;
+        from.ns.checked_add(self.whole.checked_add(1)?.checked_mul(steps)?)?;
+        let (mut ns, mut rem) = (from.ns, from.rem as u64);
+        for _ in 0..n {
+            each(Tai(ns));
+            ns += self.whole;
+            rem += self.part;
+            if rem >= self.d {
+                rem -= self.d;
+                ns += 1;
+            }
+        }
+        Some(Exact { seg: self.seg, k, ns, rem: i128::from(rem), d: from.d })
+    }
 }
 
 impl Exact {

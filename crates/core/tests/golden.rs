@@ -240,3 +240,160 @@ fn outputs_are_byte_identical_to_the_recorded_ones() {
     let shown: Vec<String> = got.iter().map(|h| format!("{h:#018x}")).collect();
     assert_eq!(got, RECORDED, "recorded hashes changed: [{}]", shown.join(", "));
 }
+
+/// The byte clock's exact outputs, pinned the same way: every posted descriptor's length, start byte and time,
+/// what it carried, every outcome and underrun, over seeded runs with rate changes, steps, reported and detected
+/// underruns, real-time frames in two classes' windows and best effort between them, at byte times above and below
+/// a nanosecond. Recorded on the code before the byte clock's cursor stride and filler runs (issue 30).
+mod bytes {
+    use super::{fnv, Rng, DATA};
+    use std::fmt::Write;
+
+    use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
+    use keepon_core::bytes::{ByteConfig, ByteStation};
+    use keepon_core::ephc::ClockAdjust;
+    use keepon_core::insert::Policy;
+    use keepon_core::isolation::ClassId;
+    use keepon_core::outcome::{Frame, FrameId};
+    use keepon_core::station::{Gap, Observation};
+    use keepon_core::time::{LinkRate, Nanos, Tai};
+
+    struct Case {
+        mbps: u64,
+        max_frame: u32,
+        policy: Policy,
+        seed: u64,
+        polls: u32,
+    }
+
+    fn run(c: &Case) -> u64 {
+        let rate = LinkRate::from_mbps(c.mbps).unwrap();
+        let base = Tai(1_700_000_000_000_000_000 + 12_345);
+        let cycle = Nanos(200_000);
+        let w = |offset, length| Window { offset: Nanos(offset), length: Nanos(length) };
+        let classes = [
+            ClassWindows { name: "a".into(), windows: vec![w(10_000, 40_000), w(120_000, 7_000)] },
+            ClassWindows { name: "b".into(), windows: vec![w(60_000, 30_001)] },
+            ClassWindows { name: "be".into(), windows: vec![] },
+        ];
+        let cfg = ByteConfig {
+            rate,
+            windows: Windows::new(base, cycle, &classes, rate).unwrap(),
+            ring: 128,
+            max_frame: c.max_frame,
+            lead: Nanos(60_000),
+            max_pending: 256,
+            max_advance: Nanos::from_ms(50),
+            post_latency: Nanos(700),
+            policy: c.policy,
+        };
+        let t0 = Tai(base.0 + 3_333_337);
+        let mut st: ByteStation<&'static [u8]> = ByteStation::new(cfg, t0).unwrap();
+        let mut rng = Rng(c.seed);
+        let mut trace = String::new();
+        let mut consumed = 0u64;
+        let mut now = Tai(t0.0 - 2_000);
+        let mut id = 0u64;
+        let mut gaps: Vec<Gap> = Vec::new();
+        for poll in 0..c.polls {
+            let p = st.poll(Observation { consumed, now, gaps: &gaps }).unwrap();
+            gaps.clear();
+            let _ = write!(trace, "P{poll} {:?} {:?};", p.post, p.underruns);
+            for k in p.post.clone() {
+                let v = st.view(k);
+                let _ =
+                    write!(trace, "{k}:{:?}/{}/{}@{};", v.kind, v.bytes.len(), st.wire_position(k), st.slot_time(k).0);
+            }
+            for o in st.drain_outcomes() {
+                let _ = write!(trace, "O{o:?};");
+            }
+            // Real-time frames of both classes a little ahead (many outside their windows: refused), best effort.
+            for _ in 0..rng.below(4) {
+                let t = Tai(st.posted_until().0 + rng.below(400_000) as i64);
+                let class = ClassId(rng.below(2) as u8);
+                let len = 14 + rng.below(1400) as usize;
+                let f = Frame { id: FrameId(id), class, txtime: Some(t), data: &DATA[..len] };
+                id += 1;
+                let r = st.submit(f, now);
+                let _ = write!(trace, "S{r:?};");
+            }
+            if rng.below(3) == 0 {
+                let len = 14 + rng.below(300) as usize;
+                let f = Frame { id: FrameId(id), class: ClassId(2), txtime: None, data: &DATA[..len] };
+                id += 1;
+                let r = st.submit(f, now);
+                let _ = write!(trace, "B{r:?};");
+            }
+            match rng.below(40) {
+                0..=2 => {
+                    let ppt = rng.below(400_000_000) as i64 - 200_000_000;
+                    let r = st.adjust_clock(ClockAdjust::Rate(ppt));
+                    let _ = write!(trace, "R{r:?};");
+                }
+                3 => {
+                    let by = rng.below(40_000) as i64 - 20_000;
+                    let r = st.adjust_clock(ClockAdjust::Step(Nanos(by)));
+                    let _ = write!(trace, "T{r:?};");
+                }
+                _ => {}
+            }
+            // The NIC: consumes some of what is posted; now and then the host stalls or a gap is reported.
+            let posted = st.ring().posted();
+            match rng.below(60) {
+                0 => {
+                    consumed = posted;
+                    now = Tai(st.slot_time(posted).0 + 5_000 + rng.below(50_000) as i64);
+                }
+                1 if posted > consumed + 1 => {
+                    let at = consumed + 1 + rng.below(posted - consumed - 1);
+                    let restart = Tai(st.slot_time(at).0 + 1 + rng.below(20_000) as i64);
+                    gaps.push(Gap { at, restart });
+                    consumed = at + rng.below(posted - at + 1);
+                    now = Tai(restart.0.max(st.slot_time(consumed).0) + 1);
+                }
+                _ => {
+                    consumed += rng.below(posted - consumed + 1);
+                    now = Tai(now.0.max(st.slot_time(consumed).0 - 1));
+                }
+            }
+            if poll % 97 == 0 {
+                let _ = write!(trace, "A{:?} {:?};", st.counters(), st.ephc_at(now));
+            }
+        }
+        let _ = write!(trace, "END {:?}", st.counters());
+        fnv(&trace)
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        let mut seed = 0x51_7cc1_b727_220au64;
+        for (mbps, max_frame) in [(1000, 1518), (10_000, 1518), (25_000, 9018), (100_000, 200), (2500, 300)] {
+            for policy in [Policy::Strict, Policy::Relaxed] {
+                seed = seed.wrapping_add(0x1234_5678_9abc_def1);
+                v.push(Case { mbps, max_frame, policy, seed, polls: 3000 });
+            }
+        }
+        v
+    }
+
+    /// The hashes of every case, as recorded (see the module doc).
+    const RECORDED: [u64; 10] = [
+        0xfea668f537d608f5,
+        0x0dda4fd605f294ea,
+        0xc5383dcf5f4cb636,
+        0x42d55392591130f2,
+        0x499c0e16af480389,
+        0x36c6d316a241f965,
+        0x29d3a07326147794,
+        0xb741270874013702,
+        0xadedde9a85481675,
+        0xb2fb621ef12cb15c,
+    ];
+
+    #[test]
+    fn byte_clock_outputs_are_byte_identical_to_the_recorded_ones() {
+        let got: Vec<u64> = cases().iter().map(run).collect();
+        let shown: Vec<String> = got.iter().map(|h| format!("{h:#018x}")).collect();
+        assert_eq!(got, RECORDED, "recorded hashes changed: [{}]", shown.join(", "));
+    }
+}

@@ -18,6 +18,7 @@
 //! cargo run --release -p keepon-nic --example bytebench -- 2         # simulated seconds per point (default 1)
 //! cargo run --release -p keepon-nic --example bytebench -- 2 bytes   # the byte clock only (to profile it)
 //! cargo run --release -p keepon-nic --example bytebench -- 2 alone   # the byte clock without the simulated NIC
+//! cargo run --release -p keepon-nic --example bytebench -- 1 alone 1000   # … at one rate (Mb/s)
 //! ```
 
 use std::time::Instant;
@@ -303,7 +304,8 @@ fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     let bytes_only = std::env::args().nth(2).as_deref() == Some("bytes");
     if std::env::args().nth(2).as_deref() == Some("alone") {
-        for mbps in [1000u64, 10_000] {
+        let only: Option<u64> = std::env::args().nth(3).and_then(|s| s.parse().ok());
+        for mbps in [1000u64, 10_000].into_iter().filter(|m| only.is_none_or(|o| o == *m)) {
             let (ns, sent) = alone(mbps, seconds);
             println!("{mbps:>6} Mb/s byte clock alone: {ns:.1} ns of loop CPU per descriptor, {sent} sent");
         }

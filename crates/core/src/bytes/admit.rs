@@ -81,7 +81,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         // placed on the byte nearest it inside the window, after the frame before it.
         // Time first, as ETF and the slot station do: a txtime the posted wire has passed is late, whatever
         // its window.
-        if first < self.time_at(self.next_pos) {
+        if first < self.time_at(self.next_pos()) {
             return Err(self.passed(t));
         }
         let mut start = first;
@@ -103,7 +103,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 continue;
             };
             // The wire is posted up to `next_pos`: a frame due before that is late.
-            if start < self.time_at(self.next_pos) {
+            if start < self.time_at(self.next_pos()) {
                 return Err(Reason::Late);
             }
             // The real-time frame that starts last before this one would end: the only one that can hold any of

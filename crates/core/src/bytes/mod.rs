@@ -46,6 +46,7 @@ use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::station::{Observation, Poll, Underrun};
 use crate::time::{LinkRate, Nanos, Tai, MAX_SLOT_BYTES, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
+use crate::wire::track::Track;
 use windows::{Rat, Windows};
 
 /// The shortest descriptor on the wire, preamble and gap included: a minimum frame.
@@ -115,13 +116,6 @@ struct Waiting<B> {
     target: Option<(u64, u64)>,
 }
 
-/// A posted descriptor not yet completed: where it starts and when, on the EPHC.
-#[derive(Clone, Copy, Debug)]
-struct Posted {
-    pos: u64,
-    time: Tai,
-}
-
 /// A station on the byte clock: the sans-IO core a backend drives exactly as the slot station
 /// ([`crate::station::Station`]): submit frames, poll with the NIC's consumer count, post what it returns.
 pub struct ByteStation<B> {
@@ -132,11 +126,9 @@ pub struct ByteStation<B> {
     /// The wire by the host clock, at the nominal byte time (see [`crate::station::Station`]'s).
     host: Ephc,
     started: bool,
-    /// The byte the next descriptor starts at.
-    next_pos: u64,
-    /// Descriptors `posted_base..ring.posted()` (the last two rings of consumed ones too).
-    posted: VecDeque<Posted>,
-    posted_base: u64,
+    /// The wire's record of the descriptors posted and not long consumed (the last two rings of consumed ones
+    /// too): the byte each starts at and its EPHC time; its end is the byte the next descriptor starts at.
+    track: Track<Tai>,
     /// Real-time frames by (txtime, id).
     rt: BTreeMap<(Tai, FrameId), Waiting<B>>,
     be: VecDeque<Frame<B>>,
@@ -181,9 +173,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             ephc: Ephc::new(byte, 0, t0),
             host: Ephc::new(byte, 0, t0),
             started: false,
-            next_pos: 0,
-            posted: VecDeque::new(),
-            posted_base: 0,
+            track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: BTreeMap::new(),
             be: VecDeque::new(),
             queued: alloc::vec![0; cfg.windows.classes()],
@@ -265,10 +255,13 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// EPHC time descriptor `k` starts at (posted ones as posted; later ones: where the next would start).
     pub fn slot_time(&self, k: u64) -> Tai {
-        match k.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
-            Some(p) => p.time,
-            None => self.cursor.time(),
-        }
+        self.track.tag(k).unwrap_or(self.cursor.time())
+    }
+
+    /// The byte the next descriptor starts at.
+    #[inline]
+    fn next_pos(&self) -> u64 {
+        self.track.end()
     }
 
     /// The EPHC's time at host time `host`.
@@ -288,7 +281,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// times; frames still waiting are placed by the adjusted clock (a step that moves one out of its window
     /// rejects it `clock-step` when it comes up).
     pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
-        let applied = self.ephc.apply(adj, self.next_pos);
+        let applied = self.ephc.apply(adj, self.next_pos());
         self.clock_moved();
         applied
     }
@@ -297,7 +290,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     fn clock_moved(&mut self) {
         self.clock_gen += 1;
         self.stride = None;
-        self.cursor = self.ephc.exact(self.next_pos);
+        self.cursor = self.ephc.exact(self.next_pos());
     }
 
     /// Why a frame due at `t` can no longer go: the wire passed it, in an underrun's lost time or not.
@@ -334,8 +327,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let mut underruns = Vec::new();
         let land = obs.now + self.cfg.post_latency;
         if !self.started {
-            self.host.set_time(land, self.next_pos);
-            self.ephc.set_time(land, self.next_pos);
+            self.host.set_time(land, self.next_pos());
+            self.ephc.set_time(land, self.next_pos());
             self.clock_moved();
             self.started = true;
             self.expected_gap = Some(self.ring.posted());
@@ -358,7 +351,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         }
         self.reclaim(done);
         let posted = self.ring.posted();
-        let idle = self.ring.consumed() == posted && self.host.time_of(self.next_pos) <= obs.now;
+        let idle = self.ring.consumed() == posted && self.host.time_of(self.next_pos()) <= obs.now;
         if idle && !self.draining && posted > 0 {
             let moved = self.reanchor(posted, land, false, true);
             self.expected_gap = Some(posted);
@@ -378,29 +371,24 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// can only delay the wire; an earlier restart is the host view's drift). With `underrun`, the EPHC time the wire
     /// lost is remembered: frames due in it are rejected `underrun`. Returns the move, ns.
     fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool, underrun: bool) -> i64 {
-        let pos = match at.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
-            Some(p) => p.pos,
-            None => self.next_pos,
-        };
+        let pos = self.track.start(at).unwrap_or(self.next_pos());
         let moved = crate::station::sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(pos).0));
         self.host.set_time(restart, pos);
         let moved = if only_later { moved.max(0) } else { moved };
         if moved > 0 && underrun {
             // From where descriptor `at` was to start to where the wire now resumes posting.
             let lost_from = self.ephc.time_of(pos);
-            let lost_to = Tai(self.ephc.time_of(self.next_pos).0.saturating_add(moved));
+            let lost_to = Tai(self.ephc.time_of(self.next_pos()).0.saturating_add(moved));
             if self.lost.len() == 8 {
                 self.lost.pop_front();
             }
             self.lost.push_back((lost_from, lost_to));
         }
         if moved != 0 {
-            let from = at.saturating_sub(self.posted_base) as usize;
-            for p in self.posted.iter_mut().skip(from) {
-                p.time = Tai(p.time.0.saturating_add(moved));
-            }
-            let t = i128::from(self.ephc.time_of(self.next_pos).0) + self.ephc.scaled(self.next_pos, i128::from(moved));
-            self.ephc.set_time(Tai(crate::station::sat_i64(t)), self.next_pos);
+            self.track.update_tags_from(at, |t| *t = Tai(t.0.saturating_add(moved)));
+            let t =
+                i128::from(self.ephc.time_of(self.next_pos()).0) + self.ephc.scaled(self.next_pos(), i128::from(moved));
+            self.ephc.set_time(Tai(crate::station::sat_i64(t)), self.next_pos());
             self.clock_moved();
         }
         moved
@@ -409,11 +397,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// The descriptors the NIC finished: their frames are sent.
     fn reclaim(&mut self, done: Range<u64>) {
         let mut sent = Vec::new();
-        let base = self.posted_base;
-        let posted = &self.posted;
+        let track = &self.track;
         self.ring.reclaim(done.clone(), |k, kind| {
             if let SlotKind::Real { id, class, txtime, ring_slot, .. } = kind {
-                let time = posted.get((k - base) as usize).map_or(Tai(0), |p| p.time);
+                let time = track.tag(k).unwrap_or(Tai(0));
                 sent.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot, scheduled: txtime }) });
             }
         });
@@ -422,11 +409,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.outcomes.extend(sent);
         // Consumed (fetched) descriptors may still be on their way to the wire, and their times are asked for
         // when they get there: keep two rings' worth.
-        let keep_from = done.end.saturating_sub(2 * self.ring.len());
-        while self.posted_base < keep_from && !self.posted.is_empty() {
-            self.posted.pop_front();
-            self.posted_base += 1;
-        }
+        self.track.forget_before(done.end.saturating_sub(2 * self.ring.len()));
     }
 }
 

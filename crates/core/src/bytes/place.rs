@@ -58,14 +58,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Where the posted wire ends, on the EPHC as it is now (rounded up to whole ns): a frame due before this is
     /// `late`.
     pub fn posted_until(&self) -> Tai {
-        Tai(i64::try_from(self.time_at(self.next_pos).ceil()).unwrap_or(i64::MAX))
+        Tai(i64::try_from(self.time_at(self.next_pos()).ceil()).unwrap_or(i64::MAX))
     }
 
     /// The byte position descriptor `k` starts at (posted ones as posted; later ones: where the next starts).
     pub fn wire_position(&self, k: u64) -> u64 {
-        match k.checked_sub(self.posted_base).and_then(|i| self.posted.get(i as usize)) {
-            Some(p) => p.pos,
-            None => self.next_pos,
-        }
+        self.track.start(k).unwrap_or(self.next_pos())
     }
 }

@@ -3,7 +3,7 @@
 use core::ops::Range;
 
 use super::windows::Rat;
-use super::{ByteStation, Posted, MIN_WIRE};
+use super::{ByteStation, MIN_WIRE};
 use crate::outcome::{FrameId, Reason};
 use crate::ring::Placed;
 use crate::time::{Tai, WIRE_OVERHEAD_BYTES};
@@ -28,14 +28,55 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     pub(super) fn post_ahead(&mut self) -> Range<u64> {
         let start = self.ring.posted();
         let until = self.wire_position(self.ring.consumed()) + self.lead_bytes;
-        while self.ring.posted() < self.ring.consumed() + self.ring.len() && self.next_pos < until {
+        loop {
+            let (p, room) = (self.next_pos(), self.ring.consumed() + self.ring.len() - self.ring.posted());
+            if room == 0 || p >= until {
+                break;
+            }
+            if self.be.is_empty() {
+                // Nothing but the longest fillers until the next real-time frame's byte is near: posted in a run.
+                let longest = self.max_wire();
+                let run = match self.rt_head(p) {
+                    Some((_, b)) => (b - p).saturating_sub(MIN_WIRE) / longest,
+                    None => u64::MAX,
+                };
+                let run = run.min((until - p).div_ceil(longest)).min(room);
+                if run > 0 {
+                    self.post_fillers(run);
+                    continue;
+                }
+            }
             self.post_one();
         }
         start..self.ring.posted()
     }
 
+    /// Post `n` of the longest fillers: each one's length, EPHC time and the cursor's stride.
+    fn post_fillers(&mut self, n: u64) {
+        let (k0, len, wire) = (self.ring.posted(), self.cfg.max_frame, self.max_wire());
+        if let Some(stride) = self.stride.filter(|s| s.len() == wire) {
+            let (ring, track, mut k) = (&mut self.ring, &mut self.track, k0);
+            let after = stride.run(&self.cursor, n, |t| {
+                ring.set_len(k, len);
+                track.push(wire, t);
+                k += 1;
+            });
+            if let Some(after) = after {
+                self.cursor = after;
+                let _ = self.ring.post_to(k0 + n);
+                return;
+            }
+        }
+        for k in k0..k0 + n {
+            self.ring.set_len(k, len);
+            self.track.push(wire, self.cursor.time());
+            self.cursor_to(self.next_pos());
+        }
+        let _ = self.ring.post_to(k0 + n);
+    }
+
     fn post_one(&mut self) {
-        let p = self.next_pos;
+        let p = self.next_pos();
         let k = self.ring.posted();
         let next = match self.rt_head(p) {
             Some((key, b)) if b == p => Next::RealTime(key, self.padded(key, p)),
@@ -45,6 +86,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                     // The frame cannot start on its byte (it came after the descriptor before it was posted, or
                     // the frame before could not pad): it moves by the least amount, a minimum filler.
                     Next::Filler(MIN_WIRE as u32 - WIRE_OVERHEAD_BYTES)
+                } else if self.be.is_empty() {
+                    Next::Filler(self.filler_towards(gap))
                 } else {
                     match self.best_effort_fits(p, Some(gap)) {
                         Some(len) => Next::BestEffort(len),
@@ -60,6 +103,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                     }
                 }
             }
+            None if self.be.is_empty() => Next::Filler(self.cfg.max_frame),
             None => match self.best_effort_fits(p, None) {
                 Some(len) => Next::BestEffort(len),
                 None => Next::Filler(match self.be_aim(p) {
@@ -90,14 +134,12 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         };
         self.ring.set_len(k, len);
         let _ = self.ring.post_to(k + 1);
-        self.posted.push_back(Posted { pos: p, time: self.cursor.time() });
-        self.next_pos = p + u64::from(len) + OVERHEAD;
-        self.cursor_to(self.next_pos);
+        self.track.push(u64::from(len) + OVERHEAD, self.cursor.time());
+        self.cursor_to(self.next_pos());
     }
 
     /// Move the cursor (the exact EPHC time of `next_pos`) to byte `p`: by the longest filler's stride where that
     /// is the step (most descriptors), else by the clock.
-    #[inline]
     fn cursor_to(&mut self, p: u64) {
         let n = p.wrapping_sub(self.cursor.count());
         if let Some(next) = self.stride.filter(|s| s.len() == n).and_then(|s| s.step(&self.cursor)) {
