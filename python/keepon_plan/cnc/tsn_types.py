@@ -183,12 +183,18 @@ def _latency(r: _Reader | None) -> int | None:
     return r.uint("max-latency", UINT32)
 
 
+def _input(top: _Reader) -> _Reader:
+    """The operation's input; paths inside it are relative to it (``talker/…``)."""
+    if f"{MODULE}:input" not in top.doc:
+        raise RequestError(f"{MODULE}:input", 'missing: the body is {"keepon-cnc:input": {...}}')
+    return _Reader(top.doc[f"{MODULE}:input"], "")
+
+
 def parse_join(body: object) -> Join:
     """A join's input from a request body (already decoded JSON)."""
     top = _Reader(body, "")
     top.only({f"{MODULE}:input"})
-    r = top.obj(f"{MODULE}:input")
-    assert r is not None
+    r = _input(top)
     r.only({"stream-id", "allow-replan", "traffic-class", "talker", "listeners"})
     stream_id = r.string("stream-id", _STREAM_ID)
     assert stream_id is not None
@@ -271,8 +277,7 @@ def parse_leave(body: object) -> str:
     """The stream-id of a leave's input."""
     top = _Reader(body, "")
     top.only({f"{MODULE}:input"})
-    r = top.obj(f"{MODULE}:input")
-    assert r is not None
+    r = _input(top)
     r.only({"stream-id"})
     sid = r.string("stream-id", _STREAM_ID)
     assert sid is not None
