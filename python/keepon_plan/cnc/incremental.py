@@ -25,7 +25,6 @@ stay where they are and the new frame does not wait (with queueing allowed it al
 from __future__ import annotations
 
 import bisect
-from fractions import Fraction
 
 from ..model import InputError
 from ..network import certificate as cert
@@ -91,7 +90,8 @@ class Incremental:
         self.router = Router(net)
         self.routed: dict[str, RoutedStream] = {}
         self.starts: dict[str, tuple[int, ...]] = {}
-        self.load: dict[tuple[str, str], Fraction] = {}
+        self.load: dict[tuple[str, str], int] = {}
+        """Per directed link: ps of frames in every cycle (at most the cycle)."""
         self.users: dict[tuple[str, str], set[str]] = {}
         self.by_talker: dict[str, set[str]] = {}
 
@@ -135,9 +135,10 @@ class Incremental:
 
     def capacity(self, r: RoutedStream) -> None:
         """Refused (a ``capacity`` certificate) when a link would carry more than its rate with ``r``."""
+        n = self.cycle_ns // r.stream.period_ns
         for h in r.hops:
             key = (h.src, h.dst)
-            if self.load.get(key, 0) + Fraction(h.tx_ps, r.stream.period_ns * 1000) > 1:
+            if self.load.get(key, 0) + n * h.tx_ps > self.cycle_ns * 1000:
                 users = [self.routed[n] for n in sorted(self.users.get(key, ()))] + [r]
                 raise Refused(cert.capacity(self.net, users, key, own=False))
 
@@ -158,18 +159,20 @@ class Incremental:
         self.routed[name] = r
         self.starts[name] = starts
         self.by_talker.setdefault(r.stream.talker, set()).add(name)
+        n = self.cycle_ns // r.stream.period_ns
         for h in r.hops:
             key = (h.src, h.dst)
-            self.load[key] = self.load.get(key, 0) + Fraction(h.tx_ps, r.stream.period_ns * 1000)
+            self.load[key] = self.load.get(key, 0) + n * h.tx_ps
             self.users.setdefault(key, set()).add(name)
 
     def remove(self, name: str) -> RoutedStream:
         r = self.routed.pop(name)
         self.state.remove(r, self.starts.pop(name))
         self.by_talker[r.stream.talker].discard(name)
+        n = self.cycle_ns // r.stream.period_ns
         for h in r.hops:
             key = (h.src, h.dst)
-            self.load[key] -= Fraction(h.tx_ps, r.stream.period_ns * 1000)
+            self.load[key] -= n * h.tx_ps
             self.users[key].discard(name)
         return r
 
@@ -217,13 +220,14 @@ class Incremental:
         :class:`~keepon_plan.network.gcl.GclTooLong` when one needs more entries than the switch allows."""
         names = set().union(*(self.users.get(p, set()) for p in ports)) if ports else set()
         routed = [self.routed[n] for n in sorted(names)]
-        lists = port_gcls(self.net, routed, {n: self.starts[n] for n in names})
-        return {(g.switch, g.neighbour): g for g in lists if (g.switch, g.neighbour) in ports}
+        lists = port_gcls(self.net, routed, {n: self.starts[n] for n in names}, ports)
+        return {(g.switch, g.neighbour): g for g in lists}
 
-    def fits_devices(self, ports: set[tuple[str, str]]) -> None:
-        """Refused when a port's gate list would not fit its switch (``supported_list_max``)."""
+    def fits_devices(self, ports: set[tuple[str, str]]) -> dict[tuple[str, str], PortGcl]:
+        """The ports' gate lists (:meth:`port_lists`), or Refused when one would not fit its switch
+        (``supported_list_max``)."""
         try:
-            self.port_lists(ports)
+            return self.port_lists(ports)
         except GclTooLong as exc:
             sw, nb = exc.port
             raise Refused(

@@ -30,7 +30,7 @@ from ..network.topology import Network, Stream, parse_network
 from .distribute import Distribution, DistributionError
 from .incremental import Incremental, Refused
 from .store import Change, Store
-from .tsn_types import Join, RequestError, check_stream_id, parse_join, parse_leave
+from .tsn_types import Join, RequestError, check_stream_id, parse_join, parse_leave, stored_join
 
 DEFAULT_LEAD_NS = 100_000_000
 """How far ahead of now a change's base time lies by default (100 ms)."""
@@ -64,7 +64,7 @@ class Cnc:
         self.devices = store.devices()
         routed, starts = {}, {}
         for name, _talker, request, st, _state in store.streams():
-            join = parse_join({"keepon-cnc:input": request})
+            join = stored_join(request)
             self.requests[name] = join
             routed[name] = self.inc.route(self._stream(join))
             starts[name] = tuple(st)
@@ -128,13 +128,15 @@ class Cnc:
                 moved = {n: (list(before[n]), list(new[n])) for n in before if tuple(before[n]) != tuple(new[n])}
             names = [r.stream.name, *moved]
             try:
-                self.inc.fits_devices(self._ports(names))
+                lists = self.inc.fits_devices(self._ports(names))
             except Refused:
                 self._undo_join(r.stream.name, before, moved)
                 raise
             self.requests[join.stream_id] = join
             try:
-                self._change("join", join.stream_id, names, moved, joining=(r.stream.talker, join.document()))
+                self._change(
+                    "join", join.stream_id, names, moved, joining=(r.stream.talker, join.document()), lists=lists
+                )
             except DistributionError:
                 self.requests.pop(join.stream_id)
                 self._undo_join(r.stream.name, before, moved)
@@ -180,15 +182,19 @@ class Cnc:
     def _ports(self, names) -> set[tuple[str, str]]:
         return {(h.src, h.dst) for n in names for h in self.inc.routed[n].hops if h.src in self.net.switches}
 
-    def _configs(self, talkers: set[str], ports: set[tuple[str, str]]) -> list[tuple[str, str, dict, dict | None]]:
-        """(device, kind, new configuration, previous) of every device the change touches."""
+    def _configs(
+        self, talkers: set[str], ports: set[tuple[str, str]], lists=None
+    ) -> list[tuple[str, str, dict, dict | None]]:
+        """(device, kind, new configuration, previous) of every device the change touches; ``lists``: the ports'
+        gate lists when they are known already."""
         out = []
         for t in sorted(talkers):
             prev = self.devices.get(t, ("station", {"classes": {}}))[1]
             classes: dict[str, list[int]] = {c: [] for c in prev["classes"]}
             classes.update(self.inc.ring_slots(t))
             out.append((t, "station", {"classes": classes}, prev))
-        lists = self.inc.port_lists(ports)
+        if lists is None:
+            lists = self.inc.port_lists(ports)
         for sw in sorted({p[0] for p in ports}):
             prev = self.devices.get(sw, ("switch", {"ports": {}}))[1]
             new = {k: v for k, v in prev["ports"].items()}
@@ -208,14 +214,16 @@ class Cnc:
         k = -(-(at - self.net.base_time) // self.cycle_ns)
         return self.net.base_time + k * self.cycle_ns
 
-    def _change(self, kind: str, sid: str, names: list[str], moved: dict, joining=None, leaving=None) -> None:
+    def _change(
+        self, kind: str, sid: str, names: list[str], moved: dict, joining=None, leaving=None, lists=None
+    ) -> None:
         talkers = {self.inc.routed[n].stream.talker for n in names}
         ports = self._ports(names)
         if leaving is not None:
             r, left_ports = leaving
             talkers.add(r.stream.talker)
             ports |= left_ports
-        devices = self._configs(talkers, ports)
+        devices = self._configs(talkers, ports, lists)
         base = self.next_base()
         row = None
         if joining is not None:

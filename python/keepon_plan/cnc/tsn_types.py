@@ -97,6 +97,31 @@ class Join:
         }
 
 
+def stored_join(doc: dict) -> Join:
+    """A join from the document :meth:`Join.document` wrote (the database's copy: already checked, read directly)."""
+    talker = doc["talker"]
+    spec = talker["traffic-specification"]
+    ta = spec["time-aware"]
+
+    def station(d: dict) -> EndStation:
+        e = d["end-station-interfaces"][0]
+        return EndStation(e["mac-address"], e.get("interface-name"))
+
+    return Join(
+        doc["stream-id"],
+        station(talker),
+        tuple(station(x) for x in doc["listeners"]),
+        spec["interval"]["numerator"],
+        spec["max-frame-size"],
+        ta["earliest-transmit-offset"],
+        ta.get("latest-transmit-offset"),
+        ta["jitter"],
+        talker["user-to-network-requirements"]["max-latency"],
+        doc.get("traffic-class"),
+        doc["allow-replan"],
+    )
+
+
 def _station_doc(e: EndStation) -> dict:
     return {"mac-address": e.mac, **({"interface-name": e.interface} if e.interface else {})}
 
