@@ -86,7 +86,7 @@ def fill(cnc, n: int, rng: random.Random, names: list[list[str]], macs: dict[str
             continue
         cnc.inc.add(r, starts)
         cnc.requests[join.stream_id] = join
-        rows.append((join.stream_id, t, json.dumps(join.document()), json.dumps(list(starts))))
+        rows.append((join.stream_id, t, json.dumps(join.row()), json.dumps(list(starts))))
     with cnc.store.tx() as db:
         db.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, 'in-force', NULL)", rows)
     return len(rows)

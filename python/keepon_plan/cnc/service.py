@@ -134,9 +134,7 @@ class Cnc:
                 raise
             self.requests[join.stream_id] = join
             try:
-                self._change(
-                    "join", join.stream_id, names, moved, joining=(r.stream.talker, join.document()), lists=lists
-                )
+                self._change("join", join.stream_id, names, moved, joining=(r.stream.talker, join.row()), lists=lists)
             except DistributionError:
                 self.requests.pop(join.stream_id)
                 self._undo_join(r.stream.name, before, moved)
@@ -319,6 +317,7 @@ class Cnc:
             "keepon-cnc:routes": [list(p) for p in r.paths],
             "keepon-cnc:departure-ps": str(starts[0]),
             "keepon-cnc:ring-slots": self.inc.ring_slots_of(sid),
+            "keepon-cnc:request": join.document(),
         }
         if row is not None and row[4] is not None:
             out["keepon-cnc:base-time"] = str(self.store.base_time(row[4]))

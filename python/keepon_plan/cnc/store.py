@@ -4,7 +4,7 @@ Schema version 2 (``schema_version`` holds it; :data:`MIGRATIONS` brings an olde
 transaction)::
 
     config(key, value)                      topology text, cycle, the stations' MAC addresses (JSON)
-    streams(name, talker, request, starts,  a stream's tsn-types request (JSON), its hop starts (ps, JSON) and its
+    streams(name, talker, request, starts,  a stream's request (a JSON row: Join.row), its hop starts (ps, JSON) and its
             state, change_id)               state: joining | in-force | leaving (joining/leaving: a change in flight)
     devices(name, kind, config)             the configuration in force on each device (JSON: a switch's gate lists
                                             per port, a station's ring slots per class)
@@ -14,7 +14,11 @@ transaction)::
                    config, previous, state) and pending | applied
 
 Every step of a change is one transaction, so a CNC killed anywhere finds, per device, whether the change reached
-it; :mod:`.service` finishes or rolls back what it finds pending.
+it; :mod:`.service` finishes or rolls back what it finds pending. The file is in WAL mode. Recording a change
+(:meth:`Store.begin`) is synced to disk (``synchronous = FULL``) before any device is given it; the later steps
+(a device applied, the change in force) only with ``NORMAL``, which survives the process being killed but may lose
+the last of them to a power failure: then the change is found pending and its devices are given the same
+configuration again, which changes nothing.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ class Store:
         new file is created at."""
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = FULL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             self.db.executescript(_V1)
@@ -160,6 +164,7 @@ class Store:
         """Record a change as pending: the joining stream (name, talker, request, starts), or the leaving one
         (``stream``, for a leave), the streams a re-plan moves (old and new starts) and each device's new and
         previous configuration."""
+        self.db.execute("PRAGMA synchronous = FULL")  # on disk before any device is given the change
         with self.tx():
             cur = self.db.execute(
                 "INSERT INTO changes (kind, stream, base_time, state, moved) VALUES (?, ?, ?, 'pending', ?)",
@@ -184,6 +189,7 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, 'pending')",
                 [(cid, d, k, json.dumps(c), None if p is None else json.dumps(p)) for d, k, c, p in devices],
             )
+        self.db.execute("PRAGMA synchronous = NORMAL")
         return cid
 
     def applied(self, change_id: int, device: str) -> None:

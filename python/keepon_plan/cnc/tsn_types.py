@@ -69,6 +69,22 @@ class Join:
     traffic_class: int | None
     allow_replan: bool
 
+    def row(self) -> list:
+        """The request as the database keeps it (compact: read back by :func:`stored_join` on every restart)."""
+        return [
+            self.stream_id,
+            [self.talker.mac, self.talker.interface],
+            [[x.mac, x.interface] for x in self.listeners],
+            self.interval_ns,
+            self.max_frame_bytes,
+            self.earliest_offset_ns,
+            self.latest_offset_ns,
+            self.jitter_ns,
+            self.max_latency_ns,
+            self.traffic_class,
+            self.allow_replan,
+        ]
+
     def document(self) -> dict:
         """The request as it is stored and shown (the normalised input)."""
         return {
@@ -97,29 +113,10 @@ class Join:
         }
 
 
-def stored_join(doc: dict) -> Join:
-    """A join from the document :meth:`Join.document` wrote (the database's copy: already checked, read directly)."""
-    talker = doc["talker"]
-    spec = talker["traffic-specification"]
-    ta = spec["time-aware"]
-
-    def station(d: dict) -> EndStation:
-        e = d["end-station-interfaces"][0]
-        return EndStation(e["mac-address"], e.get("interface-name"))
-
-    return Join(
-        doc["stream-id"],
-        station(talker),
-        tuple(station(x) for x in doc["listeners"]),
-        spec["interval"]["numerator"],
-        spec["max-frame-size"],
-        ta["earliest-transmit-offset"],
-        ta.get("latest-transmit-offset"),
-        ta["jitter"],
-        talker["user-to-network-requirements"]["max-latency"],
-        doc.get("traffic-class"),
-        doc["allow-replan"],
-    )
+def stored_join(row: list) -> Join:
+    """A join from the row :meth:`Join.row` wrote (the database's copy: checked when it came in, read directly)."""
+    sid, (mac, iface), listeners, *rest = row
+    return Join(sid, EndStation(mac, iface), tuple(EndStation(m, i) for m, i in listeners), *rest)
 
 
 def _station_doc(e: EndStation) -> dict:
