@@ -363,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("network-compare", help="network-bench's instances planned by keepon and by TSNKit (subprocess)")
     compare.add_arguments(p)
     p.set_defaults(func=compare.run)
+    from .cnc.command import add_cnc_parsers
+
+    add_cnc_parsers(sub)
     return parser
 
 

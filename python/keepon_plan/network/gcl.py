@@ -41,12 +41,18 @@ class PortGcl:
     """(gate states: bit i = traffic class i open, interval ns), summing to ``cycle_ns``."""
 
 
-def port_gcls(net: Network, routed: list[RoutedStream], starts_ps: dict[str, tuple[int, ...]]) -> list[PortGcl]:
-    """``starts_ps``: per stream, the first bit of instance 0 on each of its hops."""
+def port_gcls(
+    net: Network,
+    routed: list[RoutedStream],
+    starts_ps: dict[str, tuple[int, ...]],
+    only: set[tuple[str, str]] | None = None,
+) -> list[PortGcl]:
+    """``starts_ps``: per stream, the first bit of instance 0 on each of its hops; ``only``: just these ports
+    ``(switch, neighbour)`` (default every port the streams use)."""
     frames: dict[tuple[str, str], list[tuple[int, int, int, int]]] = {}  # (start ps, tx ps, tc, period ns)
     for r in routed:
         for h, t in zip(r.hops, starts_ps[r.stream.name], strict=True):
-            if h.src in net.switches:
+            if h.src in net.switches and (only is None or (h.src, h.dst) in only):
                 start, length = h.window()
                 frames.setdefault((h.src, h.dst), []).append(
                     (t + start - h.offset_ps, length, r.stream.traffic_class, r.stream.period_ns)

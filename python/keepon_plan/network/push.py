@@ -129,11 +129,17 @@ def _host_key(known_hosts: str | None, host: str, port: int) -> str | None:
 
 
 def push_device(device: str, xml_path: Path, host: str, port: int, args: argparse.Namespace, say) -> list[str]:
+    return push_xml(device, xml_path.read_text(encoding="utf-8"), host, port, args, say)
+
+
+def push_xml(device: str, xml_text: str, host: str, port: int, args, say) -> list[str]:
+    """Send one device its ``ieee802-dot1q-sched`` instance data (XML), read it back; the differences, if any.
+    ``args``: ``username``, ``key``, ``known_hosts`` and ``timeout`` (as ``push``'s options)."""
     from ncclient import manager
     from ncclient.operations import RPCError
 
-    want = summary(ET.fromstring(xml_path.read_text(encoding="utf-8")))
-    lists, change = edit_documents(xml_path.read_text(encoding="utf-8"))
+    want = summary(ET.fromstring(xml_text))
+    lists, change = edit_documents(xml_text)
     hostkey = _host_key(args.known_hosts, host, port)
     with manager.connect(
         host=host,

@@ -105,6 +105,21 @@ class ClassQueues:
             most = max(most, n)
         return most
 
+    def remove(self, key, ready: int, t: int) -> None:
+        """Remove the frame :meth:`add` added with the same ``key``, ``ready`` and ``t`` (``max_wait`` stays: it is
+        only a bound on how far back the searches look)."""
+        p = self.ports[key]
+        h = self.horizon
+        i = bisect.bisect_left(p.w_start, t % h)
+        while p.w_rec[i][2] != t - ready:
+            i += 1
+        del p.w_start[i], p.w_rec[i]
+        if t > ready:
+            i = bisect.bisect_left(p.q_ready, ready % h)
+            while p.q_len[i] != t - ready:
+                i += 1
+            del p.q_ready[i], p.q_len[i]
+
     def add(self, key, ready: int, t: int, tx: int, hi: int) -> None:
         p = self.ports.get(key)
         if p is None:

@@ -68,19 +68,32 @@ class Occupancy:
         tail = self._blocked(0, t + length - self.horizon)
         return tail + (self.horizon - t) if tail else 0
 
+    def _pieces(self, t: int, length: int) -> list[tuple[int, int]]:
+        t %= self.horizon
+        if t + length <= self.horizon:
+            return [(t, length)]
+        return [(t, self.horizon - t), (0, t + length - self.horizon)]
+
     def add(self, t: int, length: int) -> None:
         """Add ``[t, t + length)`` (mod H); it may touch but not overlap what is there (merged intervals stay
         separate entries, which :meth:`shift_needed` handles)."""
         if length <= 0:
             return
-        t %= self.horizon
-        pieces = (
-            [(t, length)] if t + length <= self.horizon else [(t, self.horizon - t), (0, t + length - self.horizon)]
-        )
-        for start, n in pieces:
+        for start, n in self._pieces(t, length):
             i = bisect.bisect_left(self.starts, start)
             self.starts.insert(i, start)
             self.ends.insert(i, start + n)
+
+    def remove(self, t: int, length: int) -> None:
+        """Remove what :meth:`add` added for ``[t, t + length)`` (the same arguments)."""
+        if length <= 0:
+            return
+        for start, n in self._pieces(t, length):
+            i = bisect.bisect_left(self.starts, start)
+            while self.ends[i] != start + n:  # only a zero-length neighbour can share a start; none is added
+                i += 1
+            assert self.starts[i] == start
+            del self.starts[i], self.ends[i]
 
 
 @dataclass
@@ -204,6 +217,13 @@ class _State:
         return 0, False
 
     def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
+        self._apply(r, starts, True)
+
+    def remove(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
+        """Free what :meth:`add` took for ``r`` at ``starts`` (its windows, and its frames in the class queues)."""
+        self._apply(r, starts, False)
+
+    def _apply(self, r: RoutedStream, starts: tuple[int, ...], add: bool) -> None:
         period = r.stream.period_ns * 1000
         for k, (h, t) in enumerate(zip(r.hops, starts, strict=True)):
             lo, n = self.window(r, k, t)
@@ -212,9 +232,14 @@ class _State:
             key = (h.src, h.dst, r.stream.traffic_class)
             ready = starts[r.parents[k]] + h.offset_ps - r.hops[r.parents[k]].offset_ps if k else t
             for base in range(0, self.horizon, period):
-                busy.add(lo + base, n)
-                if queue:
-                    self.queues.add(key, ready + base, t + base, h.tx_ps, lo + n + base)
+                if add:
+                    busy.add(lo + base, n)
+                    if queue:
+                        self.queues.add(key, ready + base, t + base, h.tx_ps, lo + n + base)
+                else:
+                    busy.remove(lo + base, n)
+                    if queue:
+                        self.queues.remove(key, ready + base, t + base)
 
 
 def _budgets(r: RoutedStream, a: int) -> list[int]:
@@ -312,19 +337,26 @@ def greedy(
     for n, r in enumerate(order):
         if n % 64 == 0:
             check(deadline)
-        period = r.stream.period_ns * 1000
-        grid = grids.departure_ps[r.stream.talker]
-        lo, hi = departure_range(r, grids)
-        found, blocker, a = _first_fit(lo, hi, grid, functools.partial(_nowait_starts, state, r, period=period))
-        if found is None and state.queueing:
-            found, blocker, a = _first_fit(
-                lo, hi, grid, functools.partial(_queued, state, r, period=period), MAX_QUEUED_TRIES
-            )
+        found, why = place_one(state, r)
         if found is None:
-            why = f"no free departure in its window (last blocked on {blocker})" if a > hi else ""
-            why = why or f"{MAX_TRIES} departures tried (last blocked on {blocker})"
             unplaced.append((r.stream.name, why))
             continue
         state.add(r, found)
         placed[r.stream.name] = found
     return Placement(placed, unplaced), horizon
+
+
+def place_one(state: _State, r: RoutedStream) -> tuple[tuple[int, ...] | None, str]:
+    """(hop starts of the first fit around what ``state`` holds, "") or (None, why not); ``state`` is unchanged."""
+    period = r.stream.period_ns * 1000
+    grid = state.grids.departure_ps[r.stream.talker]
+    lo, hi = departure_range(r, state.grids)
+    found, blocker, a = _first_fit(lo, hi, grid, functools.partial(_nowait_starts, state, r, period=period))
+    if found is None and state.queueing:
+        found, blocker, a = _first_fit(
+            lo, hi, grid, functools.partial(_queued, state, r, period=period), MAX_QUEUED_TRIES
+        )
+    if found is not None:
+        return found, ""
+    why = f"no free departure in its window (last blocked on {blocker})" if a > hi else ""
+    return None, why or f"{MAX_TRIES} departures tried (last blocked on {blocker})"

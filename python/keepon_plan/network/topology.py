@@ -181,8 +181,9 @@ def load_network(path: str) -> Network:
     return parse_network(text, path)
 
 
-def parse_network(text: str, path: str | None = None) -> Network:
-    """Parse and check a network description; raises :class:`InputError` naming the element and line."""
+def parse_network(text: str, path: str | None = None, streams_required: bool = True) -> Network:
+    """Parse and check a network description; raises :class:`InputError` naming the element and line.
+    ``streams_required``: a description without ``[[stream]]`` is an error (the CNC's topology has none)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -394,7 +395,7 @@ def parse_network(text: str, path: str | None = None) -> Network:
                 dl,
             )
         )
-    if not streams:
+    if not streams and streams_required:
         raise err("the network has no [[stream]]")
     return Network(
         base_time,

@@ -1,0 +1,302 @@
+"""Incremental planning: a stream placed around the streams in force, which keep their offsets and windows.
+
+The CNC keeps the network planner's placement state (:class:`keepon_plan.network.schedule._State`: every directed
+link's busy windows and every switch's class queues over one **network cycle**) for the streams in force, and a
+join is the planner's first fit for one stream (:func:`~keepon_plan.network.schedule.place_one`) against it: the
+streams in force are not moved, so a join costs one route and one first fit, whatever their number. A leave frees
+the stream's windows. Only when the first fit fails and the request allows it, :meth:`Incremental.replan` runs the
+planner's greedy over every stream, the new one first; what it moves is applied as one change.
+
+The network's cycle ``C`` is fixed for the CNC's life: every switch gate cycle and every station ring cycle is
+``C`` or divides it, so a join never changes a cycle. Hence a stream's interval must divide ``C`` (``C`` is a whole
+number of intervals), and every slot station's ring must last exactly ``C`` (``slots · δ = C``, its ring slot ``i``
+is the ``i``-th slot of the cycle) with ``slot_bytes`` and ``slots`` stated: a running daemon cannot change its ring.
+
+Checks before the fit, each an error naming the request's element: the frame within the talker's slot, the
+interval (divides ``C``, a whole number of the talker's slots), the route's latency against ``max-latency`` (a
+``latency`` certificate: the route is the shortest, so no route meets it), the transmit-offset window on the talker's
+grid. A link the stream would load beyond 100 % is a refusal with the planner's ``capacity`` certificate. A failed
+fit is refused with a ``blocked`` certificate: every departure of the window on the talker's grid, in ranges, and
+the link (port) and busy window of a stream in force that each range meets, in the model where the streams in force
+stay where they are and the new frame does not wait (with queueing allowed it also could not wait anywhere within
+:data:`~keepon_plan.network.schedule.MAX_QUEUED_TRIES` departures, which is not part of the proof).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from ..model import InputError
+from ..network import certificate as cert
+from ..network.gcl import GclTooLong, PortGcl, port_gcls
+from ..network.routing import RoutedStream, Router, route_stream
+from ..network.schedule import MAX_TRIES, Grids, _nowait, _State, departure_range, greedy, place_one
+from ..network.stations import fs_delta_ps, tc_class
+from ..network.topology import Network, Stream
+from .tsn_types import RequestError
+
+SCAN_LIMIT = 20 * MAX_TRIES
+"""Departure ranges a refusal's certificate may list before it gives up proving."""
+
+
+class Refused(Exception):
+    """A join that does not fit: ``certificate`` (a dict with ``reason``) says where and in which model."""
+
+    def __init__(self, certificate: dict) -> None:
+        self.certificate = certificate
+        super().__init__(certificate["reason"])
+
+
+def ring_delta_ps(net: Network, station: str) -> int:
+    st = net.stations[station]
+    link = next(lk for lk in net.links if station in (lk.a, lk.b))
+    return fs_delta_ps(link.rate, st.slot_bytes)
+
+
+def check_topology(net: Network, cycle_ns: int) -> None:
+    """Every station a slot station whose ring lasts the network cycle; every switch able to hold the cycle."""
+    for name, st in net.stations.items():
+        if st.timing != "slots":
+            raise InputError(f"station {name!r}: the CNC plans slot stations only (the byte clock is not implemented)")
+        if st.slot_bytes is None or st.slots is None:
+            raise InputError(f"station {name!r}: give slot_bytes and slots (a running daemon cannot change its ring)")
+        delta = ring_delta_ps(net, name)
+        if st.slots * delta != cycle_ns * 1000:
+            raise InputError(
+                f"station {name!r}: its ring of {st.slots} slots of {delta} ps lasts {st.slots * delta} ps, not the "
+                f"network's cycle {cycle_ns} ns"
+            )
+    for name, sw in net.switches.items():
+        if cycle_ns > sw.supported_cycle_max_ns:
+            raise InputError(f"switch {name!r}: the cycle {cycle_ns} ns exceeds its supported_cycle_max")
+
+
+class Incremental:
+    """The streams in force and their placement; joins, leaves and re-plans change it (and nothing else does)."""
+
+    def __init__(self, net: Network, cycle_ns: int) -> None:
+        check_topology(net, cycle_ns)
+        self.net = net
+        self.cycle_ns = cycle_ns
+        delta = {name: ring_delta_ps(net, name) for name in net.stations}
+        self.grids = Grids(
+            delta,
+            {},
+            dict.fromkeys(net.stations, 0),
+            {n: sw.gate_granularity_ns * 1000 for n, sw in net.switches.items()},
+            {n: net.queueing and net.guard_ps == 0 and sw.max_queue_frames > 0 for n, sw in net.switches.items()},
+        )
+        self.state = _State(cycle_ns * 1000, net, self.grids)
+        self.router = Router(net)
+        self.routed: dict[str, RoutedStream] = {}
+        self.starts: dict[str, tuple[int, ...]] = {}
+        self.load: dict[tuple[str, str], int] = {}
+        """Per directed link: ps of frames in every cycle (at most the cycle)."""
+        self.users: dict[tuple[str, str], set[str]] = {}
+        self.by_talker: dict[str, set[str]] = {}
+
+    # --- a request's stream, routed and checked ---------------------------------------------------------------------
+
+    def route(self, s: Stream) -> RoutedStream:
+        st = self.net.stations[s.talker]
+        assert st.slot_bytes is not None
+        size = "talker/traffic-specification/max-frame-size"
+        if s.frame_bytes > st.slot_bytes:
+            raise RequestError(size, f"{s.frame_bytes} bytes do not fit the talker's {st.slot_bytes}-byte slots")
+        if s.frame_bytes < 64:
+            raise RequestError(size, f"{s.frame_bytes} bytes: an Ethernet frame has at least 64")
+        where = "talker/traffic-specification/interval"
+        if self.cycle_ns % s.period_ns:
+            raise RequestError(
+                where,
+                f"{s.period_ns} ns does not divide the network's cycle {self.cycle_ns} ns (the cycle must be a whole "
+                "number of intervals)",
+            )
+        delta = self.grids.departure_ps[s.talker]
+        if s.period_ns * 1000 % delta:
+            raise RequestError(where, f"{s.period_ns} ns is not a whole number of the talker's {delta} ps slots")
+        try:
+            r = route_stream(self.net, self.router, s, st.slot_bytes)
+        except InputError as exc:
+            raise RequestError("listeners", exc.message) from exc
+        self.grids.latest_ps[s.name] = s.period_ns * 1000 - 1
+        for listener, lat in zip(s.listeners, r.latency_ps, strict=True):
+            if lat > s.max_latency_ns * 1000:
+                c = cert.latency(self.net, r, listener, lat, "its shortest route (so on any route)")
+                raise RequestError("talker/user-to-network-requirements/max-latency", c["reason"], c)
+        lo, hi = departure_range(r, self.grids)
+        if lo > hi:
+            raise RequestError(
+                "talker/traffic-specification/time-aware",
+                f"no departure on the talker's grid ({delta} ps) lies in [earliest-transmit-offset, "
+                "latest-transmit-offset]",
+            )
+        return r
+
+    def capacity(self, r: RoutedStream) -> None:
+        """Refused (a ``capacity`` certificate) when a link would carry more than its rate with ``r``."""
+        n = self.cycle_ns // r.stream.period_ns
+        for h in r.hops:
+            key = (h.src, h.dst)
+            if self.load.get(key, 0) + n * h.tx_ps > self.cycle_ns * 1000:
+                users = [self.routed[n] for n in sorted(self.users.get(key, ()))] + [r]
+                raise Refused(cert.capacity(self.net, users, key, own=False))
+
+    # --- placement ------------------------------------------------------------------------------------------------
+
+    def fit(self, r: RoutedStream) -> tuple[int, ...]:
+        """The hop starts of ``r`` around the streams in force, or :class:`Refused`."""
+        self.capacity(r)
+        found, _why = place_one(self.state, r)
+        if found is None:
+            raise Refused(self.blocked(r))
+        return found
+
+    def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
+        name = r.stream.name
+        self.grids.latest_ps[name] = r.stream.period_ns * 1000 - 1
+        self.state.add(r, starts)
+        self.routed[name] = r
+        self.starts[name] = starts
+        self.by_talker.setdefault(r.stream.talker, set()).add(name)
+        n = self.cycle_ns // r.stream.period_ns
+        for h in r.hops:
+            key = (h.src, h.dst)
+            self.load[key] = self.load.get(key, 0) + n * h.tx_ps
+            self.users.setdefault(key, set()).add(name)
+
+    def remove(self, name: str) -> RoutedStream:
+        r = self.routed.pop(name)
+        self.state.remove(r, self.starts.pop(name))
+        self.by_talker[r.stream.talker].discard(name)
+        n = self.cycle_ns // r.stream.period_ns
+        for h in r.hops:
+            key = (h.src, h.dst)
+            self.load[key] -= n * h.tx_ps
+            self.users[key].discard(name)
+        return r
+
+    def replan(self, r: RoutedStream) -> dict[str, tuple[int, ...]] | None:
+        """Every stream in force and ``r`` placed afresh (``r`` first, then shortest period first), or None; the
+        state is unchanged (:meth:`adopt` takes the result)."""
+        others = sorted(self.routed.values(), key=lambda x: (x.stream.period_ns, -len(x.hops), x.stream.name))
+        fresh = _State(self.cycle_ns * 1000, self.net, self.grids)
+        placement, _ = greedy([r, *others], self.net, self.grids, None, [r, *others], fresh)
+        return None if placement.unplaced else placement.starts_ps
+
+    def adopt(self, starts: dict[str, tuple[int, ...]], routed: dict[str, RoutedStream]) -> None:
+        """Replace the placement by ``starts`` (a re-plan's, or the database's on a restart)."""
+        for name in list(self.routed):
+            self.remove(name)
+        self.state = _State(self.cycle_ns * 1000, self.net, self.grids)
+        for name, st in starts.items():
+            self.add(routed[name], st)
+
+    # --- what the devices are given -------------------------------------------------------------------------------
+
+    def ring_slots(self, talker: str) -> dict[str, list[int]]:
+        """Per traffic class (``tcN``) of the talker's streams: the ring slots it owns (its daemon's ``Schedule``)."""
+        delta = self.grids.departure_ps[talker]
+        out: dict[str, set[int]] = {}
+        slots = self.net.stations[talker].slots
+        assert slots is not None
+        for name in self.by_talker.get(talker, ()):
+            r, a = self.routed[name], self.starts[name][0]
+            owned = out.setdefault(tc_class(r.stream.traffic_class), set())
+            for base in range(0, self.cycle_ns * 1000, r.stream.period_ns * 1000):
+                owned.add((a + base) // delta % slots)
+        return {c: sorted(v) for c, v in sorted(out.items())}
+
+    def ring_slots_of(self, name: str) -> list[int]:
+        """The ring slots of one stream's instances in the cycle."""
+        r, a = self.routed[name], self.starts[name][0]
+        delta = self.grids.departure_ps[r.stream.talker]
+        slots = self.net.stations[r.stream.talker].slots
+        assert slots is not None
+        return sorted({(a + b) // delta % slots for b in range(0, self.cycle_ns * 1000, r.stream.period_ns * 1000)})
+
+    def port_lists(self, ports: set[tuple[str, str]]) -> dict[tuple[str, str], PortGcl]:
+        """The gate lists of the switch egress ports ``(switch, neighbour)``; a port with no stream has none.
+        :class:`~keepon_plan.network.gcl.GclTooLong` when one needs more entries than the switch allows."""
+        names = set().union(*(self.users.get(p, set()) for p in ports)) if ports else set()
+        routed = [self.routed[n] for n in sorted(names)]
+        lists = port_gcls(self.net, routed, {n: self.starts[n] for n in names}, ports)
+        return {(g.switch, g.neighbour): g for g in lists}
+
+    def fits_devices(self, ports: set[tuple[str, str]]) -> dict[tuple[str, str], PortGcl]:
+        """The ports' gate lists (:meth:`port_lists`), or Refused when one would not fit its switch
+        (``supported_list_max``)."""
+        try:
+            return self.port_lists(ports)
+        except GclTooLong as exc:
+            sw, nb = exc.port
+            raise Refused(
+                {
+                    "claim": "refused",
+                    "kind": "gate-list",
+                    "port": {"switch": sw, "port": self.net.port_name(sw, nb), "towards": nb},
+                    "reason": exc.message + " (in the model where the streams in force stay where they are)",
+                }
+            ) from exc
+
+    # --- the certificate of a refusal ----------------------------------------------------------------------------
+
+    def blocked(self, r: RoutedStream) -> dict:
+        """Every departure of ``r``'s window meets a stream in force (no-wait, the others fixed), in ranges."""
+        s = r.stream
+        period = s.period_ns * 1000
+        grid = self.grids.departure_ps[s.talker]
+        lo, hi = departure_range(r, self.grids)
+        ranges: list[list] = []
+        a, complete = lo, False
+        for _ in range(SCAN_LIMIT):
+            if a > hi:
+                complete = True
+                break
+            shift, where = _nowait(self.state, r, a, period)
+            if not shift:
+                break  # free without a wait: only the queue rules refused it, which this certificate does not cover
+            nxt = -(-(a + shift) // grid) * grid
+            if ranges and ranges[-1][2] == where and ranges[-1][1] == a:
+                ranges[-1][1] = nxt
+            else:
+                ranges.append([a, nxt, where])
+            a = nxt
+        rows = []
+        for a0, a1, where in ranges:
+            u, v = where.split("→")
+            hop = next(h for h in r.hops if (h.src, h.dst) == (u, v))
+            busy = self.state.occ((u, v))
+            t = (a0 + hop.offset_ps) % busy.horizon
+            i = max(0, bisect.bisect_right(busy.starts, t) - 1)
+            if i < len(busy.starts) and busy.ends[i] <= t and i + 1 < len(busy.starts):
+                i += 1
+            window = [busy.starts[i], busy.ends[i]] if busy.starts else None
+            rows.append(
+                {
+                    "departures_ps": [a0, min(a1, hi + grid)],
+                    "link": f"{u}->{v}",
+                    "port": self.net.port_name(u, v) if u in self.net.switches else f"{u} (talker)",
+                    "busy_window_ps": window,
+                }
+            )
+        widest = max(rows, key=lambda x: x["departures_ps"][1] - x["departures_ps"][0]) if rows else None
+        where = (
+            f"; most of them on link {widest['link']} (port {widest['port']}), busy over "
+            f"{widest['busy_window_ps']} ps of the {self.cycle_ns * 1000} ps cycle"
+            if widest
+            else ""
+        )
+        claim = "every" if complete else "not every"
+        return {
+            "claim": "refused",
+            "kind": "blocked",
+            "model": {"hops": "no-wait", "streams in force": "fixed", "cycle_ps": self.cycle_ns * 1000},
+            "proven": complete,
+            "stream": s.name,
+            "departure_range_ps": [lo, hi],
+            "grid_ps": grid,
+            "blocked": rows,
+            "reason": f"stream {s.name!r}: {claim} departure in [{lo}, {hi}] ps on {s.talker}'s {grid} ps grid "
+            f"meets a stream in force ({len(rows)} ranges){where}",
+        }

@@ -1,0 +1,103 @@
+"""A CNC killed mid-change (a fault-injection hook) and restarted on its database finishes or rolls back."""
+
+from __future__ import annotations
+
+import pytest
+from cnc_support import join_body, leave_body, new_cnc, sid
+
+from keepon_plan.cnc.distribute import FakeNetwork
+from keepon_plan.cnc.service import Killed
+from keepon_plan.cnc.store import Store
+
+A, B, C = sid("t1", 1), sid("t2", 1), sid("t1", 2)
+
+
+def _kill_at(point: str):
+    def fault(where: str) -> None:
+        if where == point:
+            raise Killed(where)
+
+    return fault
+
+
+def _converged(cnc, fake: FakeNetwork) -> None:
+    """Every device's last configuration is what the database holds in force, and nothing is pending."""
+    assert cnc.store.pending() == []
+    held = cnc.store.devices()
+    empty = {"station": {"classes": {}}, "switch": {"ports": {}}}
+    for d, v in fake.devices.items():  # a device without a row has the empty configuration
+        assert (v.kind, v.config()) == held.get(d, (v.kind, empty[v.kind])), d
+    for talker in {"t1", "t2"} & set(held):
+        want = cnc.inc.ring_slots(talker)
+        assert {c: s for c, s in held[talker][1]["classes"].items() if s} == want
+
+
+@pytest.mark.parametrize("point", ["recorded", "applied:sw1", "applied:sw2"])
+def test_killed_mid_join_then_restarted_before_the_base_time_finishes_it(tmp_path, point):
+    fake = FakeNetwork(time=10**9)
+    cnc = new_cnc(tmp_path / "db", fake)
+    cnc.join(join_body(A, "t1"))
+    cnc.fault = _kill_at(point)
+    with pytest.raises(Killed):
+        cnc.join(join_body(B, "t2"))
+    cnc.store.close()
+    (pending,) = Store(str(tmp_path / "db")).pending()  # the database knows how far the change got, per device
+    applied = {d.device for d in pending.devices if d.applied}
+    assert applied == {"recorded": set(), "applied:sw1": {"t2", "sw1"}, "applied:sw2": {"t2", "sw1", "sw2"}}[point]
+    fake.time += 10_000_000  # restarted 10 ms later: the base time is still 90 ms ahead
+    again = new_cnc(tmp_path / "db", fake)
+    assert set(again.requests) == {A, B}
+    state = again.status(B)["keepon-cnc:output"]
+    assert state["keepon-cnc:state"] == "in-force"
+    base = int(state["keepon-cnc:base-time"])
+    assert {fake.devices[d].history[-1][0] for d in ("t2", "sw1", "sw2")} == {base}  # the one base time kept
+    _converged(again, fake)
+    assert again.inc.starts[A][0] == 0  # the stream in force did not move
+
+
+def test_killed_mid_join_then_restarted_after_the_base_time_rolls_it_back(tmp_path):
+    fake = FakeNetwork(time=10**9)
+    cnc = new_cnc(tmp_path / "db", fake)
+    cnc.join(join_body(A, "t1"))
+    sw1 = fake.devices["sw1"].config()
+    cnc.fault = _kill_at("applied:sw1")
+    with pytest.raises(Killed):
+        cnc.join(join_body(B, "t2", latest_transmit_offset=10_000))
+    cnc.store.close()
+    assert fake.devices["sw1"].config() != sw1  # sw1 took the change before the CNC died
+    fake.time += 1_000_000_000  # restarted a second later: the change's base time has passed
+    again = new_cnc(tmp_path / "db", fake)
+    assert set(again.requests) == {A}
+    assert fake.devices["sw1"].config() == sw1  # its previous configuration again
+    assert again.store.db.execute("SELECT state FROM changes ORDER BY id").fetchall() == [
+        ("in-force",),
+        ("rolled-back",),
+    ]
+    _converged(again, fake)
+    # the rolled-back stream's windows are free: it joins again at the same place
+    again.join(join_body(B, "t2", latest_transmit_offset=10_000))
+    _converged(again, fake)
+
+
+def test_killed_mid_leave_and_mid_replan_converge(tmp_path):
+    fake = FakeNetwork(time=10**9)
+    cnc = new_cnc(tmp_path / "db", fake)
+    cnc.join(join_body(A, "t1"))
+    cnc.fault = _kill_at("applied:sw2")
+    with pytest.raises(Killed):
+        cnc.join(join_body(B, "t2", latest_transmit_offset=0, allow=True))  # moves A
+    cnc.store.close()
+    fake.time += 1_000_000_000
+    again = new_cnc(tmp_path / "db", fake)  # rolled back: A where it was, B out
+    assert set(again.requests) == {A} and again.inc.starts[A][0] == 0
+    _converged(again, fake)
+
+    again.fault = _kill_at("recorded")
+    with pytest.raises(Killed):
+        again.leave(leave_body(A))
+    again.store.close()
+    third = new_cnc(tmp_path / "db", fake)  # the leave's base time still ahead: finished
+    assert third.requests == {}
+    _converged(third, fake)
+    third.join(join_body(C, "t1", latest_transmit_offset=0))
+    assert third.inc.starts[C][0] == 0
