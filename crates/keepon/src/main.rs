@@ -232,6 +232,10 @@ enum ScheduleCmd {
         /// Take effect from this network time instead (TAI ns).
         #[arg(long)]
         base_time: Option<i64>,
+        /// Send the schedule as windows in ns (what a byte-clock daemon takes): a gate list's entries as they are,
+        /// over one cycle of the daemon's (a byte-clock configuration is always sent so).
+        #[arg(long)]
+        windows: bool,
     },
 }
 
@@ -429,8 +433,8 @@ fn run(cli: Cli) -> Result<(), String> {
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())
         }
-        Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time } } => {
-            let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time)?;
+        Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time, windows } } => {
+            let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time, windows)?;
             println!(
                 "schedule: accepted; takes effect at {} ns (TAI); {} frames already submitted lost their slot \
                  (rejected schedule-change)",

@@ -551,7 +551,7 @@ fn serve_bound<N: Nic, S: Served>(
         }
         // Schedule changes, in the order asked, one per poll (each may move every frame waiting in the station):
         // each answered with when it takes effect, or why not.
-        if let Some(schedule::Request { cid, uid, base_time, classes }) = later.changes.pop_front() {
+        if let Some(schedule::Request { cid, uid, base_time, change }) = later.changes.pop_front() {
             let horizon = driver.station.ephc_at(now) + schedule::MAX_AHEAD;
             let r = if base_time > horizon.0 {
                 Err(format!(
@@ -561,7 +561,7 @@ fn serve_bound<N: Nic, S: Served>(
                     driver.station.ephc_at(now).0
                 ))
             } else {
-                driver.station.change_schedule(uid, base_time, &classes)
+                driver.station.change_schedule(uid, base_time, &change)
             };
             match &r {
                 Ok(s) => {
