@@ -35,6 +35,8 @@ pub const MAX_PPT: i64 = 1_000_000_000;
 pub enum EphcError {
     /// A frequency adjustment beyond ±1000 ppm.
     RateOutOfRange(i64),
+    /// A step that would take the clock beyond ±2^62 ns (about 146 years either side of 1970).
+    StepOutOfRange(Nanos),
     /// A slew that would need more than ±1000 ppm, or a slew over zero slots.
     SlewTooFast {
         /// Requested correction.
@@ -49,6 +51,9 @@ impl fmt::Display for EphcError {
         match self {
             EphcError::RateOutOfRange(p) => {
                 write!(f, "frequency adjustment {p} ppt is beyond ±{MAX_PPT} ppt (±1000 ppm)")
+            }
+            EphcError::StepOutOfRange(by) => {
+                write!(f, "a step of {} ns would take the clock beyond ±2^62 ns", by.0)
             }
             EphcError::SlewTooFast { by, over_slots } => {
                 write!(f, "slewing {by} over {over_slots} slots needs more than ±1000 ppm; step instead")
@@ -570,6 +575,12 @@ impl Ephc {
     pub fn apply(&mut self, adj: ClockAdjust, at: u64) -> Result<(), EphcError> {
         match adj {
             ClockAdjust::Step(by) => {
+                // (Steps come from a servo that reads the network: an absurd one is refused, never wraps.)
+                const BOUND: i64 = 1 << 62;
+                let fits = |ns: i64| ns.checked_add(by.0).is_some_and(|t| (-BOUND..=BOUND).contains(&t));
+                if !fits(self.seg.ns) || self.after_slew.is_some_and(|n| !fits(n.ns)) {
+                    return Err(EphcError::StepOutOfRange(by));
+                }
                 self.step(by);
                 Ok(())
             }
@@ -597,6 +608,20 @@ mod tests {
 
     fn geom(mbps: u64, bytes: u32) -> SlotGeometry {
         SlotGeometry::new(LinkRate::from_mbps(mbps).unwrap(), bytes).unwrap()
+    }
+
+    /// A step that would take the clock out of range is refused and changes nothing (a servo reads the network:
+    /// found by the station fuzz check, it used to overflow).
+    #[test]
+    fn an_absurd_step_is_refused() {
+        let mut e = Ephc::new(geom(1000, 125).period(), 0, Tai(1_000_000_000));
+        let before = e.clone();
+        for by in [i64::MAX, i64::MIN, (1 << 62) - 999_999_999, -(1 << 62) - 1_000_000_001] {
+            assert_eq!(e.apply(ClockAdjust::Step(Nanos(by)), 5), Err(EphcError::StepOutOfRange(Nanos(by))));
+            assert_eq!(e, before);
+        }
+        assert_eq!(e.apply(ClockAdjust::Step(Nanos(-1_000_000_000)), 5), Ok(()));
+        assert_eq!(e.time_of(0), Tai(0));
     }
 
     #[test]

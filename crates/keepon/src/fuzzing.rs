@@ -6,12 +6,17 @@
 //! Each check panics only if an invariant is broken: a parser must not panic on any input and must round-trip
 //! what it accepts; the station must give every frame exactly one outcome.
 
+use keepon_core::bytes::windows::Windows;
+use keepon_core::bytes::{ByteConfig, ByteStation};
+use keepon_core::ephc::ClockAdjust;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
 use keepon_core::outcome::{Frame, FrameId};
 use keepon_core::station::{Observation, Station, StationConfig};
 use keepon_core::testframe::TestHeader;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
+
+use keepon_nic::engine::Engine;
 
 use crate::api::{split_messages, Request, Response};
 use crate::config::Config;
@@ -87,9 +92,11 @@ pub fn ptp(data: &[u8]) {
     }
 }
 
-/// A station (ring 16, batch 4, two real-time classes and best effort, relaxed or strict by the first byte) driven
-/// by arbitrary operations, 11 bytes each: submit (class, txtime relative to now as any i64, length) or poll
-/// (consume up to batch slots, advance time by any amount). Every submitted frame must get exactly one outcome.
+/// A station (ring 16, batch 4, two real-time classes and best effort, relaxed or strict by the first byte's bit
+/// 0; slots, or the byte clock with the same slots as time windows, by its bit 1) driven by arbitrary operations,
+/// 11 bytes each: submit (class, txtime relative to now as any i64, length), poll (consume up to 4 descriptors,
+/// advance time by any amount), or adjust the clock (a rate of any ppt, or a step of any ns; refused ones
+/// refused). Every submitted frame must get exactly one outcome.
 pub fn station(data: &[u8]) {
     let Some((&mode, ops)) = data.split_first() else { return };
     let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap_or_else(|_| unreachable!()), 125)
@@ -100,23 +107,47 @@ pub fn station(data: &[u8]) {
         ClassSpec { name: "be".into(), slots: vec![] },
     ];
     let Ok(ownership) = Ownership::new(16, &classes) else { return };
-    let cfg = StationConfig {
-        geometry,
-        ownership,
-        batch: 4,
-        policy: if mode & 1 == 0 { Policy::Strict } else { Policy::Relaxed },
-        max_pending: 8,
-        max_advance: Nanos::from_ms(1),
-        post_latency: Nanos(500),
-        base_time: Tai(1_000_000_000),
-        max_filler: keepon_core::time::MAX_SLOT_BYTES,
-    };
-    let mut now = Tai(1_000_000_000);
-    let Ok(mut s) = Station::<Vec<u8>>::new(cfg, now) else { return };
+    let policy = if mode & 1 == 0 { Policy::Strict } else { Policy::Relaxed };
+    let (now, base) = (Tai(1_000_000_000), Tai(1_000_000_000));
+    if mode & 2 == 0 {
+        let cfg = StationConfig {
+            geometry,
+            ownership,
+            batch: 4,
+            policy,
+            max_pending: 8,
+            max_advance: Nanos::from_ms(1),
+            post_latency: Nanos(500),
+            base_time: base,
+            max_filler: keepon_core::time::MAX_SLOT_BYTES,
+        };
+        if let Ok(s) = Station::<Vec<u8>>::new(cfg, now) {
+            drive(s, ops, now);
+        }
+    } else {
+        let cfg = ByteConfig {
+            rate: geometry.rate(),
+            windows: Windows::from_slots(base, geometry, &ownership),
+            ring: 16,
+            max_frame: 1518,
+            lead: Nanos(4 * 1_160),
+            max_pending: 8,
+            max_advance: Nanos::from_ms(1),
+            post_latency: Nanos(500),
+            policy,
+        };
+        if let Ok(s) = ByteStation::<Vec<u8>>::new(cfg, now) {
+            drive(s, ops, now);
+        }
+    }
+}
+
+/// The operations of [`station`] on either timing.
+fn drive<S: Engine>(mut s: S, ops: &[u8], mut now: Tai) {
     let (mut consumed, mut submitted, mut outcomes) = (0u64, 0u64, 0u64);
     for op in ops.chunks_exact(11) {
         let v = i64::from_le_bytes([op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]]);
-        match op[0] % 3 {
+        match op[0] % 4 {
             0 | 1 => {
                 let class = ClassId(op[9] % 4);
                 let txtime = (class.0 < 2 || op[0] == 1).then(|| Tai(now.0.saturating_add(v)));
@@ -125,11 +156,15 @@ pub fn station(data: &[u8]) {
                 submitted += 1;
                 let _ = s.submit(f, now);
             }
-            _ => {
+            2 => {
                 let posted = s.ring().posted();
                 consumed = (consumed + u64::from(op[9] % 5)).min(posted);
                 now = Tai(now.0.saturating_add(v.rem_euclid(200_000)));
                 let _ = s.poll(Observation { consumed, now, gaps: &[] });
+            }
+            _ => {
+                let adj = if op[9] & 1 == 0 { ClockAdjust::Rate(v) } else { ClockAdjust::Step(Nanos(v)) };
+                let _ = s.adjust_clock(adj);
             }
         }
         outcomes += s.drain_outcomes().count() as u64;
