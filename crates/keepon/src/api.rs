@@ -71,7 +71,8 @@
 //! schedule does not move, whatever the NIC's oscillator, synchronisation or underruns do. `cycle_start` is one
 //! cycle start at least a ring of slots ahead (a convenience). `Time` adds how far the wire kept to the schedule:
 //! the magnitude of wire slot start − schedule time on the EPHC (ns): median, 99th percentile and maximum of the
-//! slots posted while the grid was locked.
+//! slots posted while the grid was locked (on the byte clock, which keeps no grid: of the real-time frames sent,
+//! wire start − txtime).
 //!
 //! All integers are little-endian. Messages are parsed from untrusted bytes with checked
 //! lengths; a request's length prefix beyond [`MAX_MESSAGE`] (16 KiB) ends the connection (the stream cannot be

@@ -548,6 +548,8 @@ fn a_byte_clock_daemon_changes_its_windows_live() {
     }
     let after = c.info().unwrap();
     assert_eq!(after.windows[0], vec![(20_000, 5_000), (145_000, 5_000)], "ctrl's windows once in force");
+    // `Time`'s alignment on the byte clock: the sent real-time frames' |wire start − txtime|.
+    let align = c.time().unwrap().alignment;
     stop.store(true, Ordering::Relaxed);
     let stats = server.join().unwrap().unwrap();
     let stalled = stats.underruns > 0;
@@ -575,5 +577,7 @@ fn a_byte_clock_daemon_changes_its_windows_live() {
         }
     }
     assert!(on_time >= 45, "{on_time} of 60 real-time frames sent on their byte ({} underruns)", stats.underruns);
+    let (p50, p99, max) = align.expect("alignment of the frames sent");
+    assert!(p50 <= p99 && p99 <= max && (stalled || max <= 4), "alignment {align:?} ({} underruns)", stats.underruns);
     assert!(be_sent > 0, "no best effort sent");
 }

@@ -45,7 +45,7 @@ use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact, Stride};
 use crate::isolation::ClassId;
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
-use crate::station::{Observation, Poll, Underrun};
+use crate::station::{Alignment, Observation, Poll, Underrun};
 use crate::time::{LinkRate, Nanos, Tai, MAX_SLOT_BYTES, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
 use crate::wire::track::Track;
 use windows::{Rat, Windows};
@@ -151,6 +151,9 @@ pub struct ByteStation<B> {
     stride: Option<Stride>,
     /// The lead in wire bytes at the nominal rate.
     lead_bytes: u64,
+    /// Each sent real-time frame's wire start minus its txtime (the byte clock's alignment: rounding to the byte,
+    /// and moves after an underrun or under the relaxed policy).
+    deviation: Alignment,
     /// A change of windows waiting for its switch ([`ByteStation::change_windows`]), and the last one done.
     pending: Option<change::Switch>,
     previous: Option<change::Switch>,
@@ -193,6 +196,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             lost: VecDeque::new(),
             pending: None,
             previous: None,
+            deviation: Alignment::default(),
             cfg,
         })
     }
@@ -215,6 +219,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// How far sent real-time frames started from their txtimes ([`Alignment`], one record per frame).
+    pub fn alignment(&self) -> &Alignment {
+        &self.deviation
     }
 
     /// The EPHC (count = bytes since link-up).
@@ -411,6 +420,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 sent.push(Outcome { id, class, result: Ok(Sent { slot: k, time, ring_slot, scheduled: txtime }) });
             }
         });
+        for o in &sent {
+            if let Ok(Sent { time, scheduled: Some(t), .. }) = o.result {
+                self.deviation.record(time.0.saturating_sub(t.0));
+            }
+        }
         self.counters.fillers_sent += (done.end - done.start) - sent.len() as u64;
         self.counters.sent += sent.len() as u64;
         self.outcomes.extend(sent);

@@ -156,11 +156,17 @@ impl Served for ByteStation<Vec<u8>> {
     fn rate_ppt(&self) -> i64 {
         self.ephc().rate_ppt()
     }
-    /// (Each real-time frame's own deviation is in its outcome: the byte clock keeps no grid.)
+    /// Sent real-time frames' |wire start − txtime| (the byte clock keeps no grid: each frame is its own).
     fn alignment(&self) -> Option<(i64, i64, i64)> {
-        None
+        sync::quantiles(ByteStation::alignment(self))
     }
     fn grid_line(&self) -> String {
-        "byte clock (each frame's deviation is in its outcome)".into()
+        match sync::quantiles(ByteStation::alignment(self)) {
+            Some((p50, p99, max)) => format!(
+                "byte clock |frame − txtime| p50 {p50} ns, p99 {p99} ns, max {max} ns over {} frames",
+                ByteStation::alignment(self).slots
+            ),
+            None => "byte clock (no real-time frame sent yet)".into(),
+        }
     }
 }

@@ -476,7 +476,11 @@ impl Sync {
 /// How far the wire kept to the schedule, for `Time`: |slot start − schedule time| on the EPHC of the slots posted
 /// while the grid was locked, (median, p99, max) ns; `None` before any.
 pub fn alignment_of(station: &Station<Vec<u8>>) -> Option<(i64, i64, i64)> {
-    let a = station.alignment();
+    quantiles(station.alignment())
+}
+
+/// Median, 99th percentile and maximum magnitude of `a`, ns (`None` before anything is recorded).
+pub fn quantiles(a: &keepon_core::station::Alignment) -> Option<(i64, i64, i64)> {
     let q = |p| a.quantile_abs(p).map(|v| v as i64);
     Some((q(500)?, q(990)?, a.max_abs() as i64))
 }
