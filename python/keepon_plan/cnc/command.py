@@ -44,17 +44,33 @@ def _duration(text: str, what: str) -> int:
 
 
 def open_cnc(args: argparse.Namespace, distribution_for):
-    """The store (migrated), configured on a first start, and the CNC over it with its changes recovered."""
-    from .service import Cnc, configure
+    """The store (migrated), configured on a first start, and the CNC over it with its changes recovered. A first
+    start that fails (no topology, a bad one) removes the database file it would have created."""
     from .store import SchemaError, Store
-    from .tsn_types import _MAC
 
+    existed = Path(args.db).exists()
+    if not existed and args.network is None:
+        raise InputError("a new database needs the topology: keepon-plan cnc NETWORK.toml --cycle C --db FILE", args.db)
     try:
         store = Store(args.db)
     except SchemaError as exc:
         raise InputError(str(exc), args.db) from exc
     except Exception as exc:  # sqlite3.DatabaseError: not a database, unreadable
         raise InputError(f"cannot open the database: {exc}", args.db) from exc
+    try:
+        return _configured(store, args, distribution_for)
+    except BaseException:
+        if not existed:  # a first start that failed leaves no database behind
+            store.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(args.db + suffix).unlink(missing_ok=True)
+        raise
+
+
+def _configured(store, args: argparse.Namespace, distribution_for):
+    from .service import Cnc, configure
+    from .tsn_types import _MAC
+
     if args.network is not None:
         if args.cycle is None:
             raise InputError("--cycle is needed with the topology (the network's gate and ring cycle)")
