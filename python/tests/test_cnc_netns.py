@@ -482,6 +482,9 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
     assert code == 404
     running.discard(s4)
     unmoved()
+    # sw1's port towards B carried s4 alone: the switch now has every gate open there, not s4's old list
+    got = summary(ET.fromstring(read_back(srv)))
+    assert [e[3] for e in got["swp2"]["admin-control-list"]] == ["255"], got["swp2"]
 
     # the CNC killed between giving s5's join to its talker B and to sw1, then restarted with the database alone
     cncs[-1].stop()
