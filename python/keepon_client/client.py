@@ -26,6 +26,7 @@ from .protocol import (
     UnknownMessage,
     encode_info,
     encode_schedule,
+    encode_schedule_windows,
     encode_submit,
     encode_subscribe,
     encode_time,
@@ -127,6 +128,13 @@ class Client:
         each class named owns the ring slots given, the others keep theirs. Only root and the daemon's own user may.
         The reply says when it takes effect, or (``error``) why it was refused."""
         return self._ask(encode_schedule(base_time, classes), Scheduled)
+
+    def change_windows(self, base_time: int, classes: dict[str, list[tuple[int, int]]]) -> Scheduled:
+        """Change the daemon's schedule from the first cycle start at or after ``base_time`` (TAI ns) on, given as
+        each named class's windows ``(offset, length)`` ns into the cycle — what a byte-clock daemon takes (a slot
+        daemon takes them where their edges are its slot boundaries). The reply says when it takes effect, or
+        (``error``) why it was refused."""
+        return self._ask(encode_schedule_windows(base_time, classes), Scheduled)
 
     def _ask(self, request: bytes, reply: type):
         """Send ``request`` and return the first response of type ``reply``; an error reply raises

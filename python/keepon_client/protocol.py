@@ -36,6 +36,7 @@ K_SUBSCRIBE = 4
 K_RELEASED = 0x85
 K_SUBSCRIBED = 0x86
 K_SCHEDULE = 6
+K_SCHEDULE_WINDOWS = 7
 K_SCHEDULED = 0x88
 RELEASED_LEN = 20
 
@@ -295,6 +296,26 @@ def encode_schedule(base_time: int, classes: dict[str, list[int]]) -> bytes:
         if any(not 0 <= s < 2**16 for s in slots):
             raise ValueError(f"class {name}: ring slots must be 0..65535")
         out += bytes([len(raw)]) + raw + struct.pack(f"<H{len(slots)}H", len(slots), *slots)
+    return bytes(out)
+
+
+def encode_schedule_windows(base_time: int, classes: dict[str, list[tuple[int, int]]]) -> bytes:
+    """A ``ScheduleWindows`` request (without length prefix): from the first cycle start at or after network time
+    ``base_time`` (TAI ns) on, each class named has the windows given, ``(offset, length)`` ns into the cycle (the
+    byte clock's form; classes left out keep theirs)."""
+    if not -(2**63) <= base_time < 2**63:
+        raise ValueError(f"base time {base_time} does not fit in i64 nanoseconds")
+    out = bytearray(struct.pack("<BBq", VERSION, K_SCHEDULE_WINDOWS, base_time))
+    for name, windows in classes.items():
+        raw = name.encode("utf-8")
+        if len(raw) > 255:
+            raise ValueError(f"class name of {len(raw)} bytes is longer than 255")
+        if len(windows) >= 2**16:
+            raise ValueError(f"class {name}: {len(windows)} windows, at most 65535")
+        if any(not (0 <= o < 2**64 and 0 <= n < 2**64) for o, n in windows):
+            raise ValueError(f"class {name}: window offsets and lengths must be 0..2^64-1 ns")
+        flat = [x for w in windows for x in w]
+        out += bytes([len(raw)]) + raw + struct.pack(f"<H{len(flat)}Q", len(windows), *flat)
     return bytes(out)
 
 

@@ -30,6 +30,7 @@ from keepon_client.protocol import (
     HOST_FIFO,
     encode_info,
     encode_schedule,
+    encode_schedule_windows,
     encode_submit,
     frame_message,
     parse_response,
@@ -370,6 +371,26 @@ def test_schedule_bytes_are_the_documented_layout():
         parse_response(bytes([1, 0x88, 0, 0]))
     with pytest.raises(ValueError):
         encode_schedule(0, {"tc-0": [70_000]})
+
+
+def test_schedule_windows_bytes_are_the_documented_layout():
+    b = encode_schedule_windows(9, {"ctrl": [(20_000, 5_000)], "be": []})
+    assert b[:10] == bytes([1, 7]) + struct.pack("<q", 9)
+    assert b[10:17] == bytes([4]) + b"ctrl" + bytes([1, 0])
+    assert b[17:33] == struct.pack("<QQ", 20_000, 5_000)
+    assert b[33:] == bytes([2]) + b"be" + bytes([0, 0])
+    with pytest.raises(ValueError):
+        encode_schedule_windows(0, {"ctrl": [(-1, 5)]})
+
+
+def test_windows_move_a_slot_daemons_class_where_they_are_whole_slots(daemon):
+    with Client(daemon.socket, timeout=10) as c:
+        change = c.info().cycle_start + 100 * CYCLE
+        slot = SLOT
+        # Ring slot 5 as a window: taken as that slot; half a slot is refused, naming the window.
+        assert c.change_windows(change, {"tc-0": [(5 * slot, slot)]}) == Scheduled(change, 0)
+        refused = c.change_windows(change, {"tc-0": [(5 * slot, slot // 2)]})
+        assert refused.time is None and "not a run of whole slots" in refused.error, refused
 
 
 def test_a_schedule_change_moves_a_window_from_its_base_time(daemon):

@@ -29,6 +29,9 @@
 //! response Stats    : ver=1 | kind=0x87 | UTF-8 text: the daemon's metrics in the Prometheus text format
 //! request  Schedule : ver=1 | kind=6 | base_time i64 |
 //!                     classes, to the end: name_len u8 | name (UTF-8) | slots u16 | slots × ring slot u16
+//! request  ScheduleWindows: ver=1 | kind=7 | base_time i64 |
+//!                     classes, to the end: name_len u8 | name (UTF-8) | windows u16 | windows × (offset u64 |
+//!                     length u64), ns into the cycle
 //! response Scheduled: ver=1 | kind=0x88 | status u8 (0 accepted, 1 refused) | 0 | time i64 | rejected u64 |
 //!                     UTF-8 text (why it was refused)
 //! ```
@@ -38,7 +41,10 @@
 //! configured, and a class left out keeps its slots. `Scheduled` says when it takes effect (`time`) and how many
 //! frames already submitted it left without a slot (rejected `schedule-change`); or, refused (a base time whose
 //! slot the NIC already has — Qbv's `config-change-error` —, another ring, an unknown class, a uid that may not),
-//! why. Only root and the daemon's own user may change the schedule.
+//! why. Only root and the daemon's own user may change the schedule. `ScheduleWindows` is the same change given
+//! as each class's windows in the cycle (what `Info` reports): the byte clock takes it (and only it) from the first
+//! cycle start at or after `base_time`; the slot station takes it where every window edge is a slot boundary
+//! (`⌈i·δ⌉`), as ring slots.
 //!
 //! **Release times** (opt-in per connection, `Subscribe` with bit 0, like `SOF_TIMESTAMPING_TX_SOFTWARE` next to
 //! the ETF error queue): on a host-paced link a frame leaves when the host hands it to the kernel, later than its
@@ -106,6 +112,7 @@ const K_SUBSCRIBED: u8 = 0x86;
 const K_STATS: u8 = 5;
 const K_STATS_REPLY: u8 = 0x87;
 const K_SCHEDULE: u8 = 6;
+const K_SCHEDULE_WINDOWS: u8 = 7;
 const K_SCHEDULED: u8 = 0x88;
 const SCHEDULED_FIXED: usize = 4 + 8 + 8;
 const RELEASED_LEN: usize = 4 + 8 + 8;
@@ -146,6 +153,14 @@ pub enum Request {
         base_time: i64,
         /// Classes by name and their ring slots under the new schedule.
         classes: Vec<(String, Vec<u32>)>,
+    },
+    /// Change the schedule from the first cycle start at or after `base_time` on, given as windows (replied with
+    /// `Scheduled`).
+    ScheduleWindows {
+        /// Network time (TAI ns) from which the new windows govern.
+        base_time: i64,
+        /// Classes by name and their windows in the cycle, (offset, length) ns.
+        classes: Vec<(String, Vec<(u64, u64)>)>,
     },
     /// Send a frame.
     Submit {
@@ -348,6 +363,35 @@ fn perr<T>(msg: impl Into<String>) -> Result<T, ProtocolError> {
     Err(ProtocolError(msg.into()))
 }
 
+/// A `Schedule` or `ScheduleWindows` request's base time and classes, each entry `width` bytes read by `entry`.
+#[allow(clippy::type_complexity)]
+fn schedule_classes<T>(
+    b: &[u8],
+    width: usize,
+    entry: impl Fn(&[u8]) -> T,
+) -> Result<(i64, Vec<(String, Vec<T>)>), ProtocolError> {
+    if b.len() < 10 {
+        return Err(ProtocolError(format!("schedule of {} bytes is shorter than its 10-byte header", b.len())));
+    }
+    let base_time = u64_at(b, 2) as i64;
+    let mut classes = Vec::new();
+    let mut at = 10;
+    let cut = || ProtocolError("schedule: class cut short".into());
+    while at < b.len() {
+        let n = usize::from(b[at]);
+        let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
+        let name = std::str::from_utf8(name).map_err(|_| ProtocolError("schedule: class name is not UTF-8".into()))?;
+        at += 1 + n;
+        let count = b.get(at..at + 2).ok_or_else(cut)?;
+        let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
+        at += 2;
+        let entries = b.get(at..at + width * count).ok_or_else(cut)?;
+        at += width * count;
+        classes.push((name.to_owned(), entries.chunks(width).map(&entry).collect()));
+    }
+    Ok((base_time, classes))
+}
+
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
@@ -405,28 +449,12 @@ impl Request {
                 Ok(Request::Submit { tag, class, txtime: (flags & 1 != 0).then_some(txtime), frame: b[end..].to_vec() })
             }
             K_SCHEDULE => {
-                if b.len() < 10 {
-                    return perr(format!("schedule of {} bytes is shorter than its 10-byte header", b.len()));
-                }
-                let base_time = u64_at(b, 2) as i64;
-                let mut classes = Vec::new();
-                let mut at = 10;
-                let cut = || ProtocolError("schedule: class cut short".into());
-                while at < b.len() {
-                    let n = usize::from(b[at]);
-                    let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
-                    let name = std::str::from_utf8(name)
-                        .map_err(|_| ProtocolError("schedule: class name is not UTF-8".into()))?;
-                    at += 1 + n;
-                    let count = b.get(at..at + 2).ok_or_else(cut)?;
-                    let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
-                    at += 2;
-                    let slots = b.get(at..at + 2 * count).ok_or_else(cut)?;
-                    at += 2 * count;
-                    let slots = slots.chunks(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect();
-                    classes.push((name.to_owned(), slots));
-                }
+                let (base_time, classes) = schedule_classes(b, 2, |c| u32::from(u16::from_le_bytes([c[0], c[1]])))?;
                 Ok(Request::Schedule { base_time, classes })
+            }
+            K_SCHEDULE_WINDOWS => {
+                let (base_time, classes) = schedule_classes(b, 16, |c| (u64_at(c, 0), u64_at(c, 8)))?;
+                Ok(Request::ScheduleWindows { base_time, classes })
             }
             k => perr(format!("unknown request kind {k}")),
         }
@@ -450,6 +478,22 @@ impl Request {
                     b.extend_from_slice(&(slots.len() as u16).to_le_bytes());
                     for s in slots {
                         b.extend_from_slice(&(u16::try_from(*s).unwrap_or(u16::MAX)).to_le_bytes());
+                    }
+                }
+                b
+            }
+            Request::ScheduleWindows { base_time, classes } => {
+                let mut b = vec![VERSION, K_SCHEDULE_WINDOWS];
+                b.extend_from_slice(&base_time.to_le_bytes());
+                for (name, windows) in classes {
+                    let cut = (0..=name.len().min(255)).rev().find(|&i| name.is_char_boundary(i)).unwrap_or(0);
+                    b.push(cut as u8);
+                    b.extend_from_slice(&name.as_bytes()[..cut]);
+                    let windows = &windows[..windows.len().min(usize::from(u16::MAX))];
+                    b.extend_from_slice(&(windows.len() as u16).to_le_bytes());
+                    for (offset, length) in windows {
+                        b.extend_from_slice(&offset.to_le_bytes());
+                        b.extend_from_slice(&length.to_le_bytes());
                     }
                 }
                 b
@@ -782,6 +826,19 @@ mod tests {
         assert_eq!(Request::parse(&b).unwrap(), r);
         assert!(Request::parse(&b[..b.len() - 1]).unwrap_err().0.contains("cut short"));
         assert!(Request::parse(&[1, 6, 0]).unwrap_err().0.contains("header"));
+        let r = Request::ScheduleWindows {
+            base_time: 9,
+            classes: vec![("ctrl".into(), vec![(20_000, 5_000), (u64::MAX, 1)]), ("be".into(), vec![])],
+        };
+        let b = r.emit();
+        assert_eq!(&b[..10], &[&[1u8, 7][..], &9i64.to_le_bytes()[..]].concat()[..]);
+        assert_eq!(&b[10..17], &[4, b'c', b't', b'r', b'l', 2, 0]);
+        assert_eq!(&b[17..33], &[&20_000u64.to_le_bytes()[..], &5_000u64.to_le_bytes()[..]].concat()[..]);
+        assert_eq!(Request::parse(&b).unwrap(), r);
+        for cut in [b.len() - 1, 17 + 15, 12] {
+            assert!(Request::parse(&b[..cut]).unwrap_err().0.contains("cut short"), "cut at {cut}");
+        }
+        assert!(Request::parse(&[1, 7, 0]).unwrap_err().0.contains("header"));
     }
 
     /// `Released`: flags, tag and time in their places; an invalid time reads back as none.

@@ -142,6 +142,19 @@ impl Client {
         })
     }
 
+    /// Change the schedule from the first cycle start at or after `base_time` on, given as each class's windows
+    /// in the cycle, (offset, length) ns ([`Request::ScheduleWindows`]): `Ok(Err(why))` when the daemon refuses.
+    pub fn change_windows(
+        &mut self,
+        base_time: i64,
+        classes: Vec<(String, Vec<(u64, u64)>)>,
+    ) -> io::Result<Result<Scheduled, String>> {
+        self.ask(&Request::ScheduleWindows { base_time, classes }, |r| match r {
+            Response::Scheduled(r) => Ok(r),
+            other => Err(other),
+        })
+    }
+
     /// The daemon's metrics (Prometheus text format). Outcomes that arrive first are kept for [`Client::recv`].
     pub fn stats(&mut self) -> io::Result<String> {
         self.ask(&Request::Stats, |r| match r {

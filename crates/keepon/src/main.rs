@@ -232,6 +232,10 @@ enum ScheduleCmd {
         /// Take effect from this network time instead (TAI ns).
         #[arg(long)]
         base_time: Option<i64>,
+        /// Send the schedule as windows in ns (what a byte-clock daemon takes): a gate list's entries as they are,
+        /// over one cycle of the daemon's (a byte-clock configuration is always sent so).
+        #[arg(long)]
+        windows: bool,
     },
 }
 
@@ -306,16 +310,11 @@ fn run(cli: Cli) -> Result<(), String> {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             if PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?.is_some() {
                 // Network time: the daemon's PTP and sync gate with the talker's replay, in this process.
-                if pcap.is_some() || pcap_fillers {
-                    return Err(format!(
-                        "{}: --pcap with [ptp]: a run on network time records outcomes, not the wire; capture it \
-                         with tcpdump or `keepon listen` next to the link",
-                        config.display()
-                    ));
-                }
                 let opts = backend.options();
                 let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-                let (nic, _) = backend::open(&cfg, &opts, true)?;
+                let mut nic_cfg = cfg.clone();
+                nic_cfg.sim.keep_fillers = pcap.is_some() && pcap_fillers;
+                let (nic, _) = backend::open(&nic_cfg, &opts, true)?;
                 // The station's loop runs on this thread (the talker on another, which inherits this).
                 let applied = realtime.apply();
                 println!(
@@ -329,11 +328,15 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 let link = ptp_link(&cfg, &opts)?;
                 on_signals();
-                let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), &STOP)?;
+                let out =
+                    run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), pcap.as_deref(), &STOP)?;
                 let missing = print_talk(&out.talk, "run");
                 println!("keepon run: {} underruns", out.daemon.underruns);
                 if let Some(p) = &records {
                     println!("records: {} ({} frames)", p.display(), out.talk.records_written);
+                }
+                if let Some(p) = &pcap {
+                    println!("pcap: {} (each slot at its EPHC time: network time)", p.display());
                 }
                 return missing;
             }
@@ -429,8 +432,8 @@ fn run(cli: Cli) -> Result<(), String> {
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())
         }
-        Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time } } => {
-            let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time)?;
+        Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time, windows } } => {
+            let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time, windows)?;
             println!(
                 "schedule: accepted; takes effect at {} ns (TAI); {} frames already submitted lost their slot \
                  (rejected schedule-change)",

@@ -51,7 +51,9 @@ pub struct NetRunOutput {
 
 /// Run `cfg`'s flows on network time over `nic` (with `link` for PTP on a real interface): wait at most
 /// `sync_wait` for synchronisation, then `grace` for the last outcomes; records go to `records` as outcomes
-/// arrive. `stop` (a signal) ends it early; the frames already submitted still get their outcomes.
+/// arrive, the wire to `pcap` (each slot at its EPHC time: network time once synchronised). `stop` (a signal)
+/// ends it early; the frames already submitted still get their outcomes.
+#[allow(clippy::too_many_arguments)]
 pub fn run_on_network_time<N: Nic>(
     cfg: &Config,
     nic: N,
@@ -59,11 +61,13 @@ pub fn run_on_network_time<N: Nic>(
     sync_wait: Duration,
     grace: Duration,
     records: Option<&Path>,
+    pcap: Option<&Path>,
     stop: &'static AtomicBool,
 ) -> Result<NetRunOutput, String> {
     let dir = PrivateDir::create()?;
     let socket = dir.0.join("keepon.sock");
-    let dcfg = DaemonConfig::private(cfg, socket.clone()).map_err(|e| e.to_string())?;
+    let mut dcfg = DaemonConfig::private(cfg, socket.clone()).map_err(|e| e.to_string())?;
+    dcfg.pcap = pcap.map(Path::to_path_buf);
     std::thread::scope(|s| {
         let talker = s.spawn(|| {
             let up = Instant::now();

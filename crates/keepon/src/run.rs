@@ -8,7 +8,6 @@ use keepon_core::bytes::windows::Windows;
 use keepon_core::bytes::{ByteConfig, ByteStation};
 use keepon_core::outcome::{Counters, FrameId};
 use keepon_core::station::{Station, StationConfig, Underrun};
-use keepon_core::testframe::ETHERTYPE_LOCAL_EXPERIMENTAL;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig, DRAIN_GRACE};
 use keepon_nic::engine::Engine;
@@ -17,7 +16,7 @@ use keepon_nic::source::{split_id, FlowSource, Pattern};
 use keepon_nic::{Nic, Timing};
 
 use crate::config::{Config, WireTiming};
-use crate::pcap::PcapOut;
+use crate::pcap::WireTap;
 use crate::record::{Record, RecordWriter};
 use crate::summary::Summary;
 
@@ -181,14 +180,6 @@ fn hyperperiod(cfg: &Config, cycles: u64) -> i128 {
     h
 }
 
-/// Filler bytes as they appear in a pcap: reserved group address, local experimental EtherType, zeros.
-fn filler_bytes(len: usize) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    b[..6].copy_from_slice(&[0x01, 0x80, 0xC2, 0x00, 0x00, 0x04]);
-    b[12..14].copy_from_slice(&ETHERTYPE_LOCAL_EXPERIMENTAL.to_be_bytes());
-    b
-}
-
 /// Drive a station with the configuration's flows over `nic`: bring the link up, take the flows' epoch from
 /// the schedule grid the station uses, then run the flows.
 pub fn drive<N: Nic>(cfg: &Config, nic: N, opts: &RunOptions) -> Result<RunOutput, String> {
@@ -286,11 +277,6 @@ fn drive_engine<N: Nic, S: Engine>(
     epoch_of: impl FnOnce(&Driver<N, S>, Tai) -> Result<Tai, String>,
     grid_of: impl FnOnce(&Driver<N, S>, Option<(i64, i64)>, Option<(i64, i64)>) -> GridReport,
 ) -> Result<RunOutput, String> {
-    // Slots pad every frame to the slot size on the wire; the byte clock sends each as long as it is.
-    let data_len = match cfg.timing {
-        WireTiming::Slots => cfg.geometry.slot_bytes() as usize - 4,
-        WireTiming::Bytes => 0,
-    };
     // Every output is opened (and checked) before the run, so none can fail after it and lose it.
     let mut pcap = match &opts.pcap {
         Some(p) => {
@@ -303,7 +289,7 @@ fn drive_engine<N: Nic, S: Engine>(
                     driver.nic.now().0
                 ));
             }
-            Some(PcapOut::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?)
+            Some(WireTap::create(p, cfg)?)
         }
         None => None,
     };
@@ -315,7 +301,6 @@ fn drive_engine<N: Nic, S: Engine>(
     let mut join = Join::default();
     let mut summary = Summary::new(cfg);
     let mut underruns = Vec::new();
-    let mut pcap_err: Option<String> = None;
     let mut rec_err: Option<std::io::Error> = None;
     let simulated = driver.nic.timing() == Timing::Simulated;
     let (mut ephc_error, mut true_alignment) = (None, None);
@@ -355,22 +340,7 @@ fn drive_engine<N: Nic, S: Engine>(
                 }
             }
             if let (Some(p), Some(start)) = (pcap.as_mut(), w.start) {
-                let bytes = match (&w.frame, &w.bytes) {
-                    (Some(_), Some(b)) => {
-                        let mut padded = b.clone();
-                        padded.resize(data_len.max(b.len()), 0);
-                        padded
-                    }
-                    // Fillers as long as they were sent (the station sizes them to keep the wire on schedule).
-                    (None, Some(b)) => filler_bytes(b.len()),
-                    _ => filler_bytes(data_len),
-                };
-                if pcap_err.is_none() {
-                    if let Err(e) = p.write(start, &bytes) {
-                        pcap_err =
-                            Some(format!("writing the pcap failed during the run (the records are complete): {e}"));
-                    }
-                }
+                p.wire(&w, start);
             }
             if let Some(id) = w.frame {
                 if let Some(r) = join.wire(id, WireTimes { start: w.start, rx: w.rx, released: w.released_ephc }) {
@@ -412,11 +382,7 @@ fn drive_engine<N: Nic, S: Engine>(
     if let Some(w) = writer {
         w.finish().map_err(|e| format!("writing the records failed: {e}"))?;
     }
-    if let Some(p) = pcap {
-        if let Err(e) = p.finish() {
-            pcap_err.get_or_insert(format!("writing the pcap failed (the records are complete): {e}"));
-        }
-    }
+    let pcap_err = pcap.map(WireTap::finish).and_then(Result::err);
     Ok(RunOutput {
         summary,
         records_written,

@@ -9,6 +9,10 @@
 //!   repeat every ring cycle;
 //! - or **a keepon configuration** (TOML): its classes' slots and `[schedule] base_time`.
 //!
+//! A byte-clock daemon takes windows, not slots: a byte-clock configuration's windows are sent as they are
+//! (`ScheduleWindows`), and with `--windows` a gate list's entries too, in ns over one cycle of the daemon's (the
+//! slot daemon takes such windows where their edges are its slot boundaries).
+//!
 //! The daemon's `Info` gives what the conversion needs (slot period, ring, class names); its `Schedule` request does
 //! the change ([`crate::api`]).
 //!
@@ -315,20 +319,132 @@ fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, Strin
     Ok(Plan { base_time, classes })
 }
 
-/// Apply FILE to the daemon behind `socket`; `base_time` overrides the file's. A refusal is an error saying why.
-pub fn apply(socket: &Path, file: &Path, port: Option<&str>, base_time: Option<i64>) -> Result<Scheduled, String> {
+/// A schedule to apply as windows (the byte clock's form): network time it takes effect from, each class's
+/// windows in the cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowPlan {
+    /// Base time (TAI ns).
+    pub base_time: i64,
+    /// Classes by name and their windows, (offset, length) ns into the cycle.
+    pub classes: Vec<(String, Vec<(u64, u64)>)>,
+}
+
+/// Read FILE as windows: a keepon configuration's classes (a byte-clock one's windows, a slot one's slot masks as
+/// the windows `Info` would report), or a YANG gate list's entries as they are, in ns — one cycle of the
+/// daemon's, each class's windows the entries that open its gate alone (see the module doc).
+pub fn read_windows(path: &Path, info: &Info, port: Option<&str>) -> Result<WindowPlan, String> {
+    let text = read_bounded(path)?;
+    let is_json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+    let plan = if is_json {
+        let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        windows_from_yang(&doc, info, port)
+    } else {
+        windows_from_config(&text)
+    };
+    plan.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether FILE is a keepon configuration of the byte clock (its schedule is windows).
+fn is_byte_clock_config(path: &Path) -> bool {
+    let Ok(text) = read_bounded(path) else { return false };
+    !text.trim_start().starts_with('{')
+        && Config::parse(&text).is_ok_and(|c| c.timing == crate::config::WireTiming::Bytes)
+}
+
+fn windows_from_config(text: &str) -> Result<WindowPlan, String> {
+    let cfg = Config::parse(text).map_err(|e| e.to_string())?;
+    let ns = |r: keepon_core::bytes::windows::Rat| u64::try_from(r.ceil()).unwrap_or(u64::MAX);
+    let windows = match &cfg.windows {
+        Some(w) => w.clone(),
+        None => keepon_core::bytes::windows::Windows::from_slots(cfg.base_time, cfg.geometry, &cfg.ownership),
+    };
+    let classes = (0..windows.classes())
+        .map(|c| {
+            let c = keepon_core::isolation::ClassId(c as u8);
+            let ws = windows.of_class(c).map(|(o, e)| (ns(o), ns(e) - ns(o))).collect();
+            (windows.name(c).to_owned(), ws)
+        })
+        .collect();
+    Ok(WindowPlan { base_time: cfg.base_time.0, classes })
+}
+
+/// Windows per real-time class from a port's gate control list: its cycle must be the daemon's, in whole ns.
+fn windows_from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<WindowPlan, String> {
+    let table = gate_table(doc, port)?;
+    let base_time = base_time(field(table, "admin-base-time", "gate-parameter-table")?)?;
+    let cycle = field(table, "admin-cycle-time", "gate-parameter-table")?;
+    let (num, den) = (
+        int(field(cycle, "numerator", "admin-cycle-time")?, "admin-cycle-time/numerator")?,
+        int(field(cycle, "denominator", "admin-cycle-time")?, "admin-cycle-time/denominator")?,
+    );
+    let (cn, cd) = (i128::from(info.cycle.0), i128::from(info.cycle.1));
+    // num/den s = cn/cd ns  ⇔  num·10⁹·cd = cn·den (checked products).
+    let same = num.checked_mul(1_000_000_000).and_then(|x| x.checked_mul(cd)) == cn.checked_mul(den);
+    if num <= 0 || den <= 0 || !same || cd != 1 {
+        return Err(format!(
+            "admin-cycle-time {num}/{den} s is not the daemon's cycle ({} ns): windows are taken over one cycle",
+            cn as f64 / cd.max(1) as f64
+        ));
+    }
+    let entries =
+        field(field(table, "admin-control-list", "gate-parameter-table")?, "gate-control-entry", "admin-control-list")?
+            .as_array()
+            .ok_or("admin-control-list/gate-control-entry is not a list")?;
+    let rt: Vec<(usize, &String)> =
+        info.classes.iter().enumerate().filter(|(i, _)| info.windows.get(*i).is_some_and(|w| !w.is_empty())).collect();
+    let mut windows: Vec<Vec<(u64, u64)>> = vec![Vec::new(); rt.len()];
+    let mut t = 0i128;
+    for (i, e) in entries.iter().enumerate() {
+        let at = format!("gate-control-entry {i}");
+        let states = int(field(e, "gate-states-value", &at)?, &at)?;
+        let states = u8::try_from(states).map_err(|_| format!("{at}: gate-states-value {states} is not 0..255"))?;
+        let len = int(field(e, "time-interval-value", &at)?, &at)?;
+        if len <= 0 || len > cn - t {
+            return Err(format!("{at}: time-interval-value {len} is not positive or runs past the cycle ({cn} ns)"));
+        }
+        if let Some(c) = owner_of(states, i, info, &rt)? {
+            let k = rt.iter().position(|(r, _)| *r == c).unwrap_or(0);
+            // Consecutive entries of one class are one window.
+            match windows[k].last_mut() {
+                Some((o, l)) if i128::from(*o + *l) == t => *l += len as u64,
+                _ => windows[k].push((t as u64, len as u64)),
+            }
+        }
+        t += len;
+    }
+    if t != cn {
+        return Err(format!("the entries last {t} ns, the admin-cycle-time {cn} ns"));
+    }
+    let classes = rt.iter().zip(windows).map(|((_, name), w)| ((*name).clone(), w)).collect();
+    Ok(WindowPlan { base_time, classes })
+}
+
+/// Apply FILE to the daemon behind `socket`; `base_time` overrides the file's. As windows (`ScheduleWindows`) with
+/// `windows` or for a byte-clock configuration, else as ring slots. A refusal is an error saying why.
+pub fn apply(
+    socket: &Path,
+    file: &Path,
+    port: Option<&str>,
+    base_time: Option<i64>,
+    windows: bool,
+) -> Result<Scheduled, String> {
     // Connecting and each request with its whole reply within api::DEFAULT_TIMEOUT.
     let shown = socket.display();
     let mut c = Client::connect(socket).map_err(|e| format!("cannot connect to {shown}: {e}"))?;
     let info = c.info().map_err(|e| format!("{shown}: info: {e}"))?;
-    let mut plan = read_plan(file, &info, port)?;
     if let Some(t) = base_time {
         if !(0..MAX_BASE_TIME).contains(&t) {
             return Err(format!("--base-time {t} is not a base time keepon takes (0..{MAX_BASE_TIME} ns TAI)"));
         }
-        plan.base_time = t;
     }
-    c.change_schedule(plan.base_time, plan.classes)
+    let asked = if windows || is_byte_clock_config(file) {
+        let plan = read_windows(file, &info, port)?;
+        c.change_windows(base_time.unwrap_or(plan.base_time), plan.classes)
+    } else {
+        let plan = read_plan(file, &info, port)?;
+        c.change_schedule(base_time.unwrap_or(plan.base_time), plan.classes)
+    };
+    asked
         .map_err(|e| format!("{shown}: schedule: {e}"))?
         .map_err(|why| format!("the daemon refused the schedule: {why}"))
 }

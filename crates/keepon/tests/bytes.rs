@@ -464,3 +464,116 @@ fn talk_through_a_byte_clock_daemon() {
     assert!(rt > 0 && be > 0, "{rt} real-time and {be} best-effort frames sent\n{text}");
     eprintln!("{rt} real-time and {be} best-effort frames sent, {underruns} underruns\n{text}");
 }
+
+/// A live change of the byte clock's windows through the daemon, from a byte-clock configuration with
+/// `keepon schedule apply` (IEEE 802.1Qbv admin → oper at the first cycle start at or after its base time):
+/// frames before the switch keep the old windows, after it the new ones; `keepon status` shows it pending; a
+/// best-effort flood beside it stays out of every window of either side; `Info` reports the new windows once in
+/// force; nothing is lost.
+#[test]
+fn a_byte_clock_daemon_changes_its_windows_live() {
+    let _one = one_daemon();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("k.sock");
+    let cfg = Config::parse(&daemon_config(&sock, "max_in_flight = 1024")).unwrap();
+    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
+    let mut c = None;
+    for _ in 0..500 {
+        if let Ok(mut k) = Client::connect(&sock) {
+            if k.info().is_ok() {
+                c = Some(k);
+                break;
+            }
+        }
+        assert!(!server.is_finished(), "daemon ended: {:?}", server.join());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = c.expect("the daemon answers");
+    c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    let info = c.info().unwrap();
+    let cycle = 250_000i64;
+    // Cycles n0 … n0 + 59, the switch at n0 + 30: well ahead, so that a loaded host hands everything in in time.
+    let n0 = (info.now + 200_000_000 - info.base_time).div_euclid(cycle) + 1;
+    let at = |n: i64| info.base_time + n * cycle;
+    let switch = at(n0 + 30);
+    let mut want = std::collections::HashMap::new();
+    // ctrl at 1.237 µs into each cycle (its old first window), handed in before the change is known.
+    for i in 0..60i64 {
+        let t = at(n0 + i) + 1_237;
+        let tag = i as u64;
+        c.send(&Request::Submit { tag, class: "ctrl".into(), txtime: Some(t), frame: test_frame(200, tag, t) })
+            .unwrap();
+        want.insert(tag, if i < 30 { Ok(t) } else { Err(Reason::ScheduleChange) });
+    }
+    // The change: ctrl's windows move to 20 µs and 145 µs, in a byte-clock configuration with its base time.
+    let plan = dir.path().join("new.toml");
+    let text = daemon_config(&dir.path().join("unused.sock"), "")
+        .replace(r#"windows = [["0us", "5us"], ["125us", "5us"]]"#, r#"windows = [["20us", "5us"], ["145us", "5us"]]"#)
+        .replace("base_time = 0\n", &format!("base_time = {}\n", switch - 3_000));
+    assert!(text.contains("20us"), "examples/windows.toml changed");
+    std::fs::write(&plan, text).unwrap();
+    let out =
+        Command::new(keepon_bin()).args(["schedule", "apply", "--socket"]).arg(&sock).arg(&plan).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "keepon schedule apply: {said}");
+    assert!(said.contains(&format!("takes effect at {switch} ns")), "{said}");
+    let status = Command::new(keepon_bin()).args(["status", "--json", "--socket"]).arg(&sock).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["schedule"]["pending_ns"].as_i64(), Some(switch), "{status}");
+    assert_eq!(status["schedule"]["admin_windows"]["ctrl"], serde_json::json!([[20_000, 5_000], [145_000, 5_000]]));
+    // A slot list is not what the byte clock takes: refused, saying what it does take.
+    let slots = c.change_schedule(switch, vec![("ctrl".into(), vec![0])]).unwrap();
+    assert!(slots.as_ref().is_err_and(|e| e.contains("windows")), "{slots:?}");
+    // ctrl at 21 µs (its new first window), handed in after the change is known; best effort beside it all.
+    for i in 0..60i64 {
+        let t = at(n0 + i) + 21_000;
+        let tag = 100 + i as u64;
+        c.send(&Request::Submit { tag, class: "ctrl".into(), txtime: Some(t), frame: test_frame(200, tag, t) })
+            .unwrap();
+        want.insert(tag, if i < 30 { Err(Reason::NotOwned) } else { Ok(t) });
+    }
+    for i in 0..200u64 {
+        let tag = 1000 + i;
+        c.send(&Request::Submit { tag, class: "be".into(), txtime: None, frame: test_frame(1500, tag, 0) }).unwrap();
+        want.insert(tag, Ok(i64::MIN));
+    }
+    let mut got = std::collections::HashMap::new();
+    while got.len() < want.len() {
+        let Some(Response::Outcome { tag, delivery }) = c.recv().unwrap() else { panic!("the daemon closed") };
+        assert!(got.insert(tag, delivery).is_none(), "two outcomes for #{tag}");
+    }
+    let after = c.info().unwrap();
+    assert_eq!(after.windows[0], vec![(20_000, 5_000), (145_000, 5_000)], "ctrl's windows once in force");
+    stop.store(true, Ordering::Relaxed);
+    let stats = server.join().unwrap().unwrap();
+    let stalled = stats.underruns > 0;
+    let (mut on_time, mut be_sent) = (0, 0);
+    for (&tag, &delivery) in &got {
+        match (want[&tag], delivery) {
+            (_, Delivery::Sent { time, .. }) if tag >= 1000 => {
+                // Best effort: in no ctrl or video window of the side of the switch it is on.
+                let off = (time - info.base_time).rem_euclid(cycle);
+                let end = off + (1500 + 20) * 8;
+                let windows = if time < switch { &info.windows } else { &after.windows };
+                for w in windows.iter().flatten() {
+                    let (o, e) = (w.0 as i64, (w.0 + w.1) as i64);
+                    assert!(end <= o || off >= e, "best effort #{tag} at {off} in window {w:?}");
+                }
+                be_sent += 1;
+            }
+            (Ok(t), Delivery::Sent { time, .. }) => {
+                assert!(stalled || (time - t).abs() <= 4, "#{tag}: sent at {time}, txtime {t}");
+                on_time += 1;
+            }
+            (Ok(_), Delivery::Rejected(Reason::Underrun | Reason::Late)) if stalled => {}
+            (Err(w), Delivery::Rejected(r)) => assert_eq!(r, w, "#{tag}"),
+            (w, d) => panic!("#{tag}: wanted {w:?}, got {d:?} ({} underruns)", stats.underruns),
+        }
+    }
+    assert!(on_time >= 45, "{on_time} of 60 real-time frames sent on their byte ({} underruns)", stats.underruns);
+    assert!(be_sent > 0, "no best effort sent");
+}

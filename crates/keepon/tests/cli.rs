@@ -258,9 +258,6 @@ fn hostile_inputs_fail_fast_with_a_clear_message() {
     let p = cfg("ptp.toml", format!("{base}\n[ptp]\nclass = \"tc-0\"\nrole = \"slave\"\n"));
     let (ok, text) = keepon_out(&["run", "--config", &p, "--sync-wait", "1s"]);
     assert!(!ok && text.contains("not synchronised after 1 s") && !text.contains("frames,"), "{text}");
-    // A run on network time records outcomes, not the wire: --pcap is refused before anything starts.
-    let (ok, text) = keepon_out(&["run", "--config", &p, "--pcap", pcap.to_str().unwrap()]);
-    assert!(!ok && text.contains("--pcap with [ptp]"), "{text}");
     // `report` on an endless file and `table3` with an absurd span.
     let (ok, text) = keepon_out(&["report", "/dev/zero"]);
     assert!(!ok && text.contains("not a keepon records file"), "{text}");
@@ -353,11 +350,43 @@ log_sync_interval = -3
     )
     .unwrap();
     let csv = dir.path().join("net.csv");
-    let (ok, text) = keepon_out(&["run", "--config", p.to_str().unwrap(), "--records", csv.to_str().unwrap()]);
+    let pcap = dir.path().join("net.pcap");
+    let (ok, text) = keepon_out(&[
+        "run",
+        "--config",
+        p.to_str().unwrap(),
+        "--records",
+        csv.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
     assert!(ok, "{text}");
     assert!(text.contains("network time") && text.contains("run: 200 frames"), "{text}");
     let rows = record::read(&csv).unwrap();
     assert_eq!(rows.len(), 200);
+    // The wire on network time: every frame sent is in the pcap at its slot's time, the one its outcome gave (the
+    // EPHC: network time, as the station is grandmaster), its txtime to the byte (400 µs is a schedule slot start:
+    // the wire slot starts on the first byte at or after it, 80 ns at 100 Mb/s); the PTP messages are there too,
+    // padded to the slot as every frame.
+    let mut reader = pcap_file::pcap::PcapReader::new(std::fs::File::open(&pcap).unwrap()).unwrap();
+    let mut frames = std::collections::HashMap::new();
+    let mut ptp = 0;
+    while let Some(pkt) = reader.next_packet() {
+        let pkt = pkt.unwrap();
+        assert_eq!(pkt.data.len(), 1226, "padded to the slot (1230 B minus FCS)");
+        match keepon_core::testframe::TestHeader::parse(&pkt.data) {
+            Ok(h) => assert!(frames.insert(h.seq, (pkt.timestamp.as_nanos() as i64, h.txtime)).is_none()),
+            Err(_) => ptp += usize::from(pkt.data[12..14] == [0x88, 0xf7]),
+        }
+    }
+    let sent: Vec<_> = rows.iter().filter(|r| r.sent()).collect();
+    assert_eq!(frames.len(), sent.len(), "every frame sent, and only those, on the wire");
+    for r in sent {
+        let (at, txtime) = frames[&r.seq];
+        assert_eq!((Some(at), Some(txtime)), (r.ephc_ns, r.txtime_ns), "frame {}", r.seq);
+        assert!((0..80).contains(&(at - txtime)), "frame {} on the wire at {at}, txtime {txtime}", r.seq);
+    }
+    assert!(ptp > 0, "no PTP message in the pcap");
     // Sent, or (a wall-clock-paced link on a loaded host) refused with a reason: never without an outcome.
     // A host stall shows as underruns (the simulated link follows the wall clock) or as frames the replay handed in
     // behind schedule; a frame may be late or underrun only then, and a run without either sends every frame.

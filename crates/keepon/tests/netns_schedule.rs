@@ -13,6 +13,9 @@
 //! frame due after it in the new one (ring slot 12's), none lost: each frame the daemon reports sent is heard,
 //! the others were refused `underrun` (named) after a host stall. Frames submitted for the old window after the
 //! change are rejected `schedule-change` and never reach the wire. Needs root (skips otherwise); about 10 s.
+//!
+//! The same on the byte clock: tc-0's window moves from 400 µs to 1.2 ms of the cycle (windows given as time, the
+//! change as windows), its frames 13.337 µs into the window — at a byte time, not a slot start.
 #![cfg(target_os = "linux")]
 
 #[allow(dead_code)] // shared by the namespace and daemon tests; this one uses part of it
@@ -51,17 +54,52 @@ fn frame(seq: u64, txtime: i64) -> Vec<u8> {
     b
 }
 
-fn config(sock: &std::path::Path, masks: &str) -> String {
-    format!(
-        "[link]\nrate = \"100Mbps\"\n[ring]\nslot_bytes = 1230\nslots = 32\nbatch = 8\nslot_masks = \"{masks}\"\n\
+/// tc-0 in ring slot `ring_slot` (slot timing) or its window (byte clock), tc-1 best effort.
+fn config(sock: &std::path::Path, ring_slot: i64, bytes: bool) -> String {
+    let schedule = if bytes {
+        format!(
+            "[link]\ntiming = \"bytes\"\n[schedule]\ncycle_time = \"3200us\"\n[[class]]\nname = \"tc-0\"\n\
+             windows = [[\"{}us\", \"100us\"]]\n[[class]]\nname = \"tc-1\"\n",
+            ring_slot * 100
+        )
+    } else {
+        format!("[ring]\nslot_masks = \"{:#x},0\"\n", 1u32 << ring_slot)
+    };
+    let text = format!(
+        "[link]\nrate = \"100Mbps\"\n[ring]\nslot_bytes = 1230\nslots = 32\nbatch = 8\n\
          [run]\npoll_period = \"100us\"\nmax_advance = \"4s\"\n[daemon]\nsocket = \"{}\"\n[[daemon.allow]]\nuid = 0\n\
          classes = [\"tc-0\", \"tc-1\"]\n",
         sock.display()
-    )
+    );
+    merge(&text, &schedule)
+}
+
+/// `extra`'s keys added to `text`'s tables of the same name (a new table appended).
+fn merge(text: &str, extra: &str) -> String {
+    let mut doc: toml::Table = text.parse().unwrap();
+    let more: toml::Table = extra.parse().unwrap();
+    for (k, v) in more {
+        match (doc.get_mut(&k), v) {
+            (Some(toml::Value::Table(t)), toml::Value::Table(add)) => t.extend(add),
+            (_, v) => {
+                doc.insert(k, v);
+            }
+        }
+    }
+    toml::to_string(&doc).unwrap()
 }
 
 #[test]
 fn a_class_window_moves_at_its_base_time_on_a_real_link() {
+    run(false);
+}
+
+#[test]
+fn a_byte_clock_window_moves_at_its_base_time_on_a_real_link() {
+    run(true);
+}
+
+fn run(bytes: bool) {
     if !is_root() {
         println!("skipping: needs root (network namespaces)");
         return;
@@ -71,8 +109,10 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
     chmod(&d, 0o755);
     let sock = d.join("keepon.sock");
     let cfg = d.join("daemon.toml");
-    std::fs::write(&cfg, config(&sock, "0x10,0")).unwrap();
-    let topo = bridged("ks");
+    std::fs::write(&cfg, config(&sock, 4, bytes)).unwrap();
+    let topo = bridged(if bytes { "kw" } else { "ks" });
+    // Into the window: at its start on slots, 13.337 µs in (a byte time, not a slot start) on the byte clock.
+    let into = if bytes { 13_337 } else { 0 };
     let heard_csv = d.join("L.csv");
     let mut listener = Proc::spawn(
         "listen",
@@ -102,7 +142,7 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
     let change_at = cycle(BEFORE);
     // Frames for the old window after the change, submitted before it is known: `schedule-change`.
     for i in 0..5u64 {
-        let t = cycle(BEFORE + 40 + i as i64) + 4 * SLOT;
+        let t = cycle(BEFORE + 40 + i as i64) + 4 * SLOT + into;
         c.send(&Request::Submit { tag: STALE + i, class: "tc-0".into(), txtime: Some(t), frame: frame(STALE + i, t) })
             .unwrap();
     }
@@ -110,7 +150,7 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
     let plan = d.join("new.toml");
     std::fs::write(
         &plan,
-        config(&d.join("unused.sock"), "0x1000,0") + &format!("[schedule]\nbase_time = {change_at}\n"),
+        merge(&config(&d.join("unused.sock"), 12, bytes), &format!("[schedule]\nbase_time = {change_at}\n")),
     )
     .unwrap();
     let out = Command::new(BIN).args(["schedule", "apply", "--socket"]).arg(&sock).arg(&plan).output().unwrap();
@@ -146,7 +186,7 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
 
     // One tc-0 frame per cycle at its window's phase under the schedule of its time, submitted up to 200 ms
     // ahead; the outcomes read as they come.
-    let phase = |n: i64| if cycle(n) < change_at { 4 * SLOT } else { 12 * SLOT };
+    let phase = |n: i64| if cycle(n) < change_at { 4 * SLOT + into } else { 12 * SLOT + into };
     let mut outcomes: HashMap<u64, Delivery> = HashMap::new();
     let mut n = 0i64;
     let started = Instant::now();
@@ -190,7 +230,15 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
     for n in 0..CYCLES {
         match outcomes[&(n as u64)] {
             Delivery::Sent { ring_slot, .. } => {
-                assert_eq!(ring_slot, if cycle(n) < change_at { 4 } else { 12 }, "cycle {n}");
+                // (Windows given as time have no ring slots: 0.)
+                let want = if bytes {
+                    0
+                } else if cycle(n) < change_at {
+                    4
+                } else {
+                    12
+                };
+                assert_eq!(ring_slot, want, "cycle {n}");
                 sent.insert(n as u64, cycle(n) + phase(n));
             }
             Delivery::Rejected(Reason::Underrun) => underrun += 1,
@@ -209,7 +257,7 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
         let txtime = r.txtime_ns.unwrap();
         assert_eq!(Some(&txtime), sent.get(&r.seq), "frame {} heard with another txtime, or not reported sent", r.seq);
         // The old window before the change, the new one after it.
-        let want = if txtime < change_at { 4 * SLOT } else { 12 * SLOT };
+        let want = if txtime < change_at { 4 * SLOT + into } else { 12 * SLOT + into };
         assert_eq!((txtime - info.base_time).rem_euclid(CYCLE), want, "frame {} outside its window", r.seq);
         let e = r.rx_ns.unwrap() - tai - txtime;
         assert!(e > -TOLERANCE_NS, "frame {} heard {} µs before its txtime", r.seq, -e / 1000);
@@ -217,8 +265,9 @@ fn a_class_window_moves_at_its_base_time_on_a_real_link() {
         rt_heard += 1;
     }
     println!(
-        "schedule change on veth: {} of {CYCLES} tc-0 frames sent ({underrun} underrun), {rt_heard} heard ({beyond} \
+        "schedule change on veth ({}): {} of {CYCLES} tc-0 frames sent ({underrun} underrun), {rt_heard} heard ({beyond} \
          later than {} µs); {be_heard} of {flooded} best-effort frames heard",
+        if bytes { "byte clock" } else { "slots" },
         sent.len(),
         TOLERANCE_NS / 1000
     );

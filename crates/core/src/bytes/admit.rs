@@ -63,7 +63,12 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             // Longer than any stretch the windows leave free, with a byte to spare on either side (bytes start where
             // the clock puts them, not where a stretch opens): it could never go.
             let wire = wire_bytes(len);
-            if windows.longest_free().is_some_and(|free| self.span_of(wire + 2) > free) {
+            // While a change waits, a frame that fits either side's stretches may go.
+            let free = match &self.pending {
+                Some(p) => windows.longest_free().zip(p.windows.longest_free()).map(|(a, b)| a.max(b)),
+                None => windows.longest_free(),
+            };
+            if free.is_some_and(|free| self.span_of(wire + 2) > free) {
                 return Err(Reason::NoCapacity);
             }
             return Ok(None);
@@ -85,18 +90,19 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             return Err(self.passed(t));
         }
         let mut start = first;
-        for _ in 0..=self.rt.len() + 2 * windows.spans() {
+        let spans = windows.spans().max(self.pending.as_ref().map_or(0, |p| p.windows.spans()));
+        for _ in 0..=self.rt.len() + 2 * spans {
             let end = start + span;
             let moved = start != first;
-            let Some((open, close)) = windows.admitting(frame.class, start, end) else {
-                if !moved && span > windows.longest(frame.class) {
+            let Some((open, close)) = self.window_of(frame.class, start, end) else {
+                if !moved && span > self.windows_at(start).longest(frame.class) {
                     return Err(Reason::Oversize); // longer than any window of the class: it can never go
                 }
                 if !moved && !relaxed {
-                    return Err(Reason::NotOwned);
+                    return Err(self.refused_window(frame.class, start, end));
                 }
                 // Moved past the frames that held its time and out of a window (or never in one): the next window.
-                match windows.next_opening(frame.class, start + Rat { num: 1, den: 1_000 }) {
+                match self.opening_after(frame.class, start + Rat { num: 1, den: 1_000 }) {
                     Some(o) if o <= last => start = o,
                     _ => return Err(if moved { Reason::SlotTaken } else { Reason::NotOwned }),
                 }

@@ -29,6 +29,7 @@
 //!   is its deviation) or rejected (reason), as in the slot station.
 
 mod admit;
+mod change;
 mod place;
 mod post;
 pub mod windows;
@@ -150,6 +151,9 @@ pub struct ByteStation<B> {
     stride: Option<Stride>,
     /// The lead in wire bytes at the nominal rate.
     lead_bytes: u64,
+    /// A change of windows waiting for its switch ([`ByteStation::change_windows`]), and the last one done.
+    pending: Option<change::Switch>,
+    previous: Option<change::Switch>,
     /// EPHC intervals the wire lost to its latest underruns (idle, or posted and then moved later): a frame
     /// due in one is rejected `underrun`, not `late`.
     lost: VecDeque<(Tai, Tai)>,
@@ -187,6 +191,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             stride: None,
             lead_bytes: (cfg.lead.0 as u128 * u128::from(byte.den())).div_ceil(u128::from(byte.num())) as u64,
             lost: VecDeque::new(),
+            pending: None,
+            previous: None,
             cfg,
         })
     }
@@ -361,6 +367,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if self.draining {
             return Ok(Poll { post: posted..posted, underruns });
         }
+        self.promote_change();
         let post = self.post_ahead();
         self.counters.slots_posted += post.end - post.start;
         Ok(Poll { post, underruns })

@@ -34,10 +34,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let span = self.span_of(wire_bytes(len));
         let last = Rat::ns(i128::from(from.0)) + windows.cycle();
         let mut start = Rat::ns(i128::from(from.0));
-        for _ in 0..=2 * windows.spans() + 1 {
+        let spans = windows.spans().max(self.pending.as_ref().map_or(0, |p| p.windows.spans()));
+        for _ in 0..=2 * spans + 1 {
             // Frames are handed in at whole ns: the first at or after `start`.
             let at = Rat::ns(start.ceil());
-            if let Some((open, close)) = windows.admitting(c, at, at + span) {
+            if let Some((open, close)) = self.window_of(c, at, at + span) {
                 let txtime = Tai(i64::try_from(at.floor()).ok()?);
                 let b = self.byte_in_window(txtime, open, close, span);
                 let begin = self.time_at(b);
@@ -47,7 +48,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
             // Not inside a window from `at`: the next window's opening (a nanosecond's thousandth on, so that a
             // window it is already in, too short for the rest of the frame, is passed).
-            start = windows.next_opening(c, start + Rat { num: 1, den: 1_000 })?;
+            start = self.opening_after(c, start + Rat { num: 1, den: 1_000 })?;
             if start > last {
                 return None;
             }

@@ -117,7 +117,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 let w = self.rt.remove(&key).expect("the head was just found");
                 self.queued[usize::from(w.frame.class.0)] -= 1;
                 let f = w.frame;
-                let ring_slot = self.cfg.windows.ring_slot_at(self.cursor_time());
+                let ring_slot = self.windows_at(self.cursor_time()).ring_slot_at(self.cursor_time());
                 let placed = Placed { id: f.id, class: f.class, txtime: f.txtime, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
@@ -125,7 +125,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             Next::BestEffort(len) => {
                 let f = self.be.pop_front().expect("the head was just found");
                 self.queued[usize::from(f.class.0)] -= 1;
-                let ring_slot = self.cfg.windows.ring_slot_at(self.cursor_time());
+                let ring_slot = self.windows_at(self.cursor_time()).ring_slot_at(self.cursor_time());
                 let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot };
                 self.ring.place(k, placed, f.data.as_ref());
                 len
@@ -279,7 +279,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let start = self.time_at(p);
         let span = self.span_of(wire);
         let end = start + span;
-        self.cfg.windows.first_reserved(start, end).is_none().then_some(len as u32)
+        self.reserved_in(start, end).is_none().then_some(len as u32)
     }
 
     /// The byte at least a minimum filler after `p` where the best-effort frame at the head of its queue first
@@ -291,7 +291,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let span = self.span_of(wire);
         let mut from = self.time_at(p + MIN_WIRE);
         for _ in 0..4 {
-            let t = self.cfg.windows.next_free(from, span)?;
+            let t = self.free_from(from, span)?;
             // The first byte at or after `t` (a byte starts at a whole ns or between: the one after its floor
             // may be the first at or after it).
             let mut b = self.ephc.slot_at_or_after(Tai(i64::try_from(t.floor()).ok()?))?.max(p + MIN_WIRE);
@@ -299,7 +299,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 b += 1;
             }
             let start = self.time_at(b);
-            if self.cfg.windows.first_reserved(start, start + span).is_none() {
+            if self.reserved_in(start, start + span).is_none() {
                 return Some((b, wire));
             }
             // Rounded up to its byte, it runs into the next window: the stretch after that.

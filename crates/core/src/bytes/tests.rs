@@ -6,7 +6,7 @@ use super::{ByteConfig, ByteConfigError, ByteStation};
 use crate::isolation::ClassId;
 use crate::outcome::{Frame, FrameId, Outcome, Reason};
 use crate::ring::SlotKind;
-use crate::station::Observation;
+use crate::station::{ChangeError, Observation};
 use crate::time::{LinkRate, Nanos, Tai};
 
 const T0: Tai = Tai(1_700_000_000_000_000_000);
@@ -72,7 +72,18 @@ fn classes(rt: &[(i64, i64)]) -> Vec<ClassWindows> {
 }
 
 /// Run `frames` (submit time, frame) through a station on the exact NIC for `span`, polling every `poll`.
-fn run(cfg: ByteConfig, mut frames: Vec<(Tai, Frame<Vec<u8>>)>, span: Nanos, poll: Nanos) -> (Nic, Vec<Outcome>) {
+fn run(cfg: ByteConfig, frames: Vec<(Tai, Frame<Vec<u8>>)>, span: Nanos, poll: Nanos) -> (Nic, Vec<Outcome>) {
+    run_with(cfg, frames, span, poll, |_, _| {})
+}
+
+/// [`run`], with `hook` called with the station and the time before every poll.
+fn run_with(
+    cfg: ByteConfig,
+    mut frames: Vec<(Tai, Frame<Vec<u8>>)>,
+    span: Nanos,
+    poll: Nanos,
+    mut hook: impl FnMut(&mut ByteStation<Vec<u8>>, Tai),
+) -> (Nic, Vec<Outcome>) {
     let mut st = ByteStation::new(cfg.clone(), T0).unwrap();
     let mut nic = Nic { rate: cfg.rate, start: None, wire: Vec::new() };
     frames.sort_by_key(|(t, f)| (*t, f.id));
@@ -84,6 +95,7 @@ fn run(cfg: ByteConfig, mut frames: Vec<(Tai, Frame<Vec<u8>>)>, span: Nanos, pol
             let _ = st.submit(frames[next].1.clone(), now);
             next += 1;
         }
+        hook(&mut st, now);
         let consumed = nic.consumed(now);
         let poll_out = st.poll(Observation { consumed, now, gaps: &[] }).unwrap();
         assert!(poll_out.underruns.is_empty(), "underrun at {now:?}");
@@ -407,4 +419,133 @@ fn frames_due_while_the_link_was_idle_are_underruns() {
     // A passed time the stall did not cover is still `late`.
     assert_eq!(st.submit(frame(4, 0, Some(T0 + Nanos::from_us(100)), 100), now), Err(Reason::Late));
     assert_eq!(st.in_flight(), 1, "frame 2 (due after the stall) waits for its byte");
+}
+
+/// A live change of windows: frames due before the switch follow the old windows, frames due after it the new
+/// ones, whenever they were submitted; a frame for an old window after the switch is `schedule-change`, one for a
+/// new window before it `not-owned`; nothing is lost.
+#[test]
+fn a_change_of_windows_takes_effect_at_its_cycle_start() {
+    let mbps = 1000;
+    let rate = LinkRate::from_mbps(mbps).unwrap();
+    let cycle = Nanos::from_us(100);
+    let old = Windows::new(T0, cycle, &classes(&[(10_000, 20_000)]), rate).unwrap();
+    let new = Windows::new(T0, cycle, &classes(&[(50_000, 20_000)]), rate).unwrap();
+    // One frame at offset 20 µs (old window) and one at 60 µs (new window) of every cycle 5..30, handed in 900 µs
+    // ahead; best effort between.
+    let mut frames = Vec::new();
+    for n in 5..30i64 {
+        for (k, off) in [(0u64, 20_000i64), (1, 60_000)] {
+            let t = T0 + Nanos(n * cycle.0 + off);
+            frames.push((t - Nanos::from_us(900), frame(2 * n as u64 + k, 0, Some(t), 200)));
+        }
+        frames.push((T0 + Nanos(n * cycle.0), frame(1000 + n as u64, 1, None, 300)));
+    }
+    // Asked for at 1 ms (a few frames after the switch already waiting), for 1.55 ms: the switch is 1.6 ms.
+    let mut change = None;
+    let hook = |st: &mut ByteStation<Vec<u8>>, now: Tai| {
+        if change.is_none() && now >= T0 + Nanos::from_ms(1) {
+            change = Some(st.change_windows(T0 + Nanos::from_us(1550), new.clone()));
+            assert_eq!(st.pending_change().map(|(t, _)| t), Some(T0 + Nanos::from_us(1600)));
+        }
+    };
+    let (nic, outcomes) = run_with(config(mbps, old), frames, Nanos::from_ms(4), Nanos::from_us(20), hook);
+    let change = change.expect("asked").expect("accepted");
+    assert_eq!(change.time, T0 + Nanos::from_us(1600));
+    let switch = T0 + Nanos::from_us(1600);
+    let sent: Vec<_> = starts(&nic);
+    let mut waiting_rejected = 0;
+    for n in 5..30i64 {
+        for (k, off) in [(0u64, 20_000i64), (1, 60_000)] {
+            let id = FrameId(2 * n as u64 + k);
+            let t = T0 + Nanos(n * cycle.0 + off);
+            let o = outcomes.iter().filter(|o| o.id == id).collect::<Vec<_>>();
+            assert_eq!(o.len(), 1, "frame {id:?}: {o:?}");
+            let before = t < switch;
+            // A frame for a new window handed in before the change was asked for was `not-owned` then.
+            let known = t - Nanos::from_us(900) >= T0 + Nanos::from_ms(1);
+            match (k, before) {
+                (0, true) | (1, false) if k == 0 || known => {
+                    assert!(o[0].result.is_ok(), "frame {id:?} at {t:?} (switch {switch:?}): {o:?}");
+                    let (_, at, _) = sent.iter().find(|(i, _, _)| *i == id).expect("on the wire");
+                    assert!((*at - Rat::ns(i128::from(t.0))).floor().abs() <= 8, "frame {id:?} at {at:?}, due {t:?}");
+                }
+                (0, false) => {
+                    assert_eq!(o[0].result, Err(Reason::ScheduleChange), "frame {id:?} at {t:?}");
+                    // Submitted before the change (due by 1.9 ms): rejected by the change itself.
+                    if t < T0 + Nanos::from_us(1900) {
+                        waiting_rejected += 1;
+                    }
+                }
+                _ => assert_eq!(o[0].result, Err(Reason::NotOwned), "frame {id:?} at {t:?}"),
+            }
+        }
+    }
+    assert!(waiting_rejected > 0 && change.rejected > 0, "no waiting frame was decided again: {change:?}");
+    // Best effort never in a window of either side.
+    for s in &nic.wire {
+        if let SlotKind::Real { class: ClassId(1), .. } = s.kind {
+            let t = nic.time_of(s.pos);
+            let end = t + Rat { num: i128::from(s.len + 20) * 8, den: 1 };
+            let w = if t < Rat::ns(i128::from(switch.0)) { (10_000, 30_000) } else { (50_000, 70_000) };
+            let off = (t - Rat::ns(i128::from(T0.0))).floor().rem_euclid(100_000);
+            let end_off = off + (end - t).ceil();
+            assert!(end_off <= w.0 || off >= w.1, "best effort at offset {off} into a window {w:?}");
+        }
+    }
+    assert!(outcomes.iter().filter(|o| o.class == ClassId(1)).all(|o| o.result.is_ok()));
+}
+
+/// Changes the byte clock refuses, naming why: another cycle, other classes, a switch the wire has passed.
+#[test]
+fn a_change_the_byte_clock_cannot_take_is_refused() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let cycle = Nanos::from_us(100);
+    let old = Windows::new(T0, cycle, &classes(&[(10_000, 20_000)]), rate).unwrap();
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(config(1000, old), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    let other = Windows::new(T0, Nanos::from_us(200), &classes(&[(10_000, 20_000)]), rate).unwrap();
+    assert!(matches!(st.change_windows(T0 + Nanos::from_ms(5), other), Err(ChangeError::Cycle { .. })));
+    let mut renamed = classes(&[(10_000, 20_000)]);
+    renamed[0].name = "tc".into();
+    let renamed = Windows::new(T0, cycle, &renamed, rate).unwrap();
+    assert!(matches!(st.change_windows(T0 + Nanos::from_ms(5), renamed), Err(ChangeError::Classes(_))));
+    let new = Windows::new(T0, cycle, &classes(&[(50_000, 20_000)]), rate).unwrap();
+    match st.change_windows(T0, new.clone()) {
+        Err(ChangeError::InThePast { earliest, .. }) => assert!(earliest > T0, "{earliest:?}"),
+        other => panic!("a switch the wire has passed: {other:?}"),
+    }
+    assert!(st.pending_change().is_none(), "a refused change changes nothing");
+    assert!(st.change_windows(T0 + Nanos::from_ms(5), new).is_ok());
+}
+
+/// Best-effort frames longer than every stretch the new windows leave free are rejected `schedule-change` when
+/// they take effect (each would wait for ever, and every best-effort frame behind it); those sent before the
+/// switch kept to the old free time.
+#[test]
+fn best_effort_the_new_windows_leave_no_room_for_is_rejected_at_the_switch() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let cycle = Nanos::from_us(40);
+    // 28 µs of every 40 free, then 5: two 1400-byte frames (11.4 µs each) fit a stretch, then none.
+    let old = Windows::new(T0, cycle, &classes(&[(0, 12_000)]), rate).unwrap();
+    let new = Windows::new(T0, cycle, &classes(&[(0, 35_000)]), rate).unwrap();
+    // Twenty of them at 120 µs: ten stretches' worth, more than there are before the switch at 400 µs.
+    let frames: Vec<_> = (0..20u64).map(|i| (T0 + Nanos::from_us(120), frame(i, 1, None, 1400))).collect();
+    let hook = |st: &mut ByteStation<Vec<u8>>, now: Tai| {
+        if now == T0 + Nanos::from_us(100) {
+            assert!(st.change_windows(T0 + Nanos::from_us(400), new.clone()).is_ok());
+        }
+    };
+    let (nic, outcomes) = run_with(config(1000, old), frames, Nanos::from_ms(2), Nanos::from_us(20), hook);
+    assert_eq!(outcomes.len(), 20, "{outcomes:?}");
+    let late = outcomes.iter().filter(|o| o.result == Err(Reason::ScheduleChange)).count();
+    let sent = outcomes.iter().filter(|o| o.result.is_ok()).count();
+    assert!(late > 0 && sent > 0 && late + sent == 20, "{sent} sent, {late} schedule-change: {outcomes:?}");
+    for s in &nic.wire {
+        if let SlotKind::Real { .. } = s.kind {
+            let t = nic.time_of(s.pos);
+            let off = (t - Rat::ns(i128::from(T0.0))).floor();
+            assert!(off < 400_000 && off.rem_euclid(40_000) >= 12_000, "best effort at {off} ns");
+        }
+    }
 }

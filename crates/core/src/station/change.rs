@@ -48,6 +48,13 @@ pub enum ChangeError {
         /// Ring slots of the new map.
         new: u32,
     },
+    /// The new windows' cycle differs from the running one's (byte clock), whole ns rounded up.
+    Cycle {
+        /// The running cycle.
+        running: i128,
+        /// The new cycle.
+        new: i128,
+    },
     /// The classes differ: names, order, or which are best effort.
     Classes(alloc::string::String),
     /// The change time's slot is already posted to the NIC, or has passed (Qbv's `config-change-error`).
@@ -65,6 +72,11 @@ impl fmt::Display for ChangeError {
             ChangeError::Ring { running, new } => write!(
                 f,
                 "the new schedule has {new} ring slots and the running one {running}: a change of cycle time takes a \
+                 restart"
+            ),
+            ChangeError::Cycle { running, new } => write!(
+                f,
+                "the new windows' cycle is {new} ns and the running one {running} ns: a change of cycle time takes a \
                  restart"
             ),
             ChangeError::Classes(why) => write!(f, "the new schedule's classes differ from the running ones: {why}"),

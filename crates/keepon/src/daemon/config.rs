@@ -157,6 +157,9 @@ pub struct DaemonConfig {
     /// A line to print once the socket is bound (the start banner: printed only when serving really starts, so
     /// an error claiming the socket is never preceded by it).
     pub banner: Option<String>,
+    /// Write the wire here as a pcap, each slot at its EPHC time — network time once synchronised (`keepon run
+    /// --pcap` with `[ptp]`; not a `[daemon]` key).
+    pub pcap: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -243,6 +246,7 @@ impl DaemonConfig {
             banner: None,
             metrics_file: d.metrics_file,
             idle_pause: d.idle_pause.unwrap_or(false),
+            pcap: None,
         })
     }
 
@@ -264,6 +268,7 @@ impl DaemonConfig {
                     banner: None,
                     metrics_file: None,
                     idle_pause: false,
+                    pcap: None,
                 }
             }
         };

@@ -108,6 +108,8 @@ use crate::config::Config;
 use crate::ptpconf::PtpConfig;
 use crate::run::{byte_config, station_config};
 use requests::{serve_requests, Ctx, Later};
+
+use crate::pcap::WireTap;
 use served::Served;
 
 pub use config::{AllowRule, DaemonConfig, Limits};
@@ -275,12 +277,13 @@ struct Routes<'a> {
     releases: &'a mut Releases,
     stats: &'a mut DaemonStats,
     ptp: &'a mut Option<(Sync, Tai)>,
+    tap: &'a mut Option<WireTap>,
 }
 
 /// Route the station's events: outcomes to their clients (and out of their class's share), release reports to
 /// the clients that wait for them and to PTP.
 fn route<S: Served>(events: &mut Vec<Event>, r: Routes, station: &mut S) {
-    let Routes { tolerance, now, feed, owner, conns, releases, stats, ptp } = r;
+    let Routes { tolerance, now, feed, owner, conns, releases, stats, ptp, tap } = r;
     for e in events.drain(..) {
         match e {
             Event::Outcome(o) if ptp.as_mut().is_some_and(|(s, now)| s.on_outcome(&o, station, *now)) => {}
@@ -297,6 +300,9 @@ fn route<S: Served>(events: &mut Vec<Event>, r: Routes, station: &mut S) {
             }
             Event::Underrun(_) => stats.underruns += 1,
             Event::Wire(w) => {
+                if let (Some(t), Some(at)) = (tap.as_mut(), w.ephc) {
+                    t.wire(&w, at);
+                }
                 let Some(id) = w.frame else { continue };
                 if let Some((s, now)) = ptp.as_mut() {
                     if s.on_released(id, w.released, w.stamped, station, *now) {
@@ -389,6 +395,7 @@ fn serve_bound<N: Nic, S: Served>(
     limits: &Limits,
 ) -> Result<DaemonStats, String> {
     let start = driver.nic.now();
+    let mut tap = dcfg.pcap.as_deref().map(|p| WireTap::create(p, cfg)).transpose()?;
     let classes = cfg.ownership.classes();
     let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
     let backend = crate::backend::describe_for(cfg, driver.nic.describe());
@@ -551,7 +558,7 @@ fn serve_bound<N: Nic, S: Served>(
         }
         // Schedule changes, in the order asked, one per poll (each may move every frame waiting in the station):
         // each answered with when it takes effect, or why not.
-        if let Some(schedule::Request { cid, uid, base_time, classes }) = later.changes.pop_front() {
+        if let Some(schedule::Request { cid, uid, base_time, change }) = later.changes.pop_front() {
             let horizon = driver.station.ephc_at(now) + schedule::MAX_AHEAD;
             let r = if base_time > horizon.0 {
                 Err(format!(
@@ -561,7 +568,7 @@ fn serve_bound<N: Nic, S: Served>(
                     driver.station.ephc_at(now).0
                 ))
             } else {
-                driver.station.change_schedule(uid, base_time, &classes)
+                driver.station.change_schedule(uid, base_time, &change)
             };
             match &r {
                 Ok(s) => {
@@ -669,6 +676,7 @@ fn serve_bound<N: Nic, S: Served>(
                 releases: &mut releases,
                 stats: &mut stats,
                 ptp: &mut ptp,
+                tap: &mut tap,
             };
             route(&mut events, routes, &mut driver.station);
             if link_done {
@@ -707,6 +715,9 @@ fn serve_bound<N: Nic, S: Served>(
         }
     }
     later.guard.flush(driver.nic.now());
+    if let Some(t) = tap {
+        t.finish()?;
+    }
     Ok(stats)
 }
 

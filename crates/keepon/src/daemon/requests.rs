@@ -88,7 +88,7 @@ pub(super) fn serve_requests(
                 c.stats_waiting = true;
             }
             // Refused at once, in O(1), for users who may not change the schedule.
-            Ok(Request::Schedule { .. }) if !guard::privileged(c.uid) => {
+            Ok(Request::Schedule { .. } | Request::ScheduleWindows { .. }) if !guard::privileged(c.uid) => {
                 let why = schedule::permitted(c.uid).expect_err("not privileged");
                 later.guard.note(c.uid, "schedule changes refused", || why.clone(), ctx.now);
                 c.respond(&Response::Scheduled(Err(why)));
@@ -96,7 +96,13 @@ pub(super) fn serve_requests(
             // Applied to the station after this poll's requests (it is not in reach here), one per poll; the
             // connection's further requests wait until it is answered.
             Ok(Request::Schedule { base_time, classes }) => {
-                later.changes.push_back(schedule::Request { cid, uid: c.uid, base_time, classes });
+                let change = schedule::Change::Slots(classes);
+                later.changes.push_back(schedule::Request { cid, uid: c.uid, base_time, change });
+                c.change_waiting = true;
+            }
+            Ok(Request::ScheduleWindows { base_time, classes }) => {
+                let change = schedule::Change::Windows(classes);
+                later.changes.push_back(schedule::Request { cid, uid: c.uid, base_time, change });
                 c.change_waiting = true;
             }
             Ok(Request::Subscribe { release_times }) => {

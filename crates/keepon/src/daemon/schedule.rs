@@ -19,8 +19,55 @@ pub struct Request {
     pub uid: u32,
     /// Base time (TAI ns).
     pub base_time: i64,
+    /// The classes' new schedule.
+    pub change: Change,
+}
+
+/// A change as a client gives it: ring slots (`Schedule`) or windows (`ScheduleWindows`) of the classes named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
     /// Classes and their ring slots.
-    pub classes: Vec<(String, Vec<u32>)>,
+    Slots(Vec<(String, Vec<u32>)>),
+    /// Classes and their windows in the cycle, (offset, length) ns.
+    Windows(Vec<(String, Vec<(u64, u64)>)>),
+}
+
+/// The ring slots windows stand for under slot period `δ` (`num/den` ns) on a ring of `ring`: each window must run
+/// from one slot boundary `⌈i·δ⌉` to another (as `Info` reports a slot mask's windows); one that does not is refused,
+/// named.
+pub fn slots_of(
+    windows: &[(String, Vec<(u64, u64)>)],
+    delta: SlotPeriod,
+    ring: u32,
+) -> Result<Vec<(String, Vec<u32>)>, String> {
+    let at = |i: u64| (u128::from(i) * u128::from(delta.num())).div_ceil(u128::from(delta.den()));
+    // The slot boundary at `t` ns, if one is there: the least i with ⌈i·δ⌉ ≥ t, checked.
+    let slot_at = |t: u64| -> Option<u64> {
+        let i = (u128::from(t) * u128::from(delta.den()) / u128::from(delta.num())) as u64;
+        (i.saturating_sub(1)..=i + 1).find(|&i| at(i) == u128::from(t))
+    };
+    windows
+        .iter()
+        .map(|(name, ws)| {
+            let mut slots = Vec::new();
+            for &(offset, length) in ws {
+                let end = offset
+                    .checked_add(length)
+                    .ok_or_else(|| format!("class {name:?}: window ({offset}, {length}) ns overflows"))?;
+                match (slot_at(offset), slot_at(end)) {
+                    (Some(a), Some(b)) if a < b && b <= u64::from(ring) => slots.extend(a as u32..b as u32),
+                    _ => {
+                        return Err(format!(
+                        "class {name:?}: window ({offset}, {length}) ns is not a run of whole slots of {} ns on this \
+                             ring of {ring} (its edges must be slot boundaries ⌈i·δ⌉, as Info reports them)",
+                        delta.num() as f64 / delta.den() as f64
+                    ))
+                    }
+                }
+            }
+            Ok((name.clone(), slots))
+        })
+        .collect()
 }
 
 /// Only root and the daemon's own user may change the schedule: it decides every class's windows.
