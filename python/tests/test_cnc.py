@@ -93,7 +93,10 @@ def test_a_leave_frees_windows_that_another_join_then_uses(tmp_path):
     with pytest.raises(Refused):
         cnc.join(join_body(B, "t2", latest_transmit_offset=0))
     assert _out(cnc.leave(leave_body(A)))["keepon-cnc:state"] == "left"
-    assert fake.devices["sw1"].config()["ports"] == {}  # no stream on the port: no gate list
+    # no stream on the port: every gate open, given explicitly (the switch replaces the table it had)
+    assert fake.devices["sw1"].config()["ports"] == {
+        "swp3": {"towards": "sw2", "cycle_ns": CYCLE, "entries": [[255, CYCLE]]}
+    }
     assert fake.devices["t1"].config()["classes"] == {"tc7": []}
     with pytest.raises(RequestError) as gone:
         cnc.status(A)

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from cnc_support import MAC, TOPOLOGY, join_body, leave_body, sid
+from cnc_support import MAC, TOPOLOGY, join_body, leave_body, new_cnc, sid
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B = sid("t1", 1), sid("t2", 1)
@@ -131,3 +131,25 @@ def test_the_api_end_to_end_and_a_restart(tmp_path):
         assert code == 200, doc
     finally:
         svc.stop()
+
+
+def test_a_failed_first_start_leaves_no_database(tmp_path):
+    """A new --db without a topology, or with a topology the CNC refuses, is bad input (exit 3) and no file stays."""
+    from network_support import run
+
+    db = tmp_path / "new.db"
+    code, err = run("cnc", "--db", str(db))
+    assert code == 3 and "a new database needs the topology" in err
+    assert list(tmp_path.iterdir()) == []
+    topo = tmp_path / "net.toml"
+    topo.write_text(TOPOLOGY, encoding="utf-8")
+    code, err = run("cnc", str(topo), "--db", str(db), "--cycle", "3ms")  # the rings last 1 ms, not 3
+    assert code == 3 and "not the network's cycle" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["net.toml"]
+    code, err = run("cnc", str(topo), "--db", str(db), "--cycle", "1ms", "--switch", "nosuch=127.0.0.1:1")
+    assert code == 3 and "expected a switch of the topology" in err and not db.exists()
+    # a database that was there before stays, even when the start fails
+    new_cnc(db).store.close()
+    code, err = run("cnc", "--db", str(db), "--switch", "nosuch=127.0.0.1:1")
+    assert code == 3 and db.exists()
+    assert new_cnc(db).store.config()["cycle_ns"] == "1000000"

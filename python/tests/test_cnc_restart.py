@@ -101,3 +101,29 @@ def test_killed_mid_leave_and_mid_replan_converge(tmp_path):
     _converged(third, fake)
     third.join(join_body(C, "t1", latest_transmit_offset=0))
     assert third.inc.starts[C][0] == 0
+
+
+def test_the_log_is_checkpointed_by_the_store_thread_not_by_a_commit(tmp_path):
+    """SQLite's automatic checkpoint is off (a commit never waits for one); the store's thread copies the log into
+    the database file instead, and a restart reads everything back."""
+    import time
+
+    from keepon_plan.cnc import store as store_mod
+
+    fake = FakeNetwork(time=10**9)
+    cnc = new_cnc(tmp_path / "db", fake)
+    assert cnc.store.db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    size = (tmp_path / "db").stat().st_size
+    for n in range(1, 21):
+        cnc.join(join_body(sid("t1", n), "t1", interval=(1, 1000), size=64))
+        fake.time += 10**9
+    # the changes went to the log; the thread copies them into the database file (nothing else here does)
+    ran = cnc.store.checkpointer.checkpoints
+    end = time.monotonic() + 10 * store_mod.CHECKPOINT_S
+    while cnc.store.checkpointer.checkpoints < ran + 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert cnc.store.checkpointer.checkpoints >= ran + 2
+    assert (tmp_path / "db").stat().st_size > size
+    cnc.store.close()
+    assert not cnc.store.checkpointer.is_alive()
+    assert len(new_cnc(tmp_path / "db", fake).requests) == 20

@@ -4,7 +4,8 @@ A generated network: ``--switches`` 10 Gb/s switches in a line (500 ns links, 1 
 stations on each at 1 Gb/s (230-byte slots, 2 µs; 500 slots: a 1 ms cycle). Streams go from a random station to a
 random station at most two switches away, interval 250 µs, 500 µs or 1 ms, frames 64–200 bytes, max-latency 1 ms.
 For each N of ``--streams`` it fills the CNC to N streams in force in one transaction (the same first fit as a join,
-without the API; streams that do not fit are skipped), then times ``--joins`` joins through
+without the API; streams that do not fit are skipped; then :meth:`~keepon_plan.cnc.service.Cnc.settle`, as every
+join and a restart end), then times ``--joins`` joins through
 :meth:`~keepon_plan.cnc.service.Cnc.join` (the whole operation: parse, route, fit, the database's transactions with
 ``synchronous = FULL``, the fake devices) and the same number of leaves, then the restart: a new CNC over the
 database (read, route, rebuild the placement) and its recovery.
@@ -89,6 +90,7 @@ def fill(cnc, n: int, rng: random.Random, names: list[list[str]], macs: dict[str
         rows.append((join.stream_id, t, json.dumps(join.row()), json.dumps(list(starts))))
     with cnc.store.tx() as db:
         db.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, 'in-force', NULL)", rows)
+    cnc.settle()  # as after the joins or the restart that would have brought these streams in
     return len(rows)
 
 

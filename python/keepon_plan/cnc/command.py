@@ -5,12 +5,17 @@ addresses; they go into the database, and a restart needs only ``--db``. Before 
 a CNC that stopped mid-change is finished or rolled back (:meth:`~keepon_plan.cnc.service.Cnc.recover`), and the
 service says so on stderr. It prints ``keepon-plan: cnc: listening on http://HOST:PORT`` once it accepts requests
 (with ``--listen 127.0.0.1:0`` the port the system chose) and runs until SIGTERM or SIGINT.
+
+For tests of crash safety, the environment variable ``KEEPON_CNC_KILL_AT=WHERE`` makes the service kill itself
+(SIGKILL) when a change reaches ``WHERE`` (``recorded``, ``applied:DEVICE``, ``finished``: the points of
+:class:`~keepon_plan.cnc.service.Cnc`'s fault hook).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -43,18 +48,47 @@ def _duration(text: str, what: str) -> int:
     return ns
 
 
-def open_cnc(args: argparse.Namespace, distribution_for):
-    """The store (migrated), configured on a first start, and the CNC over it with its changes recovered."""
-    from .service import Cnc, configure
-    from .store import SchemaError, Store
-    from .tsn_types import _MAC
+def _kill_at(where: str | None):
+    """The fault hook of ``KEEPON_CNC_KILL_AT``: SIGKILL this process at that point of a change."""
+    if not where:
+        return None
 
+    def hook(at: str) -> None:
+        if at == where:
+            _say(f"KEEPON_CNC_KILL_AT={where}: killed")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def open_cnc(args: argparse.Namespace, distribution_for):
+    """The store (migrated), configured on a first start, and the CNC over it with its changes recovered. A first
+    start that fails (no topology, a bad one) removes the database file it would have created."""
+    from .store import SchemaError, Store
+
+    existed = Path(args.db).exists()
+    if not existed and args.network is None:
+        raise InputError("a new database needs the topology: keepon-plan cnc NETWORK.toml --cycle C --db FILE", args.db)
     try:
         store = Store(args.db)
     except SchemaError as exc:
         raise InputError(str(exc), args.db) from exc
     except Exception as exc:  # sqlite3.DatabaseError: not a database, unreadable
         raise InputError(f"cannot open the database: {exc}", args.db) from exc
+    try:
+        return _configured(store, args, distribution_for)
+    except BaseException:
+        if not existed:  # a first start that failed leaves no database behind
+            store.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(args.db + suffix).unlink(missing_ok=True)
+        raise
+
+
+def _configured(store, args: argparse.Namespace, distribution_for):
+    from .service import Cnc, configure
+    from .tsn_types import _MAC
+
     if args.network is not None:
         if args.cycle is None:
             raise InputError("--cycle is needed with the topology (the network's gate and ring cycle)")
@@ -70,7 +104,7 @@ def open_cnc(args: argparse.Namespace, distribution_for):
         configure(store, text, args.network, _duration(args.cycle, "cycle"), macs)
     elif not store.config():
         raise InputError("a new database needs the topology: keepon-plan cnc NETWORK.toml --cycle C --db FILE", args.db)
-    cnc = Cnc(store, None, _duration(args.lead, "lead"))  # type: ignore[arg-type]
+    cnc = Cnc(store, None, _duration(args.lead, "lead"), _kill_at(os.environ.get("KEEPON_CNC_KILL_AT")))  # type: ignore[arg-type]
     cnc.distribution = distribution_for(cnc.net)
     for line in cnc.recover():
         _say(line)

@@ -4,7 +4,8 @@ A :class:`Distribution` is the plug-in point: it tells network time and gives a 
 ``apply(config, base_time)`` or raises :class:`DistributionError`. Configurations are JSON values (stored as such):
 
 - a switch: ``{"ports": {PORT: {"towards": NODE, "cycle_ns": C, "entries": [[gate states, ns], ...]}}}``, every
-  scheduled egress port (a port with no stream is absent: its gates are all open, ``[[255, C]]``);
+  egress port that ever had a stream (a port never scheduled is absent; one whose streams all left has every gate
+  open, ``[[255, C]]``: a switch replaces the tables it is given and keeps the others);
 - a keepon station: ``{"classes": {"tc7": [ring slots], ...}}``, every class it ever had (an empty list frees it).
 
 The real path (:class:`RealDistribution`): a switch over NETCONF as ``keepon-plan push`` does it

@@ -28,11 +28,12 @@ import bisect
 
 from ..model import InputError
 from ..network import certificate as cert
-from ..network.gcl import GclTooLong, PortGcl, port_gcls
+from ..network.gcl import GclTooLong, PortGcl, port_frames
 from ..network.routing import RoutedStream, Router, route_stream
 from ..network.schedule import MAX_TRIES, Grids, _nowait, _State, departure_range, greedy, place_one
 from ..network.stations import fs_delta_ps, tc_class
 from ..network.topology import Network, Stream
+from .gates import PortGates
 from .tsn_types import RequestError
 
 SCAN_LIMIT = 20 * MAX_TRIES
@@ -94,6 +95,8 @@ class Incremental:
         """Per directed link: ps of frames in every cycle (at most the cycle)."""
         self.users: dict[tuple[str, str], set[str]] = {}
         self.by_talker: dict[str, set[str]] = {}
+        self.gates: dict[tuple[str, str], PortGates] = {}
+        """Per switch egress port: its gate list, kept window by window (:mod:`.gates`)."""
 
     # --- a request's stream, routed and checked ---------------------------------------------------------------------
 
@@ -164,10 +167,20 @@ class Incremental:
             key = (h.src, h.dst)
             self.load[key] = self.load.get(key, 0) + n * h.tx_ps
             self.users.setdefault(key, set()).add(name)
+        for (sw, nb), frames in port_frames(self.net, [r], {name: starts}).items():
+            g = self.gates.get((sw, nb))
+            if g is None:
+                g = self.gates[(sw, nb)] = PortGates(self.net, sw, nb, self.cycle_ns)
+            for f in frames:
+                g.add(f)
 
     def remove(self, name: str) -> RoutedStream:
         r = self.routed.pop(name)
-        self.state.remove(r, self.starts.pop(name))
+        starts = self.starts.pop(name)
+        self.state.remove(r, starts)
+        for port, frames in port_frames(self.net, [r], {name: starts}).items():
+            for f in frames:
+                self.gates[port].remove(f)
         self.by_talker[r.stream.talker].discard(name)
         n = self.cycle_ns // r.stream.period_ns
         for h in r.hops:
@@ -216,12 +229,16 @@ class Incremental:
         return sorted({(a + b) // delta % slots for b in range(0, self.cycle_ns * 1000, r.stream.period_ns * 1000)})
 
     def port_lists(self, ports: set[tuple[str, str]]) -> dict[tuple[str, str], PortGcl]:
-        """The gate lists of the switch egress ports ``(switch, neighbour)``; a port with no stream has none.
+        """The gate lists of the switch egress ports ``(switch, neighbour)``, read off the coverage kept window by
+        window (:class:`~keepon_plan.cnc.gates.PortGates`); a port with no stream has none.
         :class:`~keepon_plan.network.gcl.GclTooLong` when one needs more entries than the switch allows."""
-        names = set().union(*(self.users.get(p, set()) for p in ports)) if ports else set()
-        routed = [self.routed[n] for n in sorted(names)]
-        lists = port_gcls(self.net, routed, {n: self.starts[n] for n in names}, ports)
-        return {(g.switch, g.neighbour): g for g in lists}
+        out = {}
+        for port in sorted(ports):
+            g = self.gates.get(port)
+            lst = g.gcl() if g is not None else None
+            if lst is not None:
+                out[port] = lst
+        return out
 
     def fits_devices(self, ports: set[tuple[str, str]]) -> dict[tuple[str, str], PortGcl]:
         """The ports' gate lists (:meth:`port_lists`), or Refused when one would not fit its switch

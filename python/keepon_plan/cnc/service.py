@@ -21,6 +21,7 @@ written.
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections.abc import Callable
@@ -69,6 +70,15 @@ class Cnc:
             routed[name] = self.inc.route(self._stream(join))
             starts[name] = tuple(st)
         self.inc.adopt(starts, routed)
+        self.settle()
+
+    def settle(self) -> None:
+        """Collect the young garbage and freeze every object alive (``gc.freeze``): Python's automatic full
+        collections scan every object not frozen, and with 10 000 streams in force each took 120–210 ms, landing in
+        whichever join allocated at that moment. Called after every request and on loading (0.1 ms); what is frozen
+        is never scanned again (freed by reference counting as usual; a reference cycle dropped later stays)."""
+        gc.collect(1)
+        gc.freeze()
 
     # --- requests -------------------------------------------------------------------------------------------------
 
@@ -107,39 +117,45 @@ class Cnc:
         failures raise :class:`DistributionError` after the change is rolled back."""
         join = parse_join(body)
         with self.lock:
-            if join.stream_id in self.requests:
-                raise RequestError("stream-id", f"{join.stream_id} has joined already", tag="data-exists")
-            r = self.inc.route(self._stream(join))
-            before = dict(self.inc.starts)
-            moved: dict[str, tuple[list[int], list[int]]] = {}
             try:
-                starts = self.inc.fit(r)
-                self.inc.add(r, starts)
-            except Refused as refused:
-                if not join.allow_replan:
-                    refused.certificate["reason"] += " (allow-replan is false: the streams in force were not moved)"
-                    raise
-                new = self.inc.replan(r)
-                if new is None:
-                    refused.certificate["reason"] += "; a re-plan of every stream did not place them all either"
-                    raise
-                routed = {**self.inc.routed, r.stream.name: r}
-                self.inc.adopt(new, routed)
-                moved = {n: (list(before[n]), list(new[n])) for n in before if tuple(before[n]) != tuple(new[n])}
-            names = [r.stream.name, *moved]
-            try:
-                lists = self.inc.fits_devices(self._ports(names))
-            except Refused:
-                self._undo_join(r.stream.name, before, moved)
+                return self._join(join)
+            finally:
+                self.settle()
+
+    def _join(self, join: Join) -> dict:
+        if join.stream_id in self.requests:
+            raise RequestError("stream-id", f"{join.stream_id} has joined already", tag="data-exists")
+        r = self.inc.route(self._stream(join))
+        before = dict(self.inc.starts)
+        moved: dict[str, tuple[list[int], list[int]]] = {}
+        try:
+            starts = self.inc.fit(r)
+            self.inc.add(r, starts)
+        except Refused as refused:
+            if not join.allow_replan:
+                refused.certificate["reason"] += " (allow-replan is false: the streams in force were not moved)"
                 raise
-            self.requests[join.stream_id] = join
-            try:
-                self._change("join", join.stream_id, names, moved, joining=(r.stream.talker, join.row()), lists=lists)
-            except DistributionError:
-                self.requests.pop(join.stream_id)
-                self._undo_join(r.stream.name, before, moved)
+            new = self.inc.replan(r)
+            if new is None:
+                refused.certificate["reason"] += "; a re-plan of every stream did not place them all either"
                 raise
-            return self._answer(join.stream_id, moved=sorted(moved))
+            routed = {**self.inc.routed, r.stream.name: r}
+            self.inc.adopt(new, routed)
+            moved = {n: (list(before[n]), list(new[n])) for n in before if tuple(before[n]) != tuple(new[n])}
+        names = [r.stream.name, *moved]
+        try:
+            lists = self.inc.fits_devices(self._ports(names))
+        except Refused:
+            self._undo_join(r.stream.name, before, moved)
+            raise
+        self.requests[join.stream_id] = join
+        try:
+            self._change("join", join.stream_id, names, moved, joining=(r.stream.talker, join.row()), lists=lists)
+        except DistributionError:
+            self.requests.pop(join.stream_id)
+            self._undo_join(r.stream.name, before, moved)
+            raise
+        return self._answer(join.stream_id, moved=sorted(moved))
 
     def _undo_join(self, name: str, before: dict, moved: dict) -> None:
         if moved:
@@ -150,19 +166,25 @@ class Cnc:
     def leave(self, body: object) -> dict:
         sid = parse_leave(body)
         with self.lock:
-            if sid not in self.requests:
-                raise RequestError("stream-id", f"no stream {sid}", tag="data-missing")
-            r = self.inc.routed[sid]
-            ports = self._ports([sid])
-            starts = self.inc.starts[sid]
-            self.inc.remove(sid)
             try:
-                self._change("leave", sid, [], {}, leaving=(r, ports))
-            except DistributionError:
-                self.inc.add(r, starts)
-                raise
-            self.requests.pop(sid)
-            return {"keepon-cnc:output": {"stream-id": sid, "keepon-cnc:state": "left"}}
+                return self._leave(sid)
+            finally:
+                self.settle()
+
+    def _leave(self, sid: str) -> dict:
+        if sid not in self.requests:
+            raise RequestError("stream-id", f"no stream {sid}", tag="data-missing")
+        r = self.inc.routed[sid]
+        ports = self._ports([sid])
+        starts = self.inc.starts[sid]
+        self.inc.remove(sid)
+        try:
+            self._change("leave", sid, [], {}, leaving=(r, ports))
+        except DistributionError:
+            self.inc.add(r, starts)
+            raise
+        self.requests.pop(sid)
+        return {"keepon-cnc:output": {"stream-id": sid, "keepon-cnc:state": "left"}}
 
     def status(self, stream_id: str) -> dict:
         sid = check_stream_id(stream_id)
@@ -200,7 +222,9 @@ class Cnc:
                 port = self.net.port_name(sw, nb)
                 g = lists.get((sw, nb))
                 if g is None:
-                    new.pop(port, None)
+                    # its last stream left: every gate open (a switch replaces the tables it is given and keeps
+                    # the others, so the port is given one rather than left out)
+                    new[port] = {"towards": nb, "cycle_ns": self.cycle_ns, "entries": [[0xFF, self.cycle_ns]]}
                 else:
                     new[port] = {"towards": nb, "cycle_ns": g.cycle_ns, "entries": [list(e) for e in g.entries]}
             out.append((sw, "switch", {"ports": new}, prev))
@@ -259,6 +283,7 @@ class Cnc:
         with self.lock:
             for change in self.store.pending():
                 said.append(self._recover(change))
+            self.settle()
         return said
 
     def _recover(self, c: Change) -> str:

@@ -14,7 +14,10 @@ transaction)::
                    config, previous, state) and pending | applied
 
 Every step of a change is one transaction, so a CNC killed anywhere finds, per device, whether the change reached
-it; :mod:`.service` finishes or rolls back what it finds pending. The file is in WAL mode. Recording a change
+it; :mod:`.service` finishes or rolls back what it finds pending. The file is in WAL mode, checkpointed off the
+request path: SQLite's automatic checkpoint (run by the commit that crosses 1 000 pages of log, which then waits
+for it) is off, and a thread of the store's own (:class:`_Checkpointer`) checkpoints ``PASSIVE`` (never waiting for
+the writer, never making it wait) every :data:`CHECKPOINT_S` seconds on a connection of its own. Recording a change
 (:meth:`Store.begin`) is synced to disk (``synchronous = FULL``) before any device is given it; the later steps
 (a device applied, the change in force) only with ``NORMAL``, which survives the process being killed but may lose
 the last of them to a power failure: then the change is found pending and its devices are given the same
@@ -25,9 +28,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2
+CHECKPOINT_S = 0.5
+"""How often the checkpoint thread copies the log into the database file."""
 
 _V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -88,6 +94,8 @@ class Store:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("PRAGMA wal_autocheckpoint = 0")
+        self.checkpointer = _Checkpointer(path)
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             self.db.executescript(_V1)
@@ -115,6 +123,8 @@ class Store:
         return _Tx(self.db)
 
     def close(self) -> None:
+        """Stop the checkpoint thread, then close (the last connection to close checkpoints the rest)."""
+        self.checkpointer.stop()
         self.db.close()
 
     # --- configuration --------------------------------------------------------------------------------------------
@@ -250,3 +260,32 @@ class _Tx:
 
     def __exit__(self, kind, _value, _tb) -> None:
         self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+class _Checkpointer(threading.Thread):
+    """Checkpoints the log every :data:`CHECKPOINT_S` s (``PASSIVE``) on a connection of its own, until stopped."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(daemon=True, name=f"checkpoint {path}")
+        self.path = path
+        self.done = threading.Event()
+        self.checkpoints = 0
+        """How many it ran (for tests)."""
+        self.start()
+
+    def run(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            while not self.done.wait(CHECKPOINT_S):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    continue  # busy, or the file is going away: the next round (or the close) does it
+                self.checkpoints += 1
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join()

@@ -41,6 +41,28 @@ class PortGcl:
     """(gate states: bit i = traffic class i open, interval ns), summing to ``cycle_ns``."""
 
 
+Frame = tuple[int, int, int, int]
+"""A frame a port sends: (first bit of instance 0 ps, tx ps, traffic class, period ns)."""
+
+
+def port_frames(
+    net: Network,
+    routed: list[RoutedStream],
+    starts_ps: dict[str, tuple[int, ...]],
+    only: set[tuple[str, str]] | None = None,
+) -> dict[tuple[str, str], list[Frame]]:
+    """Per switch egress port ``(switch, neighbour)`` (only ``only``'s, if given), the frames the streams send."""
+    frames: dict[tuple[str, str], list[Frame]] = {}
+    for r in routed:
+        for h, t in zip(r.hops, starts_ps[r.stream.name], strict=True):
+            if h.src in net.switches and (only is None or (h.src, h.dst) in only):
+                start, length = h.window()
+                frames.setdefault((h.src, h.dst), []).append(
+                    (t + start - h.offset_ps, length, r.stream.traffic_class, r.stream.period_ns)
+                )
+    return frames
+
+
 def port_gcls(
     net: Network,
     routed: list[RoutedStream],
@@ -49,42 +71,50 @@ def port_gcls(
 ) -> list[PortGcl]:
     """``starts_ps``: per stream, the first bit of instance 0 on each of its hops; ``only``: just these ports
     ``(switch, neighbour)`` (default every port the streams use)."""
-    frames: dict[tuple[str, str], list[tuple[int, int, int, int]]] = {}  # (start ps, tx ps, tc, period ns)
-    for r in routed:
-        for h, t in zip(r.hops, starts_ps[r.stream.name], strict=True):
-            if h.src in net.switches and (only is None or (h.src, h.dst) in only):
-                start, length = h.window()
-                frames.setdefault((h.src, h.dst), []).append(
-                    (t + start - h.offset_ps, length, r.stream.traffic_class, r.stream.period_ns)
-                )
+    frames = port_frames(net, routed, starts_ps, only)
     return [_port_list(net, sw, nb, fr) for (sw, nb), fr in sorted(frames.items())]
 
 
-def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int, int]]) -> PortGcl:
+def port_cycle(net: Network, sw: str, nb: str, periods) -> int:
+    """The port's gate cycle: the lcm of ``periods`` (ns), checked against the switch's limits."""
     switch = net.switches[sw]
-    port = net.port_name(sw, nb)
-    where = f"switch {sw!r} port {port!r} (towards {nb!r})"
     cycle = 1
-    for *_, p in frames:
+    for p in periods:
         cycle = math.lcm(cycle, p)
+    where = f"switch {sw!r} port {net.port_name(sw, nb)!r} (towards {nb!r})"
     if cycle > switch.supported_cycle_max_ns:
         raise InputError(f"{where}: cycle {cycle} ns exceeds supported_cycle_max {switch.supported_cycle_max_ns} ns")
     gran = switch.gate_granularity_ns
     if cycle % gran:
         raise InputError(f"{where}: cycle {cycle} ns is not a whole number of its gate_granularity {gran} ns")
+    return cycle
+
+
+def frame_windows(frame: Frame, cycle: int, gran: int) -> list[tuple[int, int, int]]:
+    """The gate windows ``(start ns, end ns, tc bit)`` of a frame's instances within ``[0, cycle)`` (a multiple of
+    its period), rounded out to the granularity ``gran``, split at the wrap."""
+    start, tx, tc, period = frame
+    out = []
+    for base in range(0, cycle, period):
+        lo = (start + base * 1000) // (1000 * gran) * gran
+        hi = -(-(start + base * 1000 + tx) // (1000 * gran)) * gran
+        lo_c, length = lo % cycle, hi - lo
+        if lo_c + length <= cycle:
+            out.append((lo_c, lo_c + length, 1 << tc))
+        else:
+            out.append((lo_c, cycle, 1 << tc))
+            out.append((0, lo_c + length - cycle, 1 << tc))
+    return out
+
+
+def _port_list(net: Network, sw: str, nb: str, frames: list[Frame]) -> PortGcl:
+    cycle = port_cycle(net, sw, nb, (f[3] for f in frames))
+    gran = net.switches[sw].gate_granularity_ns
     scheduled = 0
     opens: list[tuple[int, int, int]] = []  # (start ns, end ns, tc bit) within [0, cycle), split at the wrap
-    for start, tx, tc, period in frames:
-        scheduled |= 1 << tc
-        for base in range(0, cycle, period):
-            lo = (start + base * 1000) // (1000 * gran) * gran
-            hi = -(-(start + base * 1000 + tx) // (1000 * gran)) * gran
-            lo_c, length = lo % cycle, hi - lo
-            if lo_c + length <= cycle:
-                opens.append((lo_c, lo_c + length, 1 << tc))
-            else:
-                opens.append((lo_c, cycle, 1 << tc))
-                opens.append((0, lo_c + length - cycle, 1 << tc))
+    for f in frames:
+        scheduled |= 1 << f[2]
+        opens += frame_windows(f, cycle, gran)
     best_effort = 0xFF & ~scheduled
     bounds = sorted({0, cycle, *(x for o in opens for x in o[:2])})
     # gate state per elementary interval: sweep over the sorted window edges
@@ -102,6 +132,16 @@ def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int,
             entries[-1][1] += b1 - b0
         else:
             entries.append([state, b1 - b0])
+    return finish_list(net, sw, nb, cycle, best_effort, entries)
+
+
+def finish_list(net: Network, sw: str, nb: str, cycle: int, best_effort: int, entries: list[list[int]]) -> PortGcl:
+    """The port's list from its gate states over the cycle (``[state, ns]``, neighbours of different states):
+    best-effort gaps too short for any frame given to the window before them, entries longer than the switch's
+    ``supported_interval_max`` split, the length checked (:class:`GclTooLong`)."""
+    switch = net.switches[sw]
+    port = net.port_name(sw, nb)
+    where = f"switch {sw!r} port {port!r} (towards {nb!r})"
     link = net.link(sw, nb)
     assert link is not None
     useless = -(-(MIN_FRAME_WIRE_BYTES * link.byte_ps()) // 1000)  # ns: no best-effort frame fits in less
@@ -113,9 +153,8 @@ def _port_list(net: Network, sw: str, nb: str, frames: list[tuple[int, int, int,
             merged[-1][1] += interval
         else:
             merged.append([state, interval])
-    entries = merged
     split: list[tuple[int, int]] = []
-    for state, interval in entries:
+    for state, interval in merged:
         while interval > switch.supported_interval_max:
             split.append((state, switch.supported_interval_max))
             interval -= switch.supported_interval_max
