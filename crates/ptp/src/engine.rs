@@ -34,6 +34,7 @@ use statime::port::{InBmca, Measurement, NoForwardedTLVs, Port, PortAction, Runn
 use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
+use crate::gptp::Profile;
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
 use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog, SLOPE_WINDOWS};
 use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
@@ -62,6 +63,9 @@ pub struct EngineConfig {
     pub servo: ServoKind,
     /// The delay-floor filter in front of the servo.
     pub floor: FloorConfig,
+    /// The PTP profile: its sdoId goes into every message statime writes and is required of every message it
+    /// takes ([`crate::gptp`]).
+    pub profile: Profile,
 }
 
 /// How the path delay is measured, with the log₂ of the request interval in seconds.
@@ -379,9 +383,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
             priority_1: cfg.priority1,
             priority_2: 128,
             domain_number: cfg.domain,
-            sdo_id: SdoId::default(),
+            // (0x100 for 802.1AS: statime then writes majorSdoId 1 into every header.)
+            sdo_id: SdoId::try_from(cfg.profile.sdo_id()).unwrap_or_default(),
             slave_only: cfg.slave_only,
-            path_trace: false,
+            // 802.1AS: Announce carries the path trace TLV.
+            path_trace: cfg.profile.is_802_1as(),
         };
         // The EPHC runs on TAI: a PTP timescale; we do not know the UTC offset (see the crate docs).
         let tp =
@@ -520,6 +526,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     /// What the outlier prefilter in front of the servo did so far.
     pub fn prefilter_stats(&self) -> PrefilterStats {
         self.outliers.get()
+    }
+
+    /// The grandmaster's clock identity as the BMCA last chose it (this clock's own while it is the time source).
+    pub fn grandmaster(&self) -> [u8; 8] {
+        self.instance.parent_ds().grandmaster_identity.0
     }
 
     /// The UTC offset the current master announces (seconds), if valid. keepon's EPHC runs on TAI and never

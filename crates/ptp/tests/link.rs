@@ -29,6 +29,7 @@ use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::dual::{DualGains, DualSteer};
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
+use keepon_ptp::gptp::{Profile, DEFAULT_THRESHOLD};
 use keepon_ptp::igmp;
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
@@ -155,6 +156,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         // delay, below as much as above), unlike kernel stamps, which are only ever late: the delay-floor filter,
         // which takes a low quantile of the values, would pick the noise's low edge. It is off here.
         floor: FloorConfig { window: Nanos::ZERO, ..FloorConfig::default() },
+    profile: Profile::Default,
     };
     let transport = if opts.udp { Transport::UdpV4 { src: [10, 0, 0, prio] } } else { Transport::L2 };
     let cfg = PortConfig {
@@ -166,6 +168,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         tx_constant: opts.tx_constant,
         rx_latency: if opts.rx == Rx::Software { rx_latency() } else { Nanos::ZERO },
         one_step: opts.one_step,
+        neighbor_prop_delay_thresh: DEFAULT_THRESHOLD,
     };
     let now = d.nic.now();
     let mut port = PtpPort::new(cfg, &mut d.station, now, seed);

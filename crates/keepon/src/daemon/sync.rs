@@ -164,6 +164,7 @@ impl Sync {
             delay: cfg.delay,
             servo: cfg.servo,
             floor: cfg.delay_floor,
+            profile: cfg.profile,
         };
         // Schedule PTP frames beyond what is posted and one poll.
         let lead = station.ptp_lead();
@@ -176,6 +177,7 @@ impl Sync {
             tx_constant: cfg.tx_latency,
             rx_latency: cfg.rx_latency,
             one_step: cfg.one_step,
+            neighbor_prop_delay_thresh: cfg.neighbor_prop_delay_thresh,
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
