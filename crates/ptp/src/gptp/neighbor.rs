@@ -7,8 +7,8 @@
 //! responseOriginTimestamp, plus its correction), `t4` it arrives here (less the Pdelay_Resp's correction).
 //!
 //! ```text
-//!   neighborRateRatio r = (t3ₙ − t3₀) / (t4ₙ − t4₀)       over the last WINDOW complete exchanges
-//!   neighborPropDelay D = (r·(t4 − t1) − (t3 − t2)) / 2    per exchange; the median of the window is judged
+//!   neighborRateRatio r = (t3ₙ − t3₀) / (t4ₙ − t4₀)       over the last RATE_WINDOW complete exchanges
+//!   neighborPropDelay D = (r·(t4 − t1) − (t3 − t2)) / 2    per exchange; the median of the last WINDOW is judged
 //!   asCapable          ⇔ a complete exchange, D ≤ threshold, at most ALLOWED_LOST requests unanswered in a row
 //! ```
 //!
@@ -23,8 +23,11 @@ use keepon_core::time::{Nanos, Tai};
 /// Pdelay_Req in a row that may go unanswered before the port stops being asCapable (802.1AS
 /// `allowedLostResponses`, default 3).
 pub const ALLOWED_LOST: u32 = 3;
-/// Complete exchanges the rate ratio and the judged delay span.
+/// Complete exchanges the judged delay spans (their median).
 pub const WINDOW: usize = 8;
+/// Complete exchanges the rate ratio spans: software stamps err by microseconds, so the ratio needs seconds of
+/// baseline (64 exchanges: 8 s at 8 Hz, a minute at the 802.1AS default of 1 Hz; fewer at start).
+pub const RATE_WINDOW: usize = 64;
 
 /// One complete exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +123,7 @@ impl Neighbor {
         self.pending = None;
         self.lost = 0;
         self.exchanges += 1;
-        if self.done.len() == WINDOW {
+        if self.done.len() == RATE_WINDOW {
             self.done.pop_front();
         }
         self.done.push_back(Exchange { t1, t2, t3, t4 });
