@@ -380,7 +380,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     pub fn new(cfg: EngineConfig, clock: Rc<RefCell<C>>, seed: u64) -> (PtpEngine<C>, Vec<Output>) {
         let instance_cfg = InstanceConfig {
             clock_identity: ClockIdentity(cfg.identity),
-            priority_1: cfg.priority1,
+            // A slave-only clock must lose every comparison (IEEE 1588-2019 §9.2.2: its clockClass is 255). statime
+            // 0.4 keeps its clockClass at 248 and, when its own dataset compares better than the best master's,
+            // stays listening: a slave-only keepon (priority1 128) would never follow a master announcing 248 —
+            // gPTP.cfg's ptp4l. Priority1 255 is compared first and makes it lose, as the standard intends.
+            priority_1: if cfg.slave_only { 255 } else { cfg.priority1 },
             priority_2: 128,
             domain_number: cfg.domain,
             // (0x100 for 802.1AS: statime then writes majorSdoId 1 into every header.)
