@@ -127,6 +127,8 @@ pub struct PtpPort {
     policy: ProfilePolicy,
     /// Our Pdelay_Req in flight, by frame: their sequenceId (their TX times go to the policy's neighbour).
     pdelay_reqs: HashMap<FrameId, u16>,
+    /// The frequency adjustment (ppt) the neighbour's rate ratio window started under.
+    rate_base: i64,
 }
 
 /// How far behind their slots' times PTP event messages really left (host-paced links; see
@@ -191,6 +193,7 @@ impl PtpPort {
             },
             policy: ProfilePolicy::new(cfg.engine.profile, cfg.engine.identity, cfg.neighbor_prop_delay_thresh),
             pdelay_reqs: HashMap::new(),
+            rate_base: 0,
         };
         p.outputs(outs, station, now);
         p
@@ -271,6 +274,20 @@ impl PtpPort {
 
     fn apply<S: PtpStation>(&mut self, station: &mut S) {
         let adj = self.clock.borrow_mut().take_adjustments();
+        for (_, a) in &adj {
+            // The neighbour's rate ratio is read on this clock: a step or a change beyond 1 ppm restarts it.
+            let changed = match *a {
+                ClockAdjust::Step(_) => true,
+                ClockAdjust::Rate(ppt) => (ppt - self.rate_base).abs() > 1_000_000,
+            };
+            if changed {
+                self.rate_base = match *a {
+                    ClockAdjust::Rate(ppt) => ppt,
+                    ClockAdjust::Step(_) => self.rate_base,
+                };
+                self.policy.on_clock_change();
+            }
+        }
         if let Some(held) = &mut self.held {
             held.extend(adj.into_iter().map(|(_, a)| a));
             return;

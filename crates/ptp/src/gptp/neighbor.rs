@@ -91,6 +91,15 @@ impl Neighbor {
         }
     }
 
+    /// The clock `t1` and `t4` are read on was stepped, or its frequency changed by more than the ratio may be
+    /// off: the exchange in flight (it straddles the change) is forgotten, and the rate ratio starts over from the
+    /// next exchange. (802.1AS measures the ratio on a free-running clock; keepon reads its exchanges on the EPHC
+    /// the servo steers, so after lock the ratio is the neighbour's over network time.)
+    pub fn on_clock_change(&mut self) {
+        self.pending = None;
+        self.done.clear();
+    }
+
     /// Our Pdelay_Req `seq` left at `t1`. An exchange still incomplete counts as lost.
     pub fn on_request_sent(&mut self, seq: u16, t1: Tai) {
         if self.pending.is_some_and(|p| p.seq != seq) {
@@ -228,6 +237,25 @@ mod tests {
         nb.on_response(7, Tai(0), Tai(102_000_001_000));
         nb.on_response_follow_up(102, Tai(1));
         assert_eq!(nb.status().exchanges, 9);
+    }
+
+    #[test]
+    fn a_clock_change_restarts_the_rate_ratio() {
+        let mut nb = Neighbor::new(Nanos(800), false);
+        for n in 1..=5 {
+            exchange(&mut nb, n, 500, 50.0, 0);
+        }
+        assert!((nb.status().rate_ratio.unwrap() - 1.000_05).abs() < 1e-9);
+        nb.on_request_sent(6, Tai(6_000_000_000));
+        nb.on_clock_change();
+        assert_eq!(nb.status().rate_ratio, None, "one exchange since: no ratio yet");
+        nb.on_response(6, Tai(0), Tai(6_000_001_000));
+        assert_eq!(nb.status().exchanges, 5, "the exchange across the change is forgotten");
+        for n in 7..=9 {
+            exchange(&mut nb, n, 500, 0.0, 0);
+        }
+        assert_eq!(nb.status().rate_ratio, Some(1.0));
+        assert_eq!(nb.status().lost_in_a_row, 0);
     }
 
     #[test]

@@ -118,6 +118,11 @@ impl ProfilePolicy {
         }
     }
 
+    /// The port's clock was stepped or its frequency changed a lot (see [`Neighbor::on_clock_change`]).
+    pub fn on_clock_change(&mut self) {
+        self.neighbor.on_clock_change();
+    }
+
     /// Our Pdelay_Req `seq` left at `t1`.
     pub fn on_request_sent(&mut self, seq: u16, t1: Tai) {
         self.neighbor.on_request_sent(seq, t1);
