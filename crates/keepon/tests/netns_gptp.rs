@@ -408,8 +408,18 @@ fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
     assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
     assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
     assert_eq!(watched.dropped(), 0, "{tag}: ptp4l's port lost asCapable: {}\n{}", watched.summary(), ptp4l.output());
-    // ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation.
-    let gm: String = ours.split("grandmaster ").nth(1).unwrap_or("").chars().take(16).collect();
+    // ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation; keepon's metrics
+    // (what `keepon status` shows) say the same, and that its port is asCapable.
+    let metrics = c.stats().unwrap();
+    assert!(metrics.contains("\nkeepon_ptp_as_capable 1\n"), "{tag}: keepon's metrics:\n{metrics}");
+    assert!(metrics.contains("keepon_ptp_profile{profile=\"gptp\"} 1"), "{tag}: keepon's metrics:\n{metrics}");
+    let gm: String = metrics
+        .split("keepon_ptp_grandmaster{identity=\"")
+        .nth(1)
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| *c != '"')
+        .collect();
     let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
     assert!(gm.len() == 16 && theirs == gm, "{tag}: ptp4l's grandmaster {theirs} is not keepon's {gm}\n{}", ptp4l.output());
     assert!(((drift_ppm - ppm) / ppm).abs() < 0.005, "{tag}: ptp4l measured {drift_ppm:+.4} ppm for {ppm:+.3} ppm");

@@ -475,6 +475,14 @@ impl Sync {
         )
     }
 
+    /// The profile's view and the grandmaster, for the metrics.
+    pub fn profile_view(&self) -> super::metrics::ProfileView {
+        super::metrics::ProfileView {
+            status: self.port.profile_status(),
+            grandmaster: self.port.engine().grandmaster(),
+        }
+    }
+
     /// The profile's part of the status line: for 802.1AS, asCapable, the neighbour, the grandmaster and what
     /// the profile dropped; for the default profile, only messages of another transportSpecific, if any.
     pub fn profile_line(&self) -> String {
