@@ -60,13 +60,52 @@ const GPTP_CFG: &[(&str, &str)] = &[
     ("delay_mechanism", "P2P"),
 ];
 
-/// The installed copy, if any.
-const INSTALLED_GPTP_CFG: &str = "/usr/share/doc/linuxptp/configs/gPTP.cfg";
+/// linuxptp's `configs/automotive-master.cfg`: gPTP.cfg without `logAnnounceInterval`, plus these.
+const AUTOMOTIVE_MASTER_EXTRA: &[(&str, &str)] = &[
+    ("BMCA", "noop"),
+    ("masterOnly", "1"),
+    ("inhibit_announce", "1"),
+    ("asCapable", "true"),
+    ("inhibit_delay_req", "1"),
+];
 
-/// ptp4l's configuration: gPTP.cfg, software stamps, free-running, its own management socket (`name`.uds);
-/// `thresh`: `neighborPropDelayThresh` raised to this many ns (the one change, for veth's software stamps).
-fn ptp4l_gptp(dir: &Path, name: &str, thresh: Option<u32>) -> PathBuf {
-    if let Ok(text) = std::fs::read_to_string(INSTALLED_GPTP_CFG) {
+/// linuxptp's `configs/automotive-slave.cfg`: gPTP.cfg without `logAnnounceInterval`, plus these.
+const AUTOMOTIVE_SLAVE_EXTRA: &[(&str, &str)] = &[
+    ("BMCA", "noop"),
+    ("slaveOnly", "1"),
+    ("inhibit_announce", "1"),
+    ("asCapable", "true"),
+    ("ignore_source_id", "1"),
+    ("step_threshold", "1"),
+    ("operLogSyncInterval", "0"),
+    ("operLogPdelayReqInterval", "2"),
+    ("msg_interval_request", "1"),
+    ("servo_offset_threshold", "30"),
+    ("servo_num_offset_values", "10"),
+];
+
+/// One of linuxptp's configurations, by its file name in `configs/`.
+fn linuxptp_cfg(file: &str) -> Vec<(&'static str, &'static str)> {
+    let automotive = |extra: &[(&'static str, &'static str)]| {
+        GPTP_CFG.iter().copied().filter(|(k, _)| *k != "logAnnounceInterval").chain(extra.iter().copied()).collect()
+    };
+    match file {
+        "gPTP.cfg" => GPTP_CFG.to_vec(),
+        "automotive-master.cfg" => automotive(AUTOMOTIVE_MASTER_EXTRA),
+        "automotive-slave.cfg" => automotive(AUTOMOTIVE_SLAVE_EXTRA),
+        f => panic!("no linuxptp configuration {f} here"),
+    }
+}
+
+/// Where Debian installs linuxptp's configurations.
+const INSTALLED: &str = "/usr/share/doc/linuxptp/configs";
+
+/// ptp4l's configuration: linuxptp's `file` key for key (checked against the installed copy when there is one),
+/// software stamps, free-running, its own management socket (`name`.uds); `thresh`: `neighborPropDelayThresh`
+/// raised to this many ns (the one change, for veth's software stamps).
+fn ptp4l_cfg(dir: &Path, file: &str, name: &str, thresh: Option<u32>) -> PathBuf {
+    let keys = linuxptp_cfg(file);
+    if let Ok(text) = std::fs::read_to_string(Path::new(INSTALLED).join(file)) {
         let installed: Vec<(String, String)> = text
             .lines()
             .filter(|l| !l.trim_start().starts_with('#') && !l.trim_start().starts_with('[') && !l.trim().is_empty())
@@ -75,13 +114,13 @@ fn ptp4l_gptp(dir: &Path, name: &str, thresh: Option<u32>) -> PathBuf {
                 Some((w.next()?.to_string(), w.next()?.to_string()))
             })
             .collect();
-        let ours: Vec<(String, String)> = GPTP_CFG.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        assert_eq!(installed, ours, "{INSTALLED_GPTP_CFG} differs from the gPTP.cfg these tests write");
+        let ours: Vec<(String, String)> = keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(installed, ours, "{INSTALLED}/{file} differs from the one these tests write");
     }
     let mut text = String::from("[global]\n");
-    for (k, v) in GPTP_CFG {
+    for (k, v) in keys {
         match thresh {
-            Some(t) if *k == "neighborPropDelayThresh" => text.push_str(&format!("{k}\t{t}\n")),
+            Some(t) if k == "neighborPropDelayThresh" => text.push_str(&format!("{k}\t{t}\n")),
             _ => text.push_str(&format!("{k}\t{v}\n")),
         }
     }
@@ -89,6 +128,11 @@ fn ptp4l_gptp(dir: &Path, name: &str, thresh: Option<u32>) -> PathBuf {
     let p = dir.join(format!("{name}.cfg"));
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// [`ptp4l_cfg`] of gPTP.cfg.
+fn ptp4l_gptp(dir: &Path, name: &str, thresh: Option<u32>) -> PathBuf {
+    ptp4l_cfg(dir, "gPTP.cfg", name, thresh)
 }
 
 fn uds(dir: &Path, name: &str) -> PathBuf {
@@ -282,17 +326,48 @@ fn unmodified_gptp_cfg_measures_keepon_as_it_measures_ptp4l() {
 #[test]
 fn keepon_gptp_slave_follows_ptp4l_running_gptp_cfg() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    slave_of_ptp4l("gs", "gptp", "gPTP.cfg", Some(VETH_THRESH_NS));
+}
+
+/// keepon slave (automotive: static role, no Announce) ← ptp4l with linuxptp's `automotive-master.cfg` unmodified
+/// (asCapable forced on both sides, so the 800 ns threshold does not apply): keepon follows the Syncs of a master
+/// that sends no Announce, the link 3 ms ahead and 50 ppm fast.
+#[test]
+fn keepon_automotive_slave_follows_ptp4l_running_automotive_master_cfg() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    slave_of_ptp4l("as", "automotive", "automotive-master.cfg", None);
+}
+
+/// keepon grandmaster (gPTP, 3 ms ahead, 50 ppm fast) → a free-running ptp4l slave (gPTP.cfg,
+/// [`VETH_THRESH_NS`]): ptp4l's port becomes and stays asCapable, ptp4l takes keepon as grandmaster (its priority1
+/// 248 loses to keepon's 128), and the offsets it reports through pmc are the keepon master's true error, drift
+/// included.
+#[test]
+fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    master_for_ptp4l("gm", "gptp", "gPTP.cfg", Some(VETH_THRESH_NS));
+}
+
+/// keepon master (automotive: no Announce) → ptp4l with linuxptp's `automotive-slave.cfg` unmodified: ptp4l follows
+/// keepon's Syncs and its offsets are the keepon master's true error, drift included.
+#[test]
+fn ptp4l_running_automotive_slave_cfg_follows_a_keepon_automotive_master() {
+    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+    master_for_ptp4l("am", "automotive", "automotive-master.cfg", None);
+}
+
+/// keepon (`profile`, slave) ← ptp4l (linuxptp's `file`, `thresh`): judged as described at the tests.
+fn slave_of_ptp4l(tag: &str, profile: &str, file: &str, thresh: Option<u32>) {
     let started = Instant::now();
-    let tag = "gs";
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
     let topo = direct(tag);
-    let conf = ptp4l_gptp(d, PTP4L, Some(VETH_THRESH_NS));
+    let conf = ptp4l_cfg(d, file, PTP4L, thresh);
     let mut ptp4l = spawn_ptp4l(d, &topo.b, "kp1", true, &conf);
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
-    std::fs::write(&cfg, keepon_conf_profile(&sock, "3ms", 50.0, "gptp", &keepon_ptp("slave"))).unwrap();
+    std::fs::write(&cfg, keepon_conf_profile(&sock, "3ms", 50.0, profile, &keepon_ptp("slave"))).unwrap();
     let mut daemon = spawn_daemon(d, &topo.a, "kp0", &cfg);
     let mut c = connect(&sock, &mut daemon);
     let tai = tai_offset_ns();
@@ -320,7 +395,7 @@ fn keepon_gptp_slave_follows_ptp4l_running_gptp_cfg() {
     let s = stats(&errors);
     let status = last_status(&daemon);
     eprintln!(
-        "{tag}: gPTP slave of ptp4l (gPTP.cfg), synchronised after {:.1} s; from 20 s later, over 20 s ({} reads, \
+        "{tag}: {profile} slave of ptp4l ({file}), synchronised after {:.1} s; from 20 s later, over 20 s ({} reads, \
          {unsynced} not synchronised): true error {s}; ptp4l's port: {}; test ran {:.0} s\n{tag}: last daemon \
          status: {status}",
         lock.as_secs_f64(),
@@ -331,7 +406,7 @@ fn keepon_gptp_slave_follows_ptp4l_running_gptp_cfg() {
     assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
     assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
     assert_eq!(watched.dropped(), 0, "{tag}: ptp4l's port lost asCapable: {}\n{}", watched.summary(), ptp4l.output());
-    assert!(status.contains("profile gptp: asCapable true"), "{tag}: keepon's port: {status}");
+    assert!(status.contains(&format!("profile {profile}: asCapable true")), "{tag}: keepon's port: {status}");
     assert_eq!(unsynced, 0, "{tag}: the station lost synchronisation\n{}", daemon.output());
     // Software stamps on a shared host's veth: microseconds (the daemon's own threshold is 20 µs); the injected 3 ms
     // are gone.
@@ -341,31 +416,30 @@ fn keepon_gptp_slave_follows_ptp4l_running_gptp_cfg() {
     assert!(bad.is_empty(), "{tag}: ptp4l complained about keepon's messages: {bad:?}\n{}", ptp4l.output());
 }
 
-/// keepon grandmaster (gPTP, 3 ms ahead, 50 ppm fast) → a free-running ptp4l slave (gPTP.cfg,
-/// [`VETH_THRESH_NS`]): ptp4l's port becomes
-/// and stays asCapable, ptp4l takes keepon as grandmaster (its priority1 248 loses to keepon's 128), and the
-/// offsets it reports through pmc are the keepon master's true error, drift included.
-#[test]
-fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
-    let Some(_one_at_a_time) = skip_unless_ready() else { return };
+/// keepon (`profile`, master, 3 ms ahead, 50 ppm fast) → a free-running ptp4l slave (linuxptp's `file`, `thresh`):
+/// judged as described at the tests.
+fn master_for_ptp4l(tag: &str, profile: &str, file: &str, thresh: Option<u32>) {
     let started = Instant::now();
-    let (tag, ppm) = ("gm", 50.0);
+    let ppm = 50.0;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     chmod(d, 0o755);
     let topo = direct(tag);
     let sock = d.join("keepon.sock");
     let cfg = d.join("K.toml");
-    std::fs::write(&cfg, keepon_conf_profile(&sock, "3ms", ppm, "gptp", &keepon_ptp("master"))).unwrap();
+    std::fs::write(&cfg, keepon_conf_profile(&sock, "3ms", ppm, profile, &keepon_ptp("master"))).unwrap();
     let mut daemon = spawn_daemon(d, &topo.a, "kp0", &cfg);
-    let conf = ptp4l_gptp(d, PTP4L, Some(VETH_THRESH_NS));
+    let slave_file = file.replace("master", "slave");
+    let conf = ptp4l_cfg(d, &slave_file, PTP4L, thresh);
     let mut ptp4l = spawn_ptp4l(d, &topo.b, "kp1", true, &conf);
     let mut c = connect(&sock, &mut daemon);
     let mut watched = wait_as_capable(&topo.b, d, Duration::from_secs(20), &[&daemon, &ptp4l]);
-    // ptp4l follows keepon once it has its Announce: UNCALIBRATED (a free-running servo that is not locked never
-    // calls itself SLAVE, and a 37 s offset keeps it so) or SLAVE.
-    let slave = support::wait_until(Duration::from_secs(20), || {
+    // ptp4l follows keepon once it has its Announce (gPTP) or Syncs (automotive): UNCALIBRATED (a free-running
+    // servo that is not locked never calls itself SLAVE, and a 37 s offset keeps it so) or SLAVE.
+    // Then it has an offset once its first Sync/Follow_Up pair was taken (`master_offset` reads 0 before).
+    let slave = support::wait_until(Duration::from_secs(30), || {
         pmc(&topo.b, d, "PORT_DATA_SET", &["portState"]).is_some_and(|(_, v)| v[0] == "SLAVE" || v[0] == "UNCALIBRATED")
+            && pmc(&topo.b, d, "TIME_STATUS_NP", &["master_offset"]).is_some_and(|(_, v)| v[0] != "0")
     });
     assert!(slave, "{tag}: ptp4l never became slave\n{}\n{}", daemon.output(), ptp4l.output());
     // 40 s: ptp4l's master_offset and keepon's true error, both on CLOCK_MONOTONIC.
@@ -395,8 +469,8 @@ fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
     let drift_ppm = -fit(&seen.iter().map(|(t, o, _)| (*t, *o)).collect::<Vec<_>>()).0 * 1e-3;
     let ours = last_status(&daemon);
     eprintln!(
-        "{tag}: ptp4l (gPTP.cfg, free-running) slave of a keepon gPTP grandmaster over 40 s, {} offsets: offset vs \
-         the master's true error (less {:.0} s): mean {mean:.0} ns, rms {rms:.0} ns, max {max:.0} ns; drift \
+        "{tag}: ptp4l ({slave_file}, free-running) slave of a keepon {profile} master over 40 s, {} offsets: offset \
+         vs the master's true error (less {:.0} s): mean {mean:.0} ns, rms {rms:.0} ns, max {max:.0} ns; drift \
          {drift_ppm:+.4} ppm for an injected {ppm:+.3} ppm; ptp4l's grandmaster {}; ptp4l's port: {}; test ran {:.0} \
          s\n{tag}: last daemon status: {ours}",
         seen.len(),
@@ -408,11 +482,10 @@ fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
     assert!(daemon.running(), "{tag}: daemon died\n{}", daemon.output());
     assert!(ptp4l.running(), "{tag}: ptp4l died\n{}", ptp4l.output());
     assert_eq!(watched.dropped(), 0, "{tag}: ptp4l's port lost asCapable: {}\n{}", watched.summary(), ptp4l.output());
-    // ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation; keepon's metrics
-    // (what `keepon status` shows) say the same, and that its port is asCapable.
+    // keepon's metrics (what `keepon status` shows): the profile, asCapable, and its own clock as grandmaster.
     let metrics = c.stats().unwrap();
     assert!(metrics.contains("\nkeepon_ptp_as_capable 1\n"), "{tag}: keepon's metrics:\n{metrics}");
-    assert!(metrics.contains("keepon_ptp_profile{profile=\"gptp\"} 1"), "{tag}: keepon's metrics:\n{metrics}");
+    assert!(metrics.contains(&format!("keepon_ptp_profile{{profile=\"{profile}\"}} 1")), "{tag}:\n{metrics}");
     let gm: String = metrics
         .split("keepon_ptp_grandmaster{identity=\"")
         .nth(1)
@@ -420,9 +493,17 @@ fn ptp4l_running_gptp_cfg_follows_a_keepon_gptp_grandmaster() {
         .chars()
         .take_while(|c| *c != '"')
         .collect();
-    let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
-    assert!(gm.len() == 16 && theirs == gm, "{tag}: ptp4l's grandmaster {theirs} is not keepon's {gm}\n{}", ptp4l.output());
-    assert!(((drift_ppm - ppm) / ppm).abs() < 0.005, "{tag}: ptp4l measured {drift_ppm:+.4} ppm for {ppm:+.3} ppm");
+    // With Announce (gPTP), ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation.
+    if profile == "gptp" {
+        let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
+        assert!(gm.len() == 16 && theirs == gm, "{tag}: ptp4l's grandmaster {theirs} is not keepon's {gm}\n{}", ptp4l.output());
+    }
+    assert!(
+        ((drift_ppm - ppm) / ppm).abs() < 0.005,
+        "{tag}: ptp4l measured {drift_ppm:+.4} ppm for {ppm:+.3} ppm; offset vs true error: {:?}\n{}",
+        resid.iter().map(|r| *r as i64).collect::<Vec<_>>(),
+        ptp4l.output()
+    );
     assert!(mean.abs() < 50_000.0, "{tag}: ptp4l's offset is {mean:.0} ns off the master's true error");
     let log = ptp4l.stdout();
     let bad = complaints(&log);
