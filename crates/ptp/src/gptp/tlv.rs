@@ -86,9 +86,13 @@ impl FollowUpInfo {
 
     /// Take the TLV at the start of `b` apart (trailing bytes are ignored).
     pub fn parse(b: &[u8]) -> Result<FollowUpInfo, TlvError> {
+        // Type and length first: another TLV may be shorter than an organization extension's header.
+        let tl = b.get(..4).ok_or(TlvError::Truncated)?;
+        if u16::from_be_bytes([tl[0], tl[1]]) != ORGANIZATION_EXTENSION {
+            return Err(TlvError::NotFollowUpInfo);
+        }
         let head = b.get(..10).ok_or(TlvError::Truncated)?;
-        let kind = u16::from_be_bytes([head[0], head[1]]);
-        if kind != ORGANIZATION_EXTENSION || head[4..7] != IEEE_802_1 || head[7..10] != SUBTYPE_FOLLOW_UP_INFO {
+        if head[4..7] != IEEE_802_1 || head[7..10] != SUBTYPE_FOLLOW_UP_INFO {
             return Err(TlvError::NotFollowUpInfo);
         }
         let len = u16::from_be_bytes([head[2], head[3]]);
@@ -144,6 +148,8 @@ pub fn find(msg: &[u8]) -> Result<FollowUpInfo, TlvError> {
         let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
         let tlv = msg.get(at..at + 4 + len).ok_or(TlvError::Truncated)?;
         match FollowUpInfo::parse(tlv) {
+            // (A TLV whose own length ends before an organization header is complete is not it either.)
+            Err(TlvError::NotFollowUpInfo | TlvError::Truncated) if tlv.len() < 10 => at += 4 + len,
             Err(TlvError::NotFollowUpInfo) => at += 4 + len,
             r => return r,
         }
@@ -215,6 +221,40 @@ mod tests {
         let over = FollowUpInfo { last_gm_phase_change: SCALED_NS_MAX + 1, ..info };
         assert_eq!(over.emit(&mut b), Err(TlvError::PhaseOutOfRange));
         assert_eq!(info.emit(&mut b[..LEN - 1]), Err(TlvError::Truncated));
+    }
+
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any field values a TLV can carry, appended to a Follow_Up with any TLVs before it: found again as they
+            /// were, and the Follow_Up's messageLength counts it.
+            #[test]
+            fn find_of_append_is_the_info(
+                csro in any::<i32>(),
+                tbi in any::<u16>(),
+                phase in SCALED_NS_MIN..=SCALED_NS_MAX,
+                freq in any::<i32>(),
+                pads in prop::collection::vec(0u16..40, 0..3),
+            ) {
+                let info = FollowUpInfo {
+                    cumulative_scaled_rate_offset: csro,
+                    gm_time_base_indicator: tbi,
+                    last_gm_phase_change: phase,
+                    scaled_last_gm_freq_change: freq,
+                };
+                let mut m = follow_up();
+                for n in pads {
+                    m.extend_from_slice(&[0x80, 0x08]);
+                    m.extend_from_slice(&n.to_be_bytes());
+                    m.resize(m.len() + usize::from(n), 0);
+                }
+                append(&mut m, &info).unwrap();
+                prop_assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
+                prop_assert_eq!(find(&m), Ok(info));
+            }
+        }
     }
 
     #[test]
