@@ -65,9 +65,9 @@ pub fn frame(data: &[u8]) {
 /// an IGMPv2 frame can carry re-emits to the same query; a Follow_Up information TLV (IEEE 802.1AS) found re-emits
 /// to the same TLV, and every profile's policy takes any message.
 pub fn ptp(data: &[u8]) {
-    use keepon_ptp::igmp;
     use keepon_ptp::gptp::policy::ProfilePolicy;
     use keepon_ptp::gptp::{tlv, Profile};
+    use keepon_ptp::igmp;
     use keepon_ptp::wire::{class_of, make_one_step, sequence_id, Transport};
     for t in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 1] }] {
         let Ok((msg, class)) = t.parse(data) else { continue };
@@ -93,7 +93,11 @@ pub fn ptp(data: &[u8]) {
             let mut out = msg.to_vec();
             // (statime's Follow_Ups are bare, 44 bytes: those leave with the TLV.)
             if p.outbound(&mut out) && profile.is_802_1as() && msg[0] & 0x0F == 0x8 && msg.len() == 44 {
-                assert_eq!(tlv::find(&out), Ok(tlv::FollowUpInfo::GRANDMASTER), "an 802.1AS Follow_Up leaves with the TLV");
+                assert_eq!(
+                    tlv::find(&out),
+                    Ok(tlv::FollowUpInfo::GRANDMASTER),
+                    "an 802.1AS Follow_Up leaves with the TLV"
+                );
             }
         }
     }

@@ -149,9 +149,7 @@ fn profile_of(s: &PtpSection) -> Result<(Profile, Nanos), ConfigError> {
         "default" => Profile::Default,
         "gptp" => Profile::Gptp,
         "automotive" => Profile::Automotive,
-        p => {
-            return Err(ConfigError(format!("ptp.profile = \"{p}\": use \"default\", \"gptp\" or \"automotive\"")))
-        }
+        p => return Err(ConfigError(format!("ptp.profile = \"{p}\": use \"default\", \"gptp\" or \"automotive\""))),
     };
     let thresh = s.neighbor_prop_delay_thresh.map(|d| d.0);
     if !profile.is_802_1as() {
@@ -183,7 +181,8 @@ fn profile_of(s: &PtpSection) -> Result<(Profile, Nanos), ConfigError> {
     }
     if profile == Profile::Automotive && !matches!(s.role.as_deref(), Some("master" | "slave")) {
         return Err(ConfigError(
-            "ptp.role: profile = \"automotive\" has static roles and no BMCA: set role = \"master\" or \"slave\"".into(),
+            "ptp.role: profile = \"automotive\" has static roles and no BMCA: set role = \"master\" or \"slave\""
+                .into(),
         ));
     }
     let thresh = thresh.unwrap_or(gptp::DEFAULT_THRESHOLD);
@@ -265,12 +264,12 @@ impl PtpConfig {
             s.log_delay_req_interval,
             s.log_pdelay_req_interval,
         ) {
-            ("e2e", v, None) => {
-                DelayMechanism::E2E { log_interval: int_in("log_delay_req_interval", v, log_delay.into(), -7, 6)? as i8 }
-            }
-            ("p2p", None, v) => {
-                DelayMechanism::P2P { log_interval: int_in("log_pdelay_req_interval", v, log_delay.into(), -7, 6)? as i8 }
-            }
+            ("e2e", v, None) => DelayMechanism::E2E {
+                log_interval: int_in("log_delay_req_interval", v, log_delay.into(), -7, 6)? as i8,
+            },
+            ("p2p", None, v) => DelayMechanism::P2P {
+                log_interval: int_in("log_pdelay_req_interval", v, log_delay.into(), -7, 6)? as i8,
+            },
             ("e2e", _, Some(_)) => {
                 return Err(ConfigError(
                     "ptp.log_pdelay_req_interval is only for delay_mechanism = \"p2p\" (E2E sends \
@@ -520,7 +519,10 @@ name = "be"
     #[test]
     fn profiles_and_their_defaults() {
         let p = parse("[ptp]\nclass = \"ptp\"\nprofile = \"gptp\"\n").unwrap().unwrap();
-        assert_eq!((p.profile, p.transport, p.delay), (Profile::Gptp, Transport::L2, DelayMechanism::P2P { log_interval: 0 }));
+        assert_eq!(
+            (p.profile, p.transport, p.delay),
+            (Profile::Gptp, Transport::L2, DelayMechanism::P2P { log_interval: 0 })
+        );
         assert_eq!((p.log_sync, p.log_announce, p.neighbor_prop_delay_thresh), (-3, 0, Nanos(800)));
         let p = parse(
             "[ptp]\nclass = \"ptp\"\nprofile = \"automotive\"\nrole = \"slave\"\ndelay_mechanism = \"p2p\"\n\
@@ -528,7 +530,10 @@ name = "be"
         )
         .unwrap()
         .unwrap();
-        assert_eq!((p.profile, p.role, p.log_sync, p.neighbor_prop_delay_thresh), (Profile::Automotive, Role::Slave, -4, Nanos(2_000)));
+        assert_eq!(
+            (p.profile, p.role, p.log_sync, p.neighbor_prop_delay_thresh),
+            (Profile::Automotive, Role::Slave, -4, Nanos(2_000))
+        );
         let d = parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap();
         assert_eq!((d.profile, d.log_sync, d.log_announce), (Profile::Default, 0, 1));
     }
@@ -611,8 +616,14 @@ name = "be"
             (format!("{c}dual_clock = true\nservo = \"kalman\""), "moving-average"),
             (format!("{c}profile = \"802.1as\""), "ptp.profile"),
             (format!("{c}profile = \"gptp\"\ndelay_mechanism = \"e2e\""), "ptp.delay_mechanism = \"e2e\": profile"),
-            (format!("{c}profile = \"automotive\"\nrole = \"slave\"\ndelay_mechanism = \"e2e\""), "ptp.delay_mechanism"),
-            (format!("{c}profile = \"gptp\"\ntransport = \"udpv4\"\nipv4 = \"10.0.0.1\""), "ptp.transport = \"udpv4\": profile"),
+            (
+                format!("{c}profile = \"automotive\"\nrole = \"slave\"\ndelay_mechanism = \"e2e\""),
+                "ptp.delay_mechanism",
+            ),
+            (
+                format!("{c}profile = \"gptp\"\ntransport = \"udpv4\"\nipv4 = \"10.0.0.1\""),
+                "ptp.transport = \"udpv4\": profile",
+            ),
             (format!("{c}profile = \"gptp\"\none_step = true"), "ptp.one_step = true: profile"),
             (format!("{c}profile = \"automotive\""), "ptp.role: profile = \"automotive\""),
             (format!("{c}profile = \"automotive\"\nrole = \"auto\""), "ptp.role"),

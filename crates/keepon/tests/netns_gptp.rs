@@ -294,12 +294,8 @@ fn unmodified_gptp_cfg_measures_keepon_as_it_measures_ptp4l() {
         .and_then(|r| r.split(" ns").next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(f64::NAN);
-    let exchanges: u64 = status
-        .split(" exchanges")
-        .next()
-        .and_then(|r| r.rsplit(", ").next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let exchanges: u64 =
+        status.split(" exchanges").next().and_then(|r| r.rsplit(", ").next()).and_then(|v| v.parse().ok()).unwrap_or(0);
     eprintln!(
         "{tag}: gPTP.cfg unmodified, direct veth, software stamps: ptp4l↔ptp4l neighbour delay median {baseline:.0} ns \
          ({}); then ptp4l's of keepon median {theirs:.0} ns over its last {} answers ({}), keepon's of ptp4l {ours:.0} \
@@ -496,7 +492,11 @@ fn master_for_ptp4l(tag: &str, profile: &str, file: &str, thresh: Option<u32>) {
     // With Announce (gPTP), ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation.
     if profile == "gptp" {
         let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
-        assert!(gm.len() == 16 && theirs == gm, "{tag}: ptp4l's grandmaster {theirs} is not keepon's {gm}\n{}", ptp4l.output());
+        assert!(
+            gm.len() == 16 && theirs == gm,
+            "{tag}: ptp4l's grandmaster {theirs} is not keepon's {gm}\n{}",
+            ptp4l.output()
+        );
     }
     assert!(
         ((drift_ppm - ppm) / ppm).abs() < 0.005,

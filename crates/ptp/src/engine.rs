@@ -34,8 +34,8 @@ use statime::port::{InBmca, Measurement, NoForwardedTLVs, Port, PortAction, Runn
 use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
-use crate::gptp::Profile;
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
+use crate::gptp::Profile;
 use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog, SLOPE_WINDOWS};
 use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
 use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoState, ServoStatus};

@@ -121,7 +121,7 @@ fn node(ppm: f64, prio: u8, seed: u64, o: Opts) -> Node {
         } else {
             FloorConfig::default()
         },
-    profile: Profile::Default,
+        profile: Profile::Default,
     };
     let cfg = PortConfig {
         engine,

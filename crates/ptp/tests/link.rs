@@ -466,12 +466,8 @@ fn gptp_stations_lock_when_as_capable() {
 /// neither sends Sync, Follow_Up or Announce, and the slave never steers; peer delay goes on.
 #[test]
 fn gptp_ports_beyond_the_threshold_send_no_time() {
-    let gptp = Opts {
-        delay: DelayMechanism::P2P { log_interval: -3 },
-        profile: Profile::Gptp,
-        thresh: Nanos(100),
-        ..E2E
-    };
+    let gptp =
+        Opts { delay: DelayMechanism::P2P { log_interval: -3 }, profile: Profile::Gptp, thresh: Nanos(100), ..E2E };
     let nodes = run_pair(gptp, gptp);
     for (i, n) in nodes.iter().enumerate() {
         let st = n.port.profile_status();

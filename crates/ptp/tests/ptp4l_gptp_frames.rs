@@ -84,7 +84,7 @@ fn a_keepon_gptp_slave_engine_takes_ptp4l_as_master() {
     let mut rx = Tai(1_700_000_000_000_000_000);
     for f in captured() {
         let (msg, class) = Transport::L2.parse(&f).unwrap();
-        rx = rx + Nanos::from_ms(100);
+        rx += Nanos::from_ms(100);
         if msg[0] & 0x0F != 0xB {
             continue; // (the automotive policy would make Announces of Syncs: only ptp4l's own here)
         }
@@ -97,4 +97,3 @@ fn a_keepon_gptp_slave_engine_takes_ptp4l_as_master() {
     let announce = captured().into_iter().find(|f| f[14] & 0x0F == 0xB).unwrap();
     assert_eq!(engine.grandmaster()[..], announce[14 + 53..14 + 61], "ptp4l's clock is the grandmaster");
 }
-

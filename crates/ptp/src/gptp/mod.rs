@@ -131,7 +131,10 @@ mod tests {
 
     #[test]
     fn sdo_ids_and_what_is_accepted() {
-        assert_eq!((Profile::Default.sdo_id(), Profile::Gptp.sdo_id(), Profile::Automotive.sdo_id()), (0, 0x100, 0x100));
+        assert_eq!(
+            (Profile::Default.sdo_id(), Profile::Gptp.sdo_id(), Profile::Automotive.sdo_id()),
+            (0, 0x100, 0x100)
+        );
         let mut sync = vec![0u8; 44];
         sync[0] = 0x10;
         assert!(Profile::Gptp.accepts(&sync) && !Profile::Default.accepts(&sync));
