@@ -489,6 +489,19 @@ fn master_for_ptp4l(tag: &str, profile: &str, file: &str, thresh: Option<u32>) {
         .chars()
         .take_while(|c| *c != '"')
         .collect();
+    // `keepon status` says so too, for people and for scripts.
+    let out = Command::new(ptp::BIN).args(["status", "--socket"]).arg(&sock).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = format!("ptp: profile {profile}, asCapable true, neighbour delay ");
+    assert!(text.contains(&line) && text.contains(&format!("grandmaster {gm}")), "{tag}: keepon status:\n{text}");
+    let out = Command::new(ptp::BIN).args(["status", "--json", "--socket"]).arg(&sock).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["sync"]["ptp"]["profile"], profile, "{tag}: {json}");
+    assert_eq!(json["sync"]["ptp"]["as_capable"], true, "{tag}: {json}");
+    // The neighbour rate ratio: ptp4l's clock (the host's) over keepon's EPHC, which runs `ppm` fast.
+    let want = 1.0 / (1.0 + ppm * 1e-6);
+    let ratio = json["sync"]["ptp"]["neighbor_rate_ratio"].as_f64();
+    assert!(ratio.is_some_and(|r| (r - want).abs() < 2e-6), "{tag}: rate ratio {ratio:?}, want {want:.9}");
     // With Announce (gPTP), ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation.
     if profile == "gptp" {
         let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
