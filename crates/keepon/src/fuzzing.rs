@@ -67,8 +67,11 @@ pub fn frame(data: &[u8]) {
 
 /// A received frame as PTP reads it: both transports' parsers and the IGMP query parser never panic; a PTP
 /// message either transport accepts re-emits to a frame that parses to the same message and class; a query that
-/// an IGMPv2 frame can carry re-emits to the same query.
+/// an IGMPv2 frame can carry re-emits to the same query; a Follow_Up information TLV (IEEE 802.1AS) found re-emits
+/// to the same TLV, and every profile's policy takes any message.
 pub fn ptp(data: &[u8]) {
+    use keepon_ptp::gptp::policy::ProfilePolicy;
+    use keepon_ptp::gptp::{tlv, Profile};
     use keepon_ptp::igmp;
     use keepon_ptp::wire::{class_of, make_one_step, sequence_id, Transport};
     for t in [Transport::L2, Transport::UdpV4 { src: [10, 0, 0, 1] }] {
@@ -82,6 +85,26 @@ pub fn ptp(data: &[u8]) {
         let mut m = msg.to_vec();
         let _ = make_one_step(&mut m, Tai(1_700_000_000_000_000_000));
         assert_eq!(m.len(), msg.len(), "one-step keeps the length");
+        // The 802.1AS Follow_Up information TLV: what is found is emitted back to the same bytes' values.
+        if let Ok(info) = tlv::find(msg) {
+            let mut again = msg[..tlv::FOLLOW_UP_BODY].to_vec();
+            tlv::append(&mut again, &info).unwrap_or_else(|e| panic!("a parsed TLV emits: {e}"));
+            assert_eq!(tlv::find(&again), Ok(info), "Follow_Up information TLV round trip");
+        }
+        // The profiles' policy takes any message without panicking, and what it appends it finds again.
+        for profile in [Profile::Default, Profile::Gptp, Profile::Automotive] {
+            let mut p = ProfilePolicy::new(profile, [2, 0, 0, 0xFF, 0xFE, 0, 0, 1], Nanos(800));
+            let _ = p.inbound(msg, Tai(1_700_000_000_000_000_000));
+            let mut out = msg.to_vec();
+            // (statime's Follow_Ups are bare, 44 bytes: those leave with the TLV.)
+            if p.outbound(&mut out) && profile.is_802_1as() && msg[0] & 0x0F == 0x8 && msg.len() == 44 {
+                assert_eq!(
+                    tlv::find(&out),
+                    Ok(tlv::FollowUpInfo::GRANDMASTER),
+                    "an 802.1AS Follow_Up leaves with the TLV"
+                );
+            }
+        }
     }
     if let Some(q) = igmp::query(data) {
         // IGMPv2 carries a Max Response Code below 128 tenths of a second.

@@ -14,6 +14,7 @@ use keepon_core::isolation::ClassId;
 use keepon_core::time::Nanos;
 use keepon_nic::Timing;
 use keepon_ptp::engine::DelayMechanism;
+use keepon_ptp::gptp::{self, Profile};
 use keepon_ptp::port::OneStepNeedsSlotTime;
 use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
@@ -73,6 +74,10 @@ struct PtpSection {
     measurement_log: Option<toml::Value>,
     #[serde(default)]
     dual_clock: Option<toml::Value>,
+    #[serde(default)]
+    profile: Option<String>,
+    #[serde(default)]
+    neighbor_prop_delay_thresh: Option<Dur>,
 }
 
 /// Which PTP role the station may take.
@@ -128,6 +133,66 @@ pub struct PtpConfig {
     /// clock, which gives its Syncs' `t2`, and steers the EPHC to it (`ptp.dual_clock`). The slot period it
     /// counts in (the master's is the same: a network's stations share the slot size), whole ns.
     pub dual_clock: Option<keepon_core::time::SlotPeriod>,
+    /// The PTP profile (`ptp.profile`): the 1588 default, gPTP (IEEE 802.1AS) or its automotive variant.
+    pub profile: Profile,
+    /// An 802.1AS port is asCapable while its neighbour delay is at most this (`ptp.neighbor_prop_delay_thresh`).
+    pub neighbor_prop_delay_thresh: Nanos,
+}
+
+/// The longest `ptp.neighbor_prop_delay_thresh` accepted (10 ms: a link's delay is ns to µs).
+pub const MAX_NEIGHBOR_THRESH: Nanos = Nanos::from_ms(10);
+
+/// `ptp.profile` and what an 802.1AS profile requires of the other keys (L2, P2P, two-step; the automotive
+/// profile's static role), with its default intervals and the neighbour-delay threshold.
+fn profile_of(s: &PtpSection) -> Result<(Profile, Nanos), ConfigError> {
+    let profile = match s.profile.as_deref().unwrap_or("default") {
+        "default" => Profile::Default,
+        "gptp" => Profile::Gptp,
+        "automotive" => Profile::Automotive,
+        p => return Err(ConfigError(format!("ptp.profile = \"{p}\": use \"default\", \"gptp\" or \"automotive\""))),
+    };
+    let thresh = s.neighbor_prop_delay_thresh.map(|d| d.0);
+    if !profile.is_802_1as() {
+        if thresh.is_some() {
+            return Err(ConfigError(
+                "ptp.neighbor_prop_delay_thresh is only for profile = \"gptp\" or \"automotive\" (asCapable)".into(),
+            ));
+        }
+        return Ok((profile, gptp::DEFAULT_THRESHOLD));
+    }
+    let name = profile.name();
+    if let Some(d) = s.delay_mechanism.as_deref().filter(|d| *d != "p2p") {
+        return Err(ConfigError(format!(
+            "ptp.delay_mechanism = \"{d}\": profile = \"{name}\" (IEEE 802.1AS) measures every link peer to peer: use \
+             \"p2p\" or leave it out"
+        )));
+    }
+    if let Some(t) = s.transport.as_deref().filter(|t| *t != "l2") {
+        return Err(ConfigError(format!(
+            "ptp.transport = \"{t}\": profile = \"{name}\" (IEEE 802.1AS) runs over Ethernet only: use \"l2\" or \
+             leave it out"
+        )));
+    }
+    if s.one_step == Some(toml::Value::Boolean(true)) {
+        return Err(ConfigError(format!(
+            "ptp.one_step = true: profile = \"{name}\" sends two-step Sync (its Follow_Up carries the Follow_Up \
+             information TLV)"
+        )));
+    }
+    if profile == Profile::Automotive && !matches!(s.role.as_deref(), Some("master" | "slave")) {
+        return Err(ConfigError(
+            "ptp.role: profile = \"automotive\" has static roles and no BMCA: set role = \"master\" or \"slave\""
+                .into(),
+        ));
+    }
+    let thresh = thresh.unwrap_or(gptp::DEFAULT_THRESHOLD);
+    if thresh.0 < 0 || thresh > MAX_NEIGHBOR_THRESH {
+        return Err(ConfigError(format!(
+            "ptp.neighbor_prop_delay_thresh = {} ns: must be within 0..={} ns",
+            thresh.0, MAX_NEIGHBOR_THRESH.0
+        )));
+    }
+    Ok((profile, thresh))
 }
 
 fn int_in(key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
@@ -173,6 +238,8 @@ impl PtpConfig {
         }
         let s: PtpSection =
             table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;
+        let (profile, neighbor_prop_delay_thresh) = profile_of(&s)?;
+        let (log_sync, log_announce, log_delay) = profile.default_intervals();
         let role = match s.role.as_deref().unwrap_or("auto") {
             "master" => Role::Master,
             "slave" => Role::Slave,
@@ -193,16 +260,16 @@ impl PtpConfig {
             (t, _) => return Err(ConfigError(format!("ptp.transport = \"{t}\": use \"l2\" or \"udpv4\""))),
         };
         let delay = match (
-            s.delay_mechanism.as_deref().unwrap_or("e2e"),
+            s.delay_mechanism.as_deref().unwrap_or(if profile.is_802_1as() { "p2p" } else { "e2e" }),
             s.log_delay_req_interval,
             s.log_pdelay_req_interval,
         ) {
-            ("e2e", v, None) => {
-                DelayMechanism::E2E { log_interval: int_in("log_delay_req_interval", v, 0, -7, 6)? as i8 }
-            }
-            ("p2p", None, v) => {
-                DelayMechanism::P2P { log_interval: int_in("log_pdelay_req_interval", v, 0, -7, 6)? as i8 }
-            }
+            ("e2e", v, None) => DelayMechanism::E2E {
+                log_interval: int_in("log_delay_req_interval", v, log_delay.into(), -7, 6)? as i8,
+            },
+            ("p2p", None, v) => DelayMechanism::P2P {
+                log_interval: int_in("log_pdelay_req_interval", v, log_delay.into(), -7, 6)? as i8,
+            },
             ("e2e", _, Some(_)) => {
                 return Err(ConfigError(
                     "ptp.log_pdelay_req_interval is only for delay_mechanism = \"p2p\" (E2E sends \
@@ -295,8 +362,8 @@ impl PtpConfig {
             domain,
             transport,
             class,
-            log_sync: int_in("log_sync_interval", s.log_sync_interval, 0, -7, 4)? as i8,
-            log_announce: int_in("log_announce_interval", s.log_announce_interval, 1, -3, 4)? as i8,
+            log_sync: int_in("log_sync_interval", s.log_sync_interval, log_sync.into(), -7, 4)? as i8,
+            log_announce: int_in("log_announce_interval", s.log_announce_interval, log_announce.into(), -3, 4)? as i8,
             delay,
             one_step,
             priority1: int_in("priority1", s.priority1, 128, 0, 255)? as u8,
@@ -311,6 +378,8 @@ impl PtpConfig {
                 Some(v) => return Err(ConfigError(format!("ptp.measurement_log = {v}: name a file"))),
             },
             dual_clock: dual_clock.then(|| cfg.geometry.period()),
+            profile,
+            neighbor_prop_delay_thresh,
         }))
     }
 }
@@ -445,6 +514,30 @@ name = "be"
         assert_eq!((p.delay, p.one_step), (DelayMechanism::P2P { log_interval: 0 }, false));
     }
 
+    /// gPTP: P2P over L2 by default at the 802.1AS intervals (Sync 2^-3 s, Announce and Pdelay_Req 1 s), the
+    /// 800 ns threshold unless configured; the default profile keeps its own defaults.
+    #[test]
+    fn profiles_and_their_defaults() {
+        let p = parse("[ptp]\nclass = \"ptp\"\nprofile = \"gptp\"\n").unwrap().unwrap();
+        assert_eq!(
+            (p.profile, p.transport, p.delay),
+            (Profile::Gptp, Transport::L2, DelayMechanism::P2P { log_interval: 0 })
+        );
+        assert_eq!((p.log_sync, p.log_announce, p.neighbor_prop_delay_thresh), (-3, 0, Nanos(800)));
+        let p = parse(
+            "[ptp]\nclass = \"ptp\"\nprofile = \"automotive\"\nrole = \"slave\"\ndelay_mechanism = \"p2p\"\n\
+             transport = \"l2\"\nlog_sync_interval = -4\nneighbor_prop_delay_thresh = \"2us\"\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (p.profile, p.role, p.log_sync, p.neighbor_prop_delay_thresh),
+            (Profile::Automotive, Role::Slave, -4, Nanos(2_000))
+        );
+        let d = parse("[ptp]\nclass = \"ptp\"\n").unwrap().unwrap();
+        assert_eq!((d.profile, d.log_sync, d.log_announce), (Profile::Default, 0, 1));
+    }
+
     /// One-step Sync needs the TX time before the frame leaves: refused on host-paced links, with the reason.
     #[test]
     fn one_step_is_refused_on_host_paced_links() {
@@ -521,6 +614,22 @@ name = "be"
             (format!("{c}dual_clock = 1"), "ptp.dual_clock = 1: use true or false"),
             (format!("{c}dual_clock = true\nrole = \"master\""), "ptp.dual_clock = true: the dual clock is a slave's"),
             (format!("{c}dual_clock = true\nservo = \"kalman\""), "moving-average"),
+            (format!("{c}profile = \"802.1as\""), "ptp.profile"),
+            (format!("{c}profile = \"gptp\"\ndelay_mechanism = \"e2e\""), "ptp.delay_mechanism = \"e2e\": profile"),
+            (
+                format!("{c}profile = \"automotive\"\nrole = \"slave\"\ndelay_mechanism = \"e2e\""),
+                "ptp.delay_mechanism",
+            ),
+            (
+                format!("{c}profile = \"gptp\"\ntransport = \"udpv4\"\nipv4 = \"10.0.0.1\""),
+                "ptp.transport = \"udpv4\": profile",
+            ),
+            (format!("{c}profile = \"gptp\"\none_step = true"), "ptp.one_step = true: profile"),
+            (format!("{c}profile = \"automotive\""), "ptp.role: profile = \"automotive\""),
+            (format!("{c}profile = \"automotive\"\nrole = \"auto\""), "ptp.role"),
+            (format!("{c}neighbor_prop_delay_thresh = \"1us\""), "ptp.neighbor_prop_delay_thresh is only"),
+            (format!("{c}profile = \"gptp\"\nneighbor_prop_delay_thresh = \"11ms\""), "ptp.neighbor_prop_delay_thresh"),
+            (format!("{c}profile = \"gptp\"\nneighbor_prop_delay_thresh = -1"), "ptp.neighbor_prop_delay_thresh"),
         ];
         for (text, key) in cases {
             let e = error(&text);

@@ -161,6 +161,28 @@ impl Status {
             let _ = write!(sync, ", path delay {d} ns");
         }
         let _ = writeln!(s, "{sync}, clock rate {:+.3} ppm", t.freq_ppt as f64 / 1e6);
+        if let Some(p) = self.label("keepon_ptp_profile", "profile") {
+            let mut line = format!("  ptp: profile {p}");
+            if let Some(c) = self.value("keepon_ptp_as_capable", &[]) {
+                let _ = write!(line, ", asCapable {}", c == 1.0);
+            }
+            if let Some(d) = self.value("keepon_ptp_neighbor_delay_ns", &[]) {
+                let _ = write!(line, ", neighbour delay {d:.0} ns");
+            }
+            if let Some(r) = self.value("keepon_ptp_neighbor_rate_ratio", &[]) {
+                let _ = write!(line, ", neighbour rate ratio {r:.9}");
+            }
+            if let Some(gm) = self.label("keepon_ptp_grandmaster", "identity") {
+                let _ = write!(line, ", grandmaster {gm}");
+            }
+            match self.value("keepon_ptp_foreign_sdo_dropped_total", &[]) {
+                Some(n) if n > 0.0 => {
+                    let _ = write!(line, ", {n:.0} messages of another transportSpecific dropped");
+                }
+                _ => {}
+            }
+            let _ = writeln!(s, "{line}");
+        }
         let _ = write!(s, "  schedule: base time {} ns, cycle {} ns", i.base_time, i.cycle.0 as f64 / i.cycle.1 as f64);
         match t.alignment {
             Some((p50, p99, max)) => {
@@ -232,6 +254,14 @@ impl Status {
                     SyncState::NotSynchronised => "not-synchronised",
                 },
                 "offset_ns": t.offset, "path_delay_ns": t.path_delay, "freq_ppt": t.freq_ppt,
+                "ptp": self.label("keepon_ptp_profile", "profile").map(|p| json!({
+                    "profile": p,
+                    "as_capable": self.value("keepon_ptp_as_capable", &[]).map(|c| c == 1.0),
+                    "neighbor_delay_ns": self.value("keepon_ptp_neighbor_delay_ns", &[]),
+                    "neighbor_rate_ratio": self.value("keepon_ptp_neighbor_rate_ratio", &[]),
+                    "grandmaster": self.label("keepon_ptp_grandmaster", "identity"),
+                    "foreign_sdo_dropped": self.value("keepon_ptp_foreign_sdo_dropped_total", &[]),
+                })),
             },
             "schedule": {
                 "base_time_ns": i.base_time, "cycle_num": i.cycle.0, "cycle_den": i.cycle.1,

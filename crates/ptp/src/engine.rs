@@ -35,6 +35,7 @@ use statime::time::{Duration, Interval};
 use statime::PtpInstance;
 
 use crate::clock::{from_statime_duration, ppm_to_ppt, to_statime_time, ClockError, ServoClock};
+use crate::gptp::Profile;
 use crate::servo::floor::{FloorConfig, FloorFilter, PhaseLog, SLOPE_WINDOWS};
 use crate::servo::prefilter::{Prefilter, PrefilterConfig, PrefilterStats};
 use crate::servo::{AnyServo, Sample, Servo, ServoKind, ServoState, ServoStatus};
@@ -62,6 +63,9 @@ pub struct EngineConfig {
     pub servo: ServoKind,
     /// The delay-floor filter in front of the servo.
     pub floor: FloorConfig,
+    /// The PTP profile: its sdoId goes into every message statime writes and is required of every message it
+    /// takes ([`crate::gptp`]).
+    pub profile: Profile,
 }
 
 /// How the path delay is measured, with the log₂ of the request interval in seconds.
@@ -376,12 +380,18 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     pub fn new(cfg: EngineConfig, clock: Rc<RefCell<C>>, seed: u64) -> (PtpEngine<C>, Vec<Output>) {
         let instance_cfg = InstanceConfig {
             clock_identity: ClockIdentity(cfg.identity),
-            priority_1: cfg.priority1,
+            // A slave-only clock must lose every comparison (IEEE 1588-2019 §9.2.2: its clockClass is 255). statime
+            // 0.4 keeps its clockClass at 248 and, when its own dataset compares better than the best master's,
+            // stays listening: a slave-only keepon (priority1 128) would never follow a master announcing 248 —
+            // gPTP.cfg's ptp4l. Priority1 255 is compared first and makes it lose, as the standard intends.
+            priority_1: if cfg.slave_only { 255 } else { cfg.priority1 },
             priority_2: 128,
             domain_number: cfg.domain,
-            sdo_id: SdoId::default(),
+            // (0x100 for 802.1AS: statime then writes majorSdoId 1 into every header.)
+            sdo_id: SdoId::try_from(cfg.profile.sdo_id()).unwrap_or_default(),
             slave_only: cfg.slave_only,
-            path_trace: false,
+            // 802.1AS: Announce carries the path trace TLV.
+            path_trace: cfg.profile.is_802_1as(),
         };
         // The EPHC runs on TAI: a PTP timescale; we do not know the UTC offset (see the crate docs).
         let tp =
@@ -520,6 +530,11 @@ impl<C: ServoClock + 'static> PtpEngine<C> {
     /// What the outlier prefilter in front of the servo did so far.
     pub fn prefilter_stats(&self) -> PrefilterStats {
         self.outliers.get()
+    }
+
+    /// The grandmaster's clock identity as the BMCA last chose it (this clock's own while it is the time source).
+    pub fn grandmaster(&self) -> [u8; 8] {
+        self.instance.parent_ds().grandmaster_identity.0
     }
 
     /// The UTC offset the current master announces (seconds), if valid. keepon's EPHC runs on TAI and never

@@ -13,7 +13,8 @@
 //! granularity/jitter study), [`dual`] (the dual clock's steering: RX
 //! slot count, merge rule, PTP on the RX clock, a local loop on the EPHC), [`dualsim`] (two stations back to back,
 //! single vs dual clock), [`wire`] (PTP over
-//! L2 and UDPv4: checked parse, emit), [`igmp`] (membership of PTP's IPv4 group, for switches that snoop IGMP).
+//! L2 and UDPv4: checked parse, emit), [`igmp`] (membership of PTP's IPv4 group, for switches that snoop IGMP), [`gptp`] (the
+//! IEEE 802.1AS profiles around statime: majorSdoId, the Follow_Up information TLV, asCapable).
 //!
 //! statime (pinned `=0.4.0`, upstream on hold) appears only behind our own types: [`clock::ServoClock`],
 //! [`servo::Servo`] and [`engine::PtpEngine`].
@@ -31,6 +32,7 @@ pub mod dual;
 pub mod dualsim;
 pub mod engine;
 pub mod fig12;
+pub mod gptp;
 pub mod igmp;
 pub mod port;
 pub mod servo;

@@ -38,10 +38,11 @@ use keepon_core::time::{Nanos, Tai};
 
 use crate::clock::EphcClock;
 use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
+use crate::gptp::policy::{Inbound, ProfilePolicy, ProfileStatus};
 use crate::igmp::{self, Membership};
 use crate::servo::ServoStatus;
 use crate::station::{Place, PtpStation};
-use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError, IP_PTP};
+use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError, IP_PTP, MAC_PTP_PDELAY};
 
 /// Frame ids with this bit set belong to the PTP port.
 pub const PTP_ID_BIT: u64 = 1 << 63;
@@ -66,6 +67,8 @@ pub struct PortConfig {
     /// Send one-step Sync (as master): the TX time written into the Sync, no Follow_Up. Only where the slot time
     /// is the TX time (see the module docs).
     pub one_step: bool,
+    /// The neighbour delay up to which an 802.1AS port is asCapable (`neighborPropDelayThresh`).
+    pub neighbor_prop_delay_thresh: Nanos,
 }
 
 /// A one-step port on a host-paced link: refused by [`PtpPort::tx_on_release`].
@@ -120,6 +123,12 @@ pub struct PtpPort {
     held: Option<Vec<ClockAdjust>>,
     /// Over UDPv4: membership of PTP's group.
     membership: Option<Membership>,
+    /// The profile's view of messages in and out ([`crate::gptp`]).
+    policy: ProfilePolicy,
+    /// Our Pdelay_Req in flight, by frame: their sequenceId (their TX times go to the policy's neighbour).
+    pdelay_reqs: HashMap<FrameId, u16>,
+    /// The frequency adjustment (ppt) the neighbour's rate ratio window started under.
+    rate_base: i64,
 }
 
 /// How far behind their slots' times PTP event messages really left (host-paced links; see
@@ -182,6 +191,9 @@ impl PtpPort {
                 Transport::UdpV4 { .. } => Some(Membership::new(IP_PTP, now)),
                 Transport::L2 => None,
             },
+            policy: ProfilePolicy::new(cfg.engine.profile, cfg.engine.identity, cfg.neighbor_prop_delay_thresh),
+            pdelay_reqs: HashMap::new(),
+            rate_base: 0,
         };
         p.outputs(outs, station, now);
         p
@@ -217,6 +229,11 @@ impl PtpPort {
     /// The engine (state, master/slave, UTC offset).
     pub fn engine(&self) -> &PtpEngine<EphcClock> {
         &self.engine
+    }
+
+    /// The profile's view: asCapable, the neighbour, what was dropped or held back.
+    pub fn profile_status(&self) -> ProfileStatus {
+        self.policy.status()
     }
 
     /// The servo's status.
@@ -257,6 +274,20 @@ impl PtpPort {
 
     fn apply<S: PtpStation>(&mut self, station: &mut S) {
         let adj = self.clock.borrow_mut().take_adjustments();
+        for (_, a) in &adj {
+            // The neighbour's rate ratio is read on this clock: a step or a change beyond 1 ppm restarts it.
+            let changed = match *a {
+                ClockAdjust::Step(_) => true,
+                ClockAdjust::Rate(ppt) => (ppt - self.rate_base).abs() > 1_000_000,
+            };
+            if changed {
+                self.rate_base = match *a {
+                    ClockAdjust::Rate(ppt) => ppt,
+                    ClockAdjust::Step(_) => self.rate_base,
+                };
+                self.policy.on_clock_change();
+            }
+        }
         if let Some(held) = &mut self.held {
             held.extend(adj.into_iter().map(|(_, a)| a));
             return;
@@ -269,7 +300,12 @@ impl PtpPort {
     }
 
     fn outputs<S: PtpStation>(&mut self, outs: Vec<Output>, station: &mut S, now: Tai) {
-        for o in outs {
+        for mut o in outs {
+            if let Output::SendEvent { data, .. } | Output::SendGeneral { data } = &mut o {
+                if !self.policy.outbound(data) {
+                    continue;
+                }
+            }
             match o {
                 Output::SetTimer { timer, after } => {
                     self.timers.insert(timer, now + after);
@@ -282,6 +318,9 @@ impl PtpPort {
                 Output::SendEvent { data, token } => {
                     if let Some(id) = self.submit(&data, station, now) {
                         self.tokens.insert(id, token);
+                        if data.first().is_some_and(|b| b & 0x0F == 0x2) {
+                            self.pdelay_reqs.extend(sequence_id(&data).map(|seq| (id, seq)));
+                        }
                     }
                 }
                 Output::SendGeneral { data } => {
@@ -327,6 +366,12 @@ impl PtpPort {
     /// The frame carrying `msg` (padded to what the station fills anyway).
     fn frame_of<S: PtpStation>(&mut self, msg: &[u8], station: &S) -> Option<Vec<u8>> {
         match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.pad_to()) {
+            // 802.1AS over L2: every message to the link-local address, not only peer delay (the profiles refuse
+            // UDPv4).
+            Ok(mut data) if self.policy.profile().is_802_1as() && self.cfg.transport == Transport::L2 => {
+                data[..6].copy_from_slice(&MAC_PTP_PDELAY);
+                Some(data)
+            }
             Ok(data) => Some(data),
             Err(e) => {
                 self.errors.push(PortError::Wire(e));
@@ -368,13 +413,30 @@ impl PtpPort {
                 return;
             }
         };
+        let rx = rx - self.cfg.rx_latency;
+        let announce = match self.policy.inbound(msg, rx) {
+            Inbound::Drop => return,
+            Inbound::Take => None,
+            Inbound::TakeWithAnnounce(a) => Some(a),
+        };
         self.mirror(station, now);
-        let outs = match class {
-            Class::Event => self.engine.on_event(msg, rx - self.cfg.rx_latency),
+        let mut outs = match class {
+            Class::Event => self.engine.on_event(msg, rx),
             Class::General => self.engine.on_general(msg),
         };
+        if let Some(a) = announce {
+            outs.extend(self.engine.on_general(&a));
+        }
         self.apply(station);
         self.outputs(outs, station, now);
+    }
+
+    /// Event message `id` left at `tx` (EPHC time, the TX constant added): if it is our Pdelay_Req, the
+    /// neighbour's bookkeeping takes it.
+    fn sent_at(&mut self, id: FrameId, tx: Tai) {
+        if let Some(seq) = self.pdelay_reqs.remove(&id) {
+            self.policy.on_request_sent(seq, tx);
+        }
     }
 
     /// An outcome from the station: if it is a PTP frame's, it is consumed here (returns true).
@@ -396,12 +458,16 @@ impl PtpPort {
                 self.awaiting.insert(o.id, (token, sent.time));
             }
             (Ok(sent), Some(token)) => {
+                self.sent_at(o.id, sent.time + self.cfg.tx_constant);
                 self.mirror(station, now);
                 let outs = self.engine.on_tx_time(token, sent.time + self.cfg.tx_constant);
                 self.apply(station);
                 self.outputs(outs, station, now);
             }
-            (Err(why), _) => self.errors.push(PortError::Rejected(why)),
+            (Err(why), _) => {
+                self.pdelay_reqs.remove(&o.id);
+                self.errors.push(PortError::Rejected(why))
+            }
             (Ok(_), None) => {}
         }
         true
@@ -443,6 +509,7 @@ impl PtpPort {
                 self.lag.add((left - slot_time).0, stamped);
             }
             let tx = left.map_or(slot_time, |l| l.max(slot_time));
+            self.sent_at(id, tx + self.cfg.tx_constant);
             self.mirror(station, now);
             let outs = self.engine.on_tx_time(token, tx + self.cfg.tx_constant);
             self.apply(station);

@@ -26,6 +26,7 @@ use keepon_nic::driver::{Driver, Event, LoopConfig, NoFrames};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
+use keepon_ptp::gptp::{Profile, DEFAULT_THRESHOLD};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
@@ -120,6 +121,7 @@ fn node(ppm: f64, prio: u8, seed: u64, o: Opts) -> Node {
         } else {
             FloorConfig::default()
         },
+        profile: Profile::Default,
     };
     let cfg = PortConfig {
         engine,
@@ -130,6 +132,7 @@ fn node(ppm: f64, prio: u8, seed: u64, o: Opts) -> Node {
         tx_constant: o.tx_constant,
         rx_latency: Nanos::ZERO,
         one_step: o.one_step,
+        neighbor_prop_delay_thresh: DEFAULT_THRESHOLD,
     };
     let now = d.nic.now();
     let port = PtpPort::new(cfg, &mut d.station, now, seed);

@@ -29,6 +29,8 @@ use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::dual::{DualGains, DualSteer};
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
+use keepon_ptp::gptp::tlv::FollowUpInfo;
+use keepon_ptp::gptp::{Profile, DEFAULT_THRESHOLD};
 use keepon_ptp::igmp;
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
@@ -86,6 +88,9 @@ struct Opts {
     host_jitter: Nanos,
     /// L2 or UDPv4 (from `10.0.0.<priority>`).
     udp: bool,
+    /// The PTP profile and its asCapable threshold.
+    profile: Profile,
+    thresh: Nanos,
 }
 
 const E2E: Opts = Opts {
@@ -95,6 +100,8 @@ const E2E: Opts = Opts {
     rx: Rx::Software,
     host_jitter: Nanos::ZERO,
     udp: false,
+    profile: Profile::Default,
+    thresh: DEFAULT_THRESHOLD,
 };
 
 /// How a node timestamps received PTP event messages.
@@ -155,6 +162,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         // delay, below as much as above), unlike kernel stamps, which are only ever late: the delay-floor filter,
         // which takes a low quantile of the values, would pick the noise's low edge. It is off here.
         floor: FloorConfig { window: Nanos::ZERO, ..FloorConfig::default() },
+        profile: opts.profile,
     };
     let transport = if opts.udp { Transport::UdpV4 { src: [10, 0, 0, prio] } } else { Transport::L2 };
     let cfg = PortConfig {
@@ -166,6 +174,7 @@ fn node(osc: Oscillator, prio: u8, seed: u64, opts: Opts, keep_fillers: bool) ->
         tx_constant: opts.tx_constant,
         rx_latency: if opts.rx == Rx::Software { rx_latency() } else { Nanos::ZERO },
         one_step: opts.one_step,
+        neighbor_prop_delay_thresh: opts.thresh,
     };
     let now = d.nic.now();
     let mut port = PtpPort::new(cfg, &mut d.station, now, seed);
@@ -419,6 +428,53 @@ fn a_slave_locks_to_a_master_with_peer_delay() {
         assert!(count(other, 0x3) + 2 >= count(n, 0x2), "node {i}'s requests answered");
         assert_eq!(count(other, 0xA), count(other, 0x3), "every Pdelay_Resp has its Follow_Up");
         assert_eq!((count(n, 0x1), count(n, 0x9)), (0, 0), "node {i}: no Delay_Req/Delay_Resp");
+    }
+}
+
+/// gPTP (IEEE 802.1AS) between two keepon stations: every message carries majorSdoId 1, every Follow_Up the
+/// Follow_Up information TLV, both ports are asCapable (the simulated link's 2 µs is within the 5 µs threshold
+/// configured here) and the slave locks; its view of the master's TLV and the neighbour rate ratio is reported.
+#[test]
+fn gptp_stations_lock_when_as_capable() {
+    let gptp = Opts {
+        delay: DelayMechanism::P2P { log_interval: -3 },
+        profile: Profile::Gptp,
+        thresh: Nanos::from_us(5),
+        ..E2E
+    };
+    let nodes = run_pair(gptp, gptp);
+    assert_locked(&nodes, "gPTP");
+    for (i, n) in nodes.iter().enumerate() {
+        assert!(n.wire.iter().all(|(_, m)| m[0] >> 4 == 1), "node {i}: every message has transportSpecific 1");
+        let st = n.port.profile_status();
+        assert!(st.neighbor.as_capable, "node {i}: {st:?}");
+        assert!(st.neighbor.delay.is_some_and(|d| (d.0 - DELAY).abs() < 1_500), "node {i}: {st:?}");
+        // (Software RX stamps err by µs; over the ratio's 8 s baseline that is a fraction of a ppm.)
+        assert!(st.neighbor.rate_ratio.is_some_and(|r| (r - 1.0).abs() < 2e-6), "node {i}: {st:?}");
+        assert_eq!(st.counts.foreign_sdo + st.counts.no_follow_up_info, 0, "node {i}: {st:?}");
+    }
+    let fups: Vec<_> = nodes[0].wire.iter().filter(|(_, m)| m[0] & 0x0F == 0x8).collect();
+    assert!(fups.len() > 200, "{} Follow_Ups", fups.len());
+    assert!(fups.iter().all(|(_, m)| keepon_ptp::gptp::tlv::find(m) == Ok(FollowUpInfo::GRANDMASTER)));
+    let slave = nodes[1].port.profile_status();
+    assert_eq!(slave.follow_up_info, Some(FollowUpInfo::GRANDMASTER));
+    assert!(slave.gm_rate_ratio().is_some_and(|r| (r - 1.0).abs() < 2e-6), "{slave:?}");
+    assert_eq!(count(&nodes[1], 0x0), 0, "the slave sends no Sync");
+}
+
+/// gPTP with a threshold below the simulated 2 µs link's measured delay (100 ns): neither port is asCapable, so
+/// neither sends Sync, Follow_Up or Announce, and the slave never steers; peer delay goes on.
+#[test]
+fn gptp_ports_beyond_the_threshold_send_no_time() {
+    let gptp =
+        Opts { delay: DelayMechanism::P2P { log_interval: -3 }, profile: Profile::Gptp, thresh: Nanos(100), ..E2E };
+    let nodes = run_pair(gptp, gptp);
+    for (i, n) in nodes.iter().enumerate() {
+        let st = n.port.profile_status();
+        assert!(!st.neighbor.as_capable && st.neighbor.delay.is_some_and(|d| d.0 > 100), "node {i}: {st:?}");
+        assert_eq!((count(n, 0x0), count(n, 0x8), count(n, 0xB)), (0, 0, 0), "node {i} sent time");
+        assert!(count(n, 0x2) > 200 && st.counts.held_not_capable > 0, "node {i}: {st:?}");
+        assert!(!n.port.engine().is_steering(), "node {i} steers");
     }
 }
 

@@ -8,6 +8,11 @@
 //! | `keepon_uptime_seconds` | gauge | |
 //! | `keepon_sync_state` | gauge (1 for the state it is in) | `state`: `free-running`, `synchronised`, `not-synchronised` |
 //! | `keepon_ptp_offset_ns`, `keepon_ptp_path_delay_ns` | gauge (absent when unknown) | |
+//! | `keepon_ptp_profile` | gauge (1) | `profile`: `default`, `gptp`, `automotive` (with `[ptp]`) |
+//! | `keepon_ptp_grandmaster` | gauge (1) | `identity`: the grandmaster's clock identity as the BMCA last chose it |
+//! | `keepon_ptp_foreign_sdo_dropped_total` | counter: messages of another transportSpecific dropped | |
+//! | `keepon_ptp_as_capable`, `keepon_ptp_neighbor_delay_ns`, `keepon_ptp_neighbor_rate_ratio` | gauge (802.1AS profiles; the last two absent when unknown) | |
+//! | `keepon_ptp_profile_dropped_total` | counter (802.1AS profiles) | `reason`: `no-follow-up-info`, `not-as-capable`, `held-not-as-capable` (not sent) |
 //! | `keepon_clock_rate_ppt` | gauge | |
 //! | `keepon_grid_alignment_ns` | gauge | `quantile`: `0.5`, `0.99`, `1` |
 //! | `keepon_frames_sent_total` | counter | `class` |
@@ -23,6 +28,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use keepon_core::outcome::Reason;
+
+use keepon_ptp::gptp::policy::ProfileStatus;
 
 use crate::api::{SyncState, TimeInfo, HOST_FIFO, HOST_MEMORY_LOCKED, HOST_PINNED, HOST_REFUSED};
 
@@ -79,6 +86,51 @@ pub struct View<'a> {
     pub schedule_changes: u64,
     /// Wake-ups of the poll loop in the last second.
     pub wakeups_per_s: u64,
+    /// With `[ptp]`: the profile's view and the grandmaster.
+    pub ptp_profile: Option<ProfileView>,
+}
+
+/// The PTP profile's view for the metrics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProfileView {
+    /// asCapable, the neighbour, what the profile dropped.
+    pub status: ProfileStatus,
+    /// The grandmaster's clock identity as the BMCA last chose it.
+    pub grandmaster: [u8; 8],
+}
+
+/// The PTP profile's metrics.
+fn render_profile(s: &mut String, p: &ProfileView) {
+    let st = &p.status;
+    head(s, "keepon_ptp_profile", "gauge", "The PTP profile the port runs.");
+    let _ = writeln!(s, "keepon_ptp_profile{{profile=\"{}\"}} 1", st.profile.name());
+    head(s, "keepon_ptp_grandmaster", "gauge", "The grandmaster's clock identity, as the BMCA last chose it.");
+    let gm: String = p.grandmaster.iter().map(|b| format!("{b:02x}")).collect();
+    let _ = writeln!(s, "keepon_ptp_grandmaster{{identity=\"{gm}\"}} 1");
+    head(s, "keepon_ptp_foreign_sdo_dropped_total", "counter", "PTP messages of another transportSpecific, dropped.");
+    let _ = writeln!(s, "keepon_ptp_foreign_sdo_dropped_total {}", st.counts.foreign_sdo);
+    if !st.profile.is_802_1as() {
+        return;
+    }
+    head(s, "keepon_ptp_as_capable", "gauge", "1 while the port is asCapable (IEEE 802.1AS).");
+    let _ = writeln!(s, "keepon_ptp_as_capable {}", u8::from(st.neighbor.as_capable));
+    if let Some(d) = st.neighbor.delay {
+        head(s, "keepon_ptp_neighbor_delay_ns", "gauge", "The neighbour propagation delay (median of the last 8), ns.");
+        let _ = writeln!(s, "keepon_ptp_neighbor_delay_ns {}", d.0);
+    }
+    if let Some(r) = st.neighbor.rate_ratio {
+        head(s, "keepon_ptp_neighbor_rate_ratio", "gauge", "The neighbour's frequency over this port's clock.");
+        let _ = writeln!(s, "keepon_ptp_neighbor_rate_ratio {r:.12}");
+    }
+    head(s, "keepon_ptp_profile_dropped_total", "counter", "Messages the 802.1AS profile dropped or held back.");
+    let c = st.counts;
+    for (reason, n) in [
+        ("no-follow-up-info", c.no_follow_up_info),
+        ("not-as-capable", c.dropped_not_capable),
+        ("held-not-as-capable", c.held_not_capable),
+    ] {
+        let _ = writeln!(s, "keepon_ptp_profile_dropped_total{{reason=\"{reason}\"}} {n}");
+    }
 }
 
 /// A label value, escaped as the format asks (backslash, double quote, newline).
@@ -120,6 +172,9 @@ pub fn render(v: &View) -> String {
     if let Some(d) = v.time.path_delay {
         head(&mut s, "keepon_ptp_path_delay_ns", "gauge", "The PTP mean path delay, ns.");
         let _ = writeln!(s, "keepon_ptp_path_delay_ns {d}");
+    }
+    if let Some(p) = &v.ptp_profile {
+        render_profile(&mut s, p);
     }
     head(&mut s, "keepon_clock_rate_ppt", "gauge", "The EPHC's rate correction, parts per trillion.");
     let _ = writeln!(s, "keepon_clock_rate_ppt {}", v.time.freq_ppt);
@@ -316,6 +371,7 @@ mod tests {
             schedule_pending: Some((1_795_763_689_548_800_123, vec![vec![(500_000, 100_000)], vec![]])),
             schedule_changes: 1,
             wakeups_per_s: 25_000,
+            ptp_profile: None,
         };
         let text = render(&v);
         let samples = parse(&text).unwrap();
@@ -349,6 +405,41 @@ mod tests {
         for s in &samples {
             assert!(text.contains(&format!("# TYPE {} ", s.name)), "{}", s.name);
         }
+        assert_eq!(get("keepon_ptp_as_capable", &[]), None, "no [ptp] profile given");
+        // An 802.1AS port: asCapable, its neighbour, the grandmaster, what it dropped.
+        let mut nb = keepon_ptp::gptp::neighbor::Neighbor::new(keepon_core::time::Nanos(800), false);
+        for n in 0..3u16 {
+            let t1 = keepon_core::time::Tai(i64::from(n) * 1_000_000_000);
+            nb.on_request_sent(n, t1);
+            nb.on_response(n, t1 + keepon_core::time::Nanos(600), t1 + keepon_core::time::Nanos(11_200));
+            nb.on_response_follow_up(n, t1 + keepon_core::time::Nanos(10_600));
+        }
+        let mut status = ProfileStatus {
+            profile: keepon_ptp::gptp::Profile::Gptp,
+            neighbor: nb.status(),
+            follow_up_info: None,
+            counts: Default::default(),
+        };
+        status.counts.foreign_sdo = 4;
+        status.counts.held_not_capable = 9;
+        let v = View { ptp_profile: Some(ProfileView { status, grandmaster: [0xAB; 8] }), ..v };
+        let text = render(&v);
+        let samples = parse(&text).unwrap();
+        let get = |name: &str, labels: &[(&str, &str)]| {
+            samples
+                .iter()
+                .find(|s| {
+                    s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .map(|s| s.value)
+        };
+        assert_eq!(get("keepon_ptp_profile", &[("profile", "gptp")]), Some(1.0));
+        assert_eq!(get("keepon_ptp_as_capable", &[]), Some(1.0));
+        assert_eq!(get("keepon_ptp_neighbor_delay_ns", &[]), Some(600.0));
+        assert_eq!(get("keepon_ptp_neighbor_rate_ratio", &[]), Some(1.0));
+        assert_eq!(get("keepon_ptp_grandmaster", &[("identity", "abababababababab")]), Some(1.0));
+        assert_eq!(get("keepon_ptp_foreign_sdo_dropped_total", &[]), Some(4.0));
+        assert_eq!(get("keepon_ptp_profile_dropped_total", &[("reason", "held-not-as-capable")]), Some(9.0));
         assert!(parse("keepon_x{a=\"b} 1").unwrap_err().contains("line 1"));
         assert!(parse("keepon_x one").unwrap_err().contains("not a number"));
     }

@@ -616,6 +616,7 @@ fn serve_bound<N: Nic, S: Served>(
                 schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, w)),
                 schedule_changes,
                 wakeups_per_s: wakeups.per_s,
+                ptp_profile: ptp.as_ref().map(|(p, _)| p.profile_view()),
             };
             let text = metrics::render(&view);
             let reply = (!later.stats.is_empty()).then(|| Response::Stats(metrics::fit(&text)).emit());

@@ -164,6 +164,7 @@ impl Sync {
             delay: cfg.delay,
             servo: cfg.servo,
             floor: cfg.delay_floor,
+            profile: cfg.profile,
         };
         // Schedule PTP frames beyond what is posted and one poll.
         let lead = station.ptp_lead();
@@ -176,6 +177,7 @@ impl Sync {
             tx_constant: cfg.tx_latency,
             rx_latency: cfg.rx_latency,
             one_step: cfg.one_step,
+            neighbor_prop_delay_thresh: cfg.neighbor_prop_delay_thresh,
         };
         let seed = u64::from_le_bytes(identity(mac));
         let port = PtpPort::new(pc, station, now, seed);
@@ -429,7 +431,7 @@ impl Sync {
         };
         let ns = |v: Option<Nanos>| v.map_or("-".to_string(), |v| format!("{} ns", v.0));
         format!(
-            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns, grid {}{}{}{}{}{}",
+            "{role}, servo {}{}, offset {}, frequency {:+.3} ppm, path delay {}, EPHC − link clock {} ns, grid {}{}{}{}{}{}{}",
             st.state,
             match self.cfg.delay_floor.window {
                 Nanos(0) => String::new(),
@@ -469,6 +471,51 @@ impl Sync {
                 Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
                 _ => String::new(),
             },
+            self.profile_line(),
+        )
+    }
+
+    /// The profile's view and the grandmaster, for the metrics.
+    pub fn profile_view(&self) -> super::metrics::ProfileView {
+        super::metrics::ProfileView {
+            status: self.port.profile_status(),
+            grandmaster: self.port.engine().grandmaster(),
+        }
+    }
+
+    /// The profile's part of the status line: for 802.1AS, asCapable, the neighbour, the grandmaster and what
+    /// the profile dropped; for the default profile, only messages of another transportSpecific, if any.
+    pub fn profile_line(&self) -> String {
+        let p = self.port.profile_status();
+        let c = p.counts;
+        let foreign = if c.foreign_sdo > 0 {
+            format!(", {} messages of another transportSpecific dropped", c.foreign_sdo)
+        } else {
+            String::new()
+        };
+        if !p.profile.is_802_1as() {
+            return foreign;
+        }
+        let n = p.neighbor;
+        let gm = self.port.engine().grandmaster();
+        format!(
+            ", profile {}: asCapable {}, neighbour delay {} (threshold {} ns, {} exchanges), neighbour rate ratio {}, \
+             grandmaster {}{}{}",
+            p.profile.name(),
+            n.as_capable,
+            n.delay.map_or("-".into(), |d| format!("{} ns", d.0)),
+            n.threshold.0,
+            n.exchanges,
+            n.rate_ratio.map_or("-".into(), |r| format!("{r:.9}")),
+            gm.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(""),
+            foreign,
+            match (c.no_follow_up_info, c.dropped_not_capable, c.held_not_capable) {
+                (0, 0, 0) => String::new(),
+                (a, b, h) => format!(
+                    ", Follow_Up without the 802.1AS TLV dropped {a}, time messages dropped {b} and held back {h} \
+                     while not asCapable"
+                ),
+            }
         )
     }
 }

@@ -98,6 +98,43 @@ pub fn bridged(prefix: &str) -> Bridged {
     Bridged { talker: t, listener: l, bridge: b, _guard: guard }
 }
 
+/// Two namespaces joined by one veth pair: `a` (interface `kp0`) ─veth─ `b` (interface `kp1`), a direct link with
+/// no bridge between (what a P2P profile expects of a link).
+pub struct Direct {
+    /// The namespace of `kp0`.
+    pub a: String,
+    /// The namespace of `kp1`.
+    pub b: String,
+    /// Namespaces, deleted on drop.
+    _guard: Namespaces,
+}
+
+/// Build a [`Direct`] link with namespace names unique to this process; both ends up, no IPv6 autoconfiguration.
+pub fn direct(prefix: &str) -> Direct {
+    let id = std::process::id();
+    let (a, b) = (format!("{prefix}a-{id}"), format!("{prefix}b-{id}"));
+    let mut guard = Namespaces(Vec::new());
+    for n in [&a, &b] {
+        ip(&["netns", "add", n]);
+        guard.0.push(n.clone());
+    }
+    ip(&["-n", &a, "link", "add", "name", "kp0", "type", "veth", "peer", "name", "kp1", "netns", &b]);
+    for (ns, dev) in [(&a, "kp0"), (&b, "kp1")] {
+        ip(&["-n", ns, "link", "set", "dev", dev, "addrgenmode", "none"]);
+        ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
+    }
+    let up = wait_until(Duration::from_secs(10), || {
+        [(&a, "kp0"), (&b, "kp1")].iter().all(|(ns, dev)| {
+            Command::new("ip")
+                .args(["-n", ns, "link", "show", "dev", dev])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state UP"))
+        })
+    });
+    assert!(up, "the direct link {prefix} did not come up within 10 s");
+    Direct { a, b, _guard: guard }
+}
+
 /// A child process the test started. Its output goes to files; dropping it kills it by its pid (SIGKILL)
 /// and reaps it, unless it has already exited.
 pub struct Proc {

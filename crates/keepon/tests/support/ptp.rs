@@ -55,13 +55,21 @@ pub fn ptp4l_conf_p2p(dir: &Path, master: bool) -> PathBuf {
     p
 }
 
+/// The intervals of the default-profile tests: Sync at 16 Hz, Announce at 4 Hz.
+const FAST: &str = "log_sync_interval = -4\nlog_announce_interval = -2\n";
+
 pub fn keepon_conf(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
-    keepon_conf_with(sock, offset, ppm, "log_delay_req_interval = -4", ptp)
+    keepon_conf_with(sock, offset, ppm, &format!("{FAST}log_delay_req_interval = -4"), ptp)
 }
 
 /// [`keepon_conf`] measuring the path delay peer to peer (Pdelay_Req at 4 Hz, as [`ptp4l_conf_p2p`]).
 pub fn keepon_conf_p2p(sock: &Path, offset: &str, ppm: f64, ptp: &str) -> String {
-    keepon_conf_with(sock, offset, ppm, "delay_mechanism = \"p2p\"\nlog_pdelay_req_interval = -2", ptp)
+    keepon_conf_with(sock, offset, ppm, &format!("{FAST}delay_mechanism = \"p2p\"\nlog_pdelay_req_interval = -2"), ptp)
+}
+
+/// [`keepon_conf`] with `ptp.profile = profile` at that profile's own intervals (no interval key set).
+pub fn keepon_conf_profile(sock: &Path, offset: &str, ppm: f64, profile: &str, ptp: &str) -> String {
+    keepon_conf_with(sock, offset, ppm, &format!("profile = \"{profile}\""), ptp)
 }
 
 fn keepon_conf_with(sock: &Path, offset: &str, ppm: f64, delay: &str, ptp: &str) -> String {
@@ -89,8 +97,6 @@ poll_period = "50us"
 socket = "{}"
 [ptp]
 class = "ptp"
-log_sync_interval = -4
-log_announce_interval = -2
 {delay}
 sync_threshold = "20us"
 {ptp}

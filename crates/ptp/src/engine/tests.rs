@@ -212,6 +212,7 @@ fn world_over(
             delay,
             servo,
             floor: FloorConfig::default(),
+            profile: Profile::Default,
         };
         let (engine, outs) = PtpEngine::new(cfg, clock.clone(), 7 + i as u64);
         w.nodes.push(Node {
