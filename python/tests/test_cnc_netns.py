@@ -24,7 +24,7 @@ the base time is still far enough ahead and it finishes the change at that base 
 with it. Throughout, every frame of every running stream is sent in its planned ring
 slot (the daemon's outcome) and heard by its listener within the host-pacing tolerance of its planned time (the
 capture), none lost and none moved; each stream's offset never changes. Root only; skips without it, without
-netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 55 s.
+netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 45–55 s.
 """
 
 from __future__ import annotations
