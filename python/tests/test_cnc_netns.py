@@ -18,11 +18,13 @@ Streams join one by one; each talker sends its stream through its daemon with th
 base time on, one frame per interval at the planned offset, and a capture (AF_PACKET) in each listener's namespace
 records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's port towards sw2 and
 the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault hook
-(``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, and restarted: it finishes or rolls back the
-change, and the devices agree with it. Throughout, every frame of every running stream is sent in its planned ring
+(``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's base
+time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was killed,
+the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices agree
+with it. Throughout, every frame of every running stream is sent in its planned ring
 slot (the daemon's outcome) and heard by its listener within the host-pacing tolerance of its planned time (the
 capture), none lost and none moved; each stream's offset never changes. Root only; skips without it, without
-netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 40 s.
+netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 45–55 s.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ from netconf_support import MISSING, netconf_server, read_back
 from netns_support import ETH_P_KEEPON_TEST, Capture, bridge, enter, namespaces, veth, wait_up
 
 from keepon_client import Client, Outcome, Reason
+from keepon_plan.cnc.distribute import switch_xml
 from keepon_plan.network.push import summary
+from keepon_plan.network.topology import parse_network
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
@@ -63,6 +67,10 @@ RING = 32
 CYCLE = RING * SLOT
 LEAD = 3_000_000_000
 """The CNC's lead (a change's base time this far ahead): a NETCONF push takes about a second."""
+KILLED_LEAD = 7_000_000_000
+"""The lead of the CNC that is killed before its change is finished: the restarted CNC (lead :data:`LEAD`) finishes
+a pending change whose base time is at least ``LEAD / 2`` ahead, so this leaves 5.5 s for the kill and the restart
+(about 1–2 s here) whatever the host's load."""
 AHEAD = 500_000_000
 """Talkers submit frames this far ahead of their txtime (a loaded host stalls this test's threads for 100 ms and
 more)."""
@@ -171,6 +179,18 @@ def frame(no: int, talker: str, listener: str, txtime: int) -> bytes:
 
 def tai() -> int:
     return time.clock_gettime_ns(time.CLOCK_TAI)
+
+
+def slot_windows(slots) -> tuple[tuple[int, int], ...]:
+    """A class's windows as a daemon's ``Info`` reports them for these ring slots: each run of consecutive slots one
+    window ``(offset, length)`` ns (slots 0 and 1 are one window of two slots)."""
+    out: list[list[int]] = []
+    for s in sorted(set(slots)):
+        if out and out[-1][1] == s:
+            out[-1][1] = s + 1
+        else:
+            out.append([s, s + 1])
+    return tuple((a * SLOT, (b - a) * SLOT) for a, b in out)
 
 
 # --- talkers -----------------------------------------------------------------------------------------------------
@@ -406,6 +426,7 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
     db = tmp_path / "cnc.db"
     topo = tmp_path / "net.toml"
     topo.write_text(TOPOLOGY)
+    net = parse_network(TOPOLOGY, str(topo), streams_required=False)
     common = [
         "--db", str(db), "--lead", f"{LEAD}ns", "--switch", f"sw1=127.0.0.1:{srv.port}", "--username", "root",
         "--key", str(srv.key), "--known-hosts", str(srv.known_hosts), "--timeout", "20",
@@ -497,38 +518,56 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
     got = summary(ET.fromstring(read_back(srv)))
     assert [e[3] for e in got["swp2"]["admin-control-list"]] == ["255"], got["swp2"]
 
-    # the CNC killed between giving s5's join to its talker B and to sw1, then restarted with the database alone
-    cncs[-1].stop()
-    start_cnc(common, kill_at="applied:B")
-    with pytest.raises(Exception):  # noqa: B017 - the connection dies with the CNC
-        api.join(join_body(s5, "B", "A", CYCLE))
-    assert cncs[-1].proc.wait(10) == -signal.SIGKILL
-    row = sqlite3.connect(str(db)).execute("SELECT state FROM changes ORDER BY id DESC LIMIT 1").fetchone()
-    assert row == ("pending",), row
-    start_cnc(common)
-    said = log.read_text()
-    m = re.findall(r"change \d+ \(join " + re.escape(s5) + r"\) (finished|rolled back)", said)
-    assert m, said
-    print(f"the CNC killed mid-change and restarted: the change {m[-1]}")
-    # the devices agree with the CNC: B's daemon owns exactly the slots of B's streams, sw1 has every port the CNC
-    # gave it
-    code, doc = api.call("GET", f"/restconf/data/keepon-cnc:streams/stream={s5}")
-    if m[-1] == "finished":
-        assert code == 200, doc
-        out5 = doc["keepon-cnc:output"]
-        begin(s5, "B", "A", CYCLE, out5)
-        wait_until_tai(int(out5["keepon-cnc:base-time"]) + 50_000_000)
-    else:
-        assert code == 404, doc
-        time.sleep(LEAD / 1e9 + 0.05)
-    want_b = sorted({s for st in (s2, s5) if st in running for s in streams[st]["keepon-cnc:ring-slots"]})
-    with Client(socks["B"], timeout=5) as c:
-        info = c.info()
-    assert info.windows[info.classes.index("tc7")] == tuple((s * SLOT, SLOT) for s in want_b), info
-    (sw1,) = sqlite3.connect(str(db)).execute("SELECT config FROM devices WHERE name = 'sw1'").fetchone()
-    got = summary(ET.fromstring(read_back(srv)))
-    assert set(json.loads(sw1)["ports"]) <= set(got), (sw1, got)
-    unmoved()
+    # the CNC killed between giving s5's join to its talker B and to sw1, then restarted with the database alone:
+    # first restarted after the change's base time (rolled back), then killed the same way again and restarted at
+    # once, its base time still ahead (finished at that base time); each time the devices agree with the CNC
+    for path in ("rolled back", "finished"):
+        cncs[-1].stop()
+        start_cnc([*common, "--lead", f"{KILLED_LEAD}ns"] if path == "finished" else common, kill_at="applied:B")
+        with pytest.raises(Exception):  # noqa: B017 - the connection dies with the CNC
+            api.join(join_body(s5, "B", "A", CYCLE))
+        assert cncs[-1].proc.wait(10) == -signal.SIGKILL
+        row = sqlite3.connect(str(db)).execute("SELECT state, base_time FROM changes ORDER BY id DESC").fetchone()
+        assert row[0] == "pending", row
+        pending_base = row[1]
+        if path == "rolled back":
+            wait_until_tai(pending_base + 1_000_000)
+        else:
+            assert pending_base - tai() >= LEAD // 2 + 2_000_000_000, (pending_base, tai())
+        recovered = re.compile(r"change \d+ \(join " + re.escape(s5) + r"\) (finished|rolled back)")
+        before = len(recovered.findall(log.read_text()))
+        start_cnc(common)
+        m = recovered.findall(log.read_text())
+        assert len(m) == before + 1 and m[-1] == path, log.read_text()
+        print(f"the CNC killed mid-change and restarted: the change {m[-1]}")
+        code, doc = api.call("GET", f"/restconf/data/keepon-cnc:streams/stream={s5}")
+        if path == "finished":
+            assert code == 200, doc
+            out5 = doc["keepon-cnc:output"]
+            assert out5["keepon-cnc:state"] == "in-force", out5
+            assert int(out5["keepon-cnc:base-time"]) == pending_base, (out5, pending_base)
+            begin(s5, "B", "A", CYCLE, out5)
+            wait_until_tai(pending_base + 50_000_000)
+        else:
+            assert code == 404, doc
+            time.sleep(LEAD / 1e9 + 0.05)  # B's daemon takes its previous slots back at a new base time
+        # B's daemon owns exactly the slots of B's running streams (adjacent slots are one window in Info)
+        want_b = {s for st in (s2, s5) if st in running for s in streams[st]["keepon-cnc:ring-slots"]}
+        assert (s5 in running) == (path == "finished")
+        with Client(socks["B"], timeout=5) as c:
+            info = c.info()
+        assert info.windows[info.classes.index("tc7")] == slot_windows(want_b), (want_b, info)
+        # sw1 has every port the CNC gave it, as the CNC gave it
+        (sw1,) = sqlite3.connect(str(db)).execute("SELECT config FROM devices WHERE name = 'sw1'").fetchone()
+        got = summary(ET.fromstring(read_back(srv)))
+        assert set(json.loads(sw1)["ports"]) <= set(got), (sw1, got)
+        given = summary(ET.fromstring(switch_xml(net, "sw1", json.loads(sw1), pending_base)))
+        for port, want in given.items():
+            held = got[port]
+            if path == "rolled back":  # sw1 never got the change: it keeps an earlier change's base time
+                want, held = dict(want, **{"admin-base-time": None}), dict(held, **{"admin-base-time": None})
+            assert held == want, (port, want, held)
+        unmoved()
     time.sleep(0.5)
 
     # the run ends: every frame of every stream sent in its planned ring slot and heard on time by its listener

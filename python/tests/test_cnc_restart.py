@@ -32,25 +32,47 @@ def _converged(cnc, fake: FakeNetwork) -> None:
         assert {c: s for c, s in held[talker][1]["classes"].items() if s} == want
 
 
-@pytest.mark.parametrize("point", ["recorded", "applied:sw1", "applied:sw2"])
+@pytest.mark.parametrize("point", ["recorded", "applied:t2", "applied:sw1", "applied:sw2"])
 def test_killed_mid_join_then_restarted_before_the_base_time_finishes_it(tmp_path, point):
+    # the same two joins never interrupted: what every device must hold after the finished change
+    ref_fake = FakeNetwork(time=10**9)
+    ref = new_cnc(tmp_path / "ref", ref_fake)
+    ref.join(join_body(A, "t1"))
+    ref.join(join_body(B, "t2", latest_transmit_offset=2_000))  # B in the ring slot next to A's
+
     fake = FakeNetwork(time=10**9)
     cnc = new_cnc(tmp_path / "db", fake)
     cnc.join(join_body(A, "t1"))
     cnc.fault = _kill_at(point)
     with pytest.raises(Killed):
-        cnc.join(join_body(B, "t2"))
+        cnc.join(join_body(B, "t2", latest_transmit_offset=2_000))
     cnc.store.close()
     (pending,) = Store(str(tmp_path / "db")).pending()  # the database knows how far the change got, per device
     applied = {d.device for d in pending.devices if d.applied}
-    assert applied == {"recorded": set(), "applied:sw1": {"t2", "sw1"}, "applied:sw2": {"t2", "sw1", "sw2"}}[point]
+    reached = {
+        "recorded": set(),
+        "applied:t2": {"t2"},
+        "applied:sw1": {"t2", "sw1"},
+        "applied:sw2": {"t2", "sw1", "sw2"},
+    }
+    assert applied == reached[point]
     fake.time += 10_000_000  # restarted 10 ms later: the base time is still 90 ms ahead
     again = new_cnc(tmp_path / "db", fake)
     assert set(again.requests) == {A, B}
     state = again.status(B)["keepon-cnc:output"]
     assert state["keepon-cnc:state"] == "in-force"
     base = int(state["keepon-cnc:base-time"])
+    assert base == pending.base_time
     assert {fake.devices[d].history[-1][0] for d in ("t2", "sw1", "sw2")} == {base}  # the one base time kept
+    # each device got the change once (none given it again at another base time) and holds what the uninterrupted
+    # joins gave it
+    assert [b for b, _c in fake.devices["t2"].history] == [base]
+    assert {d: v.config() for d, v in fake.devices.items()} == {d: v.config() for d, v in ref_fake.devices.items()}
+    # t2 owns exactly B's ring slots, next to t1's A (slot 1 after slot 0)
+    assert fake.devices["t2"].config() == {
+        "classes": {"tc7": again.status(B)["keepon-cnc:output"]["keepon-cnc:ring-slots"]}
+    }
+    assert again.inc.ring_slots_of(A) == [0] and again.inc.ring_slots_of(B) == [1]
     _converged(again, fake)
     assert again.inc.starts[A][0] == 0  # the stream in force did not move
 
