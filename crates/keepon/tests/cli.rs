@@ -381,10 +381,14 @@ log_sync_interval = -3
     }
     let sent: Vec<_> = rows.iter().filter(|r| r.sent()).collect();
     assert_eq!(frames.len(), sent.len(), "every frame sent, and only those, on the wire");
+    // (After an underrun — a host stall: the simulated link follows the wall clock — frames posted while the wire
+    // re-acquires the schedule may leave up to half a slot late, and their outcomes say so.)
+    let stalled = text.lines().any(|l| l.ends_with(" underruns") && !l.ends_with(" 0 underruns"));
     for r in sent {
         let (at, txtime) = frames[&r.seq];
         assert_eq!((Some(at), Some(txtime)), (r.ephc_ns, r.txtime_ns), "frame {}", r.seq);
-        assert!((0..80).contains(&(at - txtime)), "frame {} on the wire at {at}, txtime {txtime}", r.seq);
+        let late = if stalled { 50_000 } else { 80 };
+        assert!((0..late).contains(&(at - txtime)), "frame {} on the wire at {at}, txtime {txtime}\n{text}", r.seq);
     }
     assert!(ptp > 0, "no PTP message in the pcap");
     // Sent, or (a wall-clock-paced link on a loaded host) refused with a reason: never without an outcome.
