@@ -46,15 +46,28 @@ pub struct Plan {
 /// Read FILE (`.json`: YANG instance data; otherwise a keepon configuration) against the daemon's `info`. `port`
 /// picks the interface in a YANG document with several.
 pub fn read_plan(path: &Path, info: &Info, port: Option<&str>) -> Result<Plan, String> {
-    let text = read_bounded(path)?;
-    let is_json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
-    let plan = if is_json {
-        let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        from_yang(&doc, info, port)
-    } else {
-        from_config(&text, info)
+    let plan = match read_doc(path)? {
+        Doc::Yang(doc) => from_yang(&doc, info, port),
+        Doc::Config(text) => from_config(&text, info),
     };
     plan.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A schedule file as read: YANG instance data, or a keepon configuration's text.
+enum Doc {
+    Yang(Value),
+    Config(String),
+}
+
+/// FILE (`.json`, or text starting with `{`: YANG instance data; otherwise a keepon configuration), bounded.
+fn read_doc(path: &Path) -> Result<Doc, String> {
+    let text = read_bounded(path)?;
+    if path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{') {
+        let doc = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        Ok(Doc::Yang(doc))
+    } else {
+        Ok(Doc::Config(text))
+    }
 }
 
 /// The text of `path`, at most [`MAX_FILE_BYTES`] of it: whatever it is (a pipe, a device), no more is read.
@@ -333,22 +346,17 @@ pub struct WindowPlan {
 /// the windows `Info` would report), or a YANG gate list's entries as they are, in ns — one cycle of the
 /// daemon's, each class's windows the entries that open its gate alone (see the module doc).
 pub fn read_windows(path: &Path, info: &Info, port: Option<&str>) -> Result<WindowPlan, String> {
-    let text = read_bounded(path)?;
-    let is_json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
-    let plan = if is_json {
-        let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        windows_from_yang(&doc, info, port)
-    } else {
-        windows_from_config(&text)
+    let plan = match read_doc(path)? {
+        Doc::Yang(doc) => windows_from_yang(&doc, info, port),
+        Doc::Config(text) => windows_from_config(&text),
     };
     plan.map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Whether FILE is a keepon configuration of the byte clock (its schedule is windows).
 fn is_byte_clock_config(path: &Path) -> bool {
-    let Ok(text) = read_bounded(path) else { return false };
-    !text.trim_start().starts_with('{')
-        && Config::parse(&text).is_ok_and(|c| c.timing == crate::config::WireTiming::Bytes)
+    matches!(read_doc(path), Ok(Doc::Config(text))
+        if Config::parse(&text).is_ok_and(|c| c.timing == crate::config::WireTiming::Bytes))
 }
 
 fn windows_from_config(text: &str) -> Result<WindowPlan, String> {

@@ -182,6 +182,31 @@ fn daemon_config(sock: &Path, extra: &str) -> String {
         + &format!("\n[run]\npoll_period = \"20us\"\n[daemon]\nsocket = \"{}\"\n{extra}", sock.display())
 }
 
+/// A daemon of [`daemon_config`] serving on a thread, and a client it answers (20 s timeouts).
+#[allow(clippy::type_complexity)]
+fn start(
+    sock: &Path,
+    extra: &str,
+) -> (Client, Arc<AtomicBool>, std::thread::JoinHandle<Result<keepon::daemon::DaemonStats, String>>) {
+    let cfg = Config::parse(&daemon_config(sock, extra)).unwrap();
+    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
+    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
+    for _ in 0..500 {
+        if let Ok(mut k) = Client::connect(sock) {
+            if k.info().is_ok() {
+                k.set_timeout(Some(Duration::from_secs(20))).unwrap();
+                return (k, stop, server);
+            }
+        }
+        assert!(!server.is_finished(), "daemon ended: {:?}", server.join());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the daemon does not answer");
+}
+
 fn test_frame(len: usize, seq: u64, txtime: i64) -> Vec<u8> {
     let mut b = vec![0u8; len];
     TestHeader { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], flow: 0, seq, txtime }.emit(&mut b[..38]);
@@ -198,25 +223,7 @@ fn the_daemon_serves_the_byte_clock() {
     let _one = one_daemon();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("k.sock");
-    let cfg = Config::parse(&daemon_config(&sock, "")).unwrap();
-    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
-    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
-    let mut c = None;
-    for _ in 0..500 {
-        if let Ok(mut k) = Client::connect(&sock) {
-            if k.info().is_ok() {
-                c = Some(k);
-                break;
-            }
-        }
-        assert!(!server.is_finished(), "daemon ended: {:?}", server.join());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut c = c.expect("the daemon answers");
-    c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut c, stop, server) = start(&sock, "");
     let info = c.info().unwrap();
     assert_eq!(info.classes, ["ctrl", "video", "be"]);
     assert_eq!(info.windows, [vec![(0, 5_000), (125_000, 5_000)], vec![(40_000, 60_000)], vec![]]);
@@ -475,25 +482,7 @@ fn a_byte_clock_daemon_changes_its_windows_live() {
     let _one = one_daemon();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("k.sock");
-    let cfg = Config::parse(&daemon_config(&sock, "max_in_flight = 1024")).unwrap();
-    let dcfg = DaemonConfig::from_config(&cfg).unwrap();
-    let (nic, _) = backend::open(&cfg, &BackendOptions::default(), true).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let server = std::thread::spawn(move || serve(&cfg, &dcfg, nic, &stop2, None));
-    let mut c = None;
-    for _ in 0..500 {
-        if let Ok(mut k) = Client::connect(&sock) {
-            if k.info().is_ok() {
-                c = Some(k);
-                break;
-            }
-        }
-        assert!(!server.is_finished(), "daemon ended: {:?}", server.join());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut c = c.expect("the daemon answers");
-    c.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut c, stop, server) = start(&sock, "max_in_flight = 1024");
     let info = c.info().unwrap();
     let cycle = 250_000i64;
     // Cycles n0 … n0 + 59, the switch at n0 + 30: well ahead, so that a loaded host hands everything in in time.

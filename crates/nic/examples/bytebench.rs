@@ -220,26 +220,30 @@ fn slots(mbps: u64, slot: u32, seconds: u64) -> Point {
     drive(timed(d, poll), seconds, lead)
 }
 
-fn bytes(mbps: u64, seconds: u64) -> Point {
+/// The byte clock of both measurements: one window over the whole 100 µs cycle, a 100 µs lead, ring 512.
+fn byte_config(mbps: u64) -> ByteConfig {
     let rate = LinkRate::from_mbps(mbps).unwrap();
-    let g = SlotGeometry::new(rate, 1518).unwrap();
-    let mut sim = SimConfig::new(g, T0);
-    sim.keep_fillers = false;
     let classes =
         [ClassWindows { name: "rt".into(), windows: vec![Window { offset: Nanos(0), length: Nanos(PERIOD) }] }];
-    let lead = Nanos::from_us(100);
-    let cfg = ByteConfig {
+    ByteConfig {
         rate,
         windows: Windows::new(T0, Nanos(PERIOD), &classes, rate).unwrap(),
         ring: 512,
         max_frame: 1518,
-        lead,
+        lead: Nanos::from_us(100),
         max_pending: 4096,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos::ZERO,
-        policy: keepon_core::insert::Policy::Strict,
-    };
-    let poll = Nanos(lead.0 / 4);
+        policy: Policy::Strict,
+    }
+}
+
+fn bytes(mbps: u64, seconds: u64) -> Point {
+    let g = SlotGeometry::new(LinkRate::from_mbps(mbps).unwrap(), 1518).unwrap();
+    let mut sim = SimConfig::new(g, T0);
+    sim.keep_fillers = false;
+    let cfg = byte_config(mbps);
+    let (lead, poll) = (cfg.lead, Nanos(cfg.lead.0 / 4));
     let d =
         Driver::bytes(SimNic::new(sim), cfg, LoopConfig { poll_period: poll, max_duration: Nanos(i64::MAX) }).unwrap();
     drive(timed(d, poll), seconds, lead)
@@ -257,23 +261,9 @@ fn timed<S: Engine>(d: Driver<SimNic, S>, poll: Nanos) -> Driver<SimNic, Timed<S
 fn alone(mbps: u64, seconds: u64) -> (f64, u64) {
     use keepon_core::bytes::ByteStation;
     use keepon_core::station::Observation;
-    let rate = LinkRate::from_mbps(mbps).unwrap();
-    let classes =
-        [ClassWindows { name: "rt".into(), windows: vec![Window { offset: Nanos(0), length: Nanos(PERIOD) }] }];
-    let lead = Nanos::from_us(100);
-    let cfg = ByteConfig {
-        rate,
-        windows: Windows::new(T0, Nanos(PERIOD), &classes, rate).unwrap(),
-        ring: 512,
-        max_frame: 1518,
-        lead,
-        max_pending: 4096,
-        max_advance: Nanos::from_ms(100),
-        post_latency: Nanos::ZERO,
-        policy: Policy::Strict,
-    };
+    let cfg = byte_config(mbps);
+    let poll = Nanos(cfg.lead.0 / 4);
     let mut st: ByteStation<Vec<u8>> = ByteStation::new(cfg, T0).unwrap();
-    let poll = Nanos(lead.0 / 4);
     let first = T0 + Nanos::from_ms(2);
     let src = Stream { first, i: 0, n: seconds * 10_000 };
     let (mut now, mut consumed, mut sent, mut i) = (T0, 0u64, 0u64, 0u64);
