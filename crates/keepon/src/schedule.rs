@@ -232,15 +232,19 @@ fn gate_table<'a>(doc: &'a Value, port: Option<&str>) -> Result<&'a Value, Strin
     }
 }
 
-/// Ring slots per class from a port's gate control list (see the module doc).
-fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, String> {
+/// A port's gate parameter table with its base time (TAI ns) and cycle (`num/den` s, as written).
+fn list_head<'a>(doc: &'a Value, port: Option<&str>) -> Result<(&'a Value, i64, i128, i128), String> {
     let table = gate_table(doc, port)?;
     let base_time = base_time(field(table, "admin-base-time", "gate-parameter-table")?)?;
     let cycle = field(table, "admin-cycle-time", "gate-parameter-table")?;
-    let (num, den) = (
-        int(field(cycle, "numerator", "admin-cycle-time")?, "admin-cycle-time/numerator")?,
-        int(field(cycle, "denominator", "admin-cycle-time")?, "admin-cycle-time/denominator")?,
-    );
+    let num = int(field(cycle, "numerator", "admin-cycle-time")?, "admin-cycle-time/numerator")?;
+    let den = int(field(cycle, "denominator", "admin-cycle-time")?, "admin-cycle-time/denominator")?;
+    Ok((table, base_time, num, den))
+}
+
+/// Ring slots per class from a port's gate control list (see the module doc).
+fn from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<Plan, String> {
+    let (table, base_time, num, den) = list_head(doc, port)?;
     if num <= 0 || den <= 0 {
         return Err(format!("admin-cycle-time {num}/{den} s is not positive"));
     }
@@ -378,13 +382,7 @@ fn windows_from_config(text: &str) -> Result<WindowPlan, String> {
 
 /// Windows per real-time class from a port's gate control list: its cycle must be the daemon's, in whole ns.
 fn windows_from_yang(doc: &Value, info: &Info, port: Option<&str>) -> Result<WindowPlan, String> {
-    let table = gate_table(doc, port)?;
-    let base_time = base_time(field(table, "admin-base-time", "gate-parameter-table")?)?;
-    let cycle = field(table, "admin-cycle-time", "gate-parameter-table")?;
-    let (num, den) = (
-        int(field(cycle, "numerator", "admin-cycle-time")?, "admin-cycle-time/numerator")?,
-        int(field(cycle, "denominator", "admin-cycle-time")?, "admin-cycle-time/denominator")?,
-    );
+    let (table, base_time, num, den) = list_head(doc, port)?;
     let (cn, cd) = (i128::from(info.cycle.0), i128::from(info.cycle.1));
     // num/den s = cn/cd ns  ⇔  num·10⁹·cd = cn·den (checked products).
     let same = num.checked_mul(1_000_000_000).and_then(|x| x.checked_mul(cd)) == cn.checked_mul(den);
