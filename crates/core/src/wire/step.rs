@@ -401,25 +401,28 @@ impl Fine {
         let (l, s_part, lo_eps, byte) = (self.l, self.s_part, self.lo_eps, self.byte);
         let (lo_n, hi_n) = (self.lo_n, self.hi_n);
         let (lo_len, hi_len) = ((lo_n - overhead) as u32, (hi_n - overhead) as u32);
-        let (mut p, mut eps, mut s_rem) = (f.p, f.eps, f.s_rem);
+        // S's remainder less L, in [−L, 0): a carry is the sign turning, so each step is an add and a select (two
+        // cycles of latency, like ε's) rather than an add, a compare, a select and a subtract.
+        let (l, s_part) = (l as i64, s_part as i64);
+        let (mut p, mut eps, mut r) = (f.p, f.eps, f.s_rem as i64 - l);
         let (mut late, mut carries) = (0u64, 0u64);
         for (len, start) in lens.iter_mut().zip(starts.iter_mut()) {
-            late += u64::from(s_rem + eps as u64 >= l);
+            late += u64::from(r + eps >= 0);
             let t = eps + lo_eps;
             let short = t >= 0;
             eps = if short { t } else { t + byte };
             p += if short { lo_n } else { hi_n };
             *len = if short { lo_len } else { hi_len };
             *start = p;
-            let rem = s_rem + s_part;
-            let carry = rem >= l;
-            s_rem = if carry { rem - l } else { rem };
+            let rem = r + s_part;
+            let carry = rem >= 0;
+            r = if carry { rem - l } else { rem };
             carries += u64::from(carry);
         }
         let m = lens.len().min(starts.len()) as u64;
         f.p = p;
         f.eps = eps;
-        f.s_rem = s_rem;
+        f.s_rem = (r + l) as u64;
         f.j += m;
         f.s_ns += self.s_whole * m as i64 + carries as i64;
         late
