@@ -41,7 +41,9 @@ flow instance; verify plans; reproduce the paper's schedulability experiment.
 
 exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (--time-limit reached in any stage), 3 bad input;
             verify 0 valid, 1 invalid (violated constraint named), 3 bad input; params 0, 3 bad input;
-            bench 0, 3 bad input, 4 a plan failed the verifier.
+            bench 0, 3 bad input, 4 a plan failed the verifier;
+            cores 0 allocation (verified), 1 proven infeasible (conflicting streams named), 2 unknown, 3 bad input,
+            4 the allocation failed the verifier.
 """
 
 
@@ -255,6 +257,67 @@ def _is_bytes_plan(path: str) -> bool:
     return isinstance(link, dict) and link.get("timing") == "bytes"
 
 
+def cmd_cores(args: argparse.Namespace) -> int:
+    """``cores``: allocate a station's streams to poll cores (keepon_plan.cores), verified instance by instance."""
+    import json
+
+    from .cores import FOUND, INFEASIBLE, allocate, load_cores, min_cores, verify_allocation
+
+    streams, budget, in_file = load_cores(args.streams)
+    k = args.cores if args.cores is not None else in_file
+    _say(
+        f"{len(streams)} streams; a core holds each frame host delay {budget.host_delay_ns} + prefetch "
+        f"{budget.prefetch_ns} + per frame {budget.per_frame_ns} + descriptors × {budget.per_descriptor_ns} ns "
+        "before its launch"
+    )
+    if k is None:
+        fewest, exact = min_cores(streams, budget, args.time_limit, args.seed)
+        if fewest is None:
+            k = 1  # a stream fits no core: allocate() names it
+        else:
+            k = fewest
+            _say(f"fewest cores: {fewest}" + ("" if exact else " (not proven: CP-SAT did not decide fewer)"))
+    outcome = allocate(streams, budget, k, args.time_limit, args.seed)
+    if outcome.status == INFEASIBLE:
+        _say(f"infeasible (proven): {outcome.reason}")
+        _say(f"conflicting streams: {', '.join(outcome.conflicting)}")
+        return EXIT_INFEASIBLE
+    if outcome.status != FOUND:
+        _say(f"unknown: {outcome.reason} (raise --time-limit)")
+        return EXIT_UNKNOWN
+    violations = verify_allocation(streams, budget, outcome.cores)
+    if violations:
+        for v in violations:
+            _say(f"internal error: the allocation fails the verifier: {v}")
+        return EXIT_INTERNAL
+    for c, names in enumerate(outcome.cores):
+        print(f"core {c}: {', '.join(names) if names else '(none)'}")
+    bound = f"optimal: {outcome.bound}" if outcome.optimal else f"not proven optimal: {outcome.bound}"
+    _say(f"allocation ({outcome.method}) on {outcome.used} of {k} cores; verified; {bound}")
+    if args.out:
+        doc = {
+            "cores": k,
+            "used": outcome.used,
+            "lower_bound": outcome.lower_bound,
+            "optimal": outcome.optimal,
+            "lower_bound_proof": outcome.bound,
+            "method": outcome.method,
+            "budget_ns": {
+                "per_descriptor": budget.per_descriptor_ns,
+                "per_frame": budget.per_frame_ns,
+                "host_delay": budget.host_delay_ns,
+                "prefetch": budget.prefetch_ns,
+            },
+            "allocation": [{"core": c, "streams": names} for c, names in enumerate(outcome.cores)],
+        }
+        try:
+            Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write the allocation: {exc.strerror}", exc.filename) from exc
+        _say(f"written to {args.out}")
+    return EXIT_OK
+
+
 def _duration(text: str) -> int:
     from .units import ValueError_, parse_duration
 
@@ -288,6 +351,12 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
     return value
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
 def _base_time(text: str) -> int:
@@ -348,6 +417,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("params", help="choose slot size, ring and batch; print the trade-off table")
     p.add_argument("flows", metavar="FLOWS.toml")
     p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("cores", help="allocate a station's streams to poll cores (conflict-graph colouring)")
+    p.add_argument("streams", metavar="STREAMS.toml")
+    p.add_argument(
+        "--cores",
+        type=_positive,
+        metavar="K",
+        help="cores available (default: [core] cores, else the fewest that suffice)",
+    )
+    p.add_argument("--out", metavar="FILE.json", help="write the allocation (JSON)")
+    p.add_argument("--time-limit", type=_seconds, default=10.0, metavar="S", help="CP-SAT's time (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_cores)
+
+    p = sub.add_parser("cores-bench", help="the DPDK paper's Fig 7(b): feasibility ratio vs cores, random sets")
+    from .cores_bench import add_arguments as add_cores_bench
+
+    add_cores_bench(p)
 
     p = sub.add_parser("bench", help="the paper's schedulability experiment, against a Z3 baseline")
     from .bench import add_arguments

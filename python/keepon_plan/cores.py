@@ -50,10 +50,10 @@ from .model import InputError, SourceMap
 from .units import ValueError_, format_duration, parse_duration
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "Allocation",
     "CoreBudget",
     "CoreStream",
-    "DEFAULT_BUDGET",
     "allocate",
     "conflict",
     "conflict_graph",
@@ -308,6 +308,8 @@ class Allocation:
     """Cores the allocation uses."""
     lower_bound: int = 0
     """Cores any allocation needs (the largest clique found, or more when proven)."""
+    bound: str = ""
+    """How ``lower_bound`` is proven: a clique (its streams), an odd cycle, or CP-SAT."""
     method: str = ""
     conflicting: list[str] = field(default_factory=list)
     """Infeasible: streams that alone need more than ``k`` cores (a clique, an odd cycle or a minimal set)."""
@@ -346,7 +348,9 @@ def allocate(
     used = max(colour, default=-1) + 1
     lower = len(clique)
     if used <= k:
-        return _found(names, colour, k, lower, "DSatur")
+        found = _found(names, colour, k, lower, "DSatur")
+        found.lower_bound, found.bound = _lower_bound(adj, names, clique, found.used, stop)
+        return found
     if lower > k:
         return Allocation(
             INFEASIBLE,
@@ -368,11 +372,15 @@ def allocate(
                 reason=f"{len(cycle)} streams conflict in a cycle of odd length ({shown} – {names[cycle[0]]}): two "
                 "cores cannot alternate around it, so 2 do not suffice",
             )
-        return _found(names, _two_colouring(adj), k, lower, "2-colouring (bipartite)")
+        found = _found(names, _two_colouring(adj), k, lower, "2-colouring (bipartite)")
+        found.lower_bound, found.bound = _lower_bound(adj, names, clique, found.used, stop)
+        return found
     status, cp_colour = _cpsat_colour(adj, k, clique, stop - time.monotonic(), seed)
     if status == FOUND:
         assert cp_colour is not None
-        return _found(names, cp_colour, k, lower, "CP-SAT")
+        found = _found(names, cp_colour, k, lower, "CP-SAT")
+        found.lower_bound, found.bound = _lower_bound(adj, names, clique, found.used, stop)
+        return found
     if status == UNKNOWN:
         return Allocation(
             UNKNOWN,
@@ -392,6 +400,21 @@ def allocate(
         reason=f"CP-SAT proved that these {len(witness)} streams need more than {k} cores although no {k + 1} of "
         f"them pairwise conflict ({how}): {shown}",
     )
+
+
+def _lower_bound(adj: list[set[int]], names: list[str], clique: list[int], used: int, stop: float) -> tuple[int, str]:
+    """The best lower bound on the cores needed that can be shown cheaply, and how: the clique when it meets
+    ``used``; else whether ``used − 1`` cores are refuted (odd cycle for 2, CP-SAT above) before ``stop``."""
+    shown = ", ".join(names[v] for v in clique)
+    if len(clique) >= used:
+        return len(clique), f"{len(clique)} streams pairwise conflict ({shown})"
+    if used - 1 == 2:
+        cycle = odd_cycle(adj)
+        if cycle is not None:
+            return 3, "an odd cycle of conflicts (" + " – ".join(names[v] for v in cycle) + ") needs 3"
+    elif time.monotonic() < stop and _colourable(adj, used - 1, stop) is False:
+        return used, f"CP-SAT proved {used - 1} cores too few"
+    return len(clique), f"{len(clique)} streams pairwise conflict ({shown}); fewer than {used} not ruled out"
 
 
 def _two_colouring(adj: list[set[int]]) -> list[int]:
