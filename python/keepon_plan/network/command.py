@@ -50,7 +50,8 @@ def write_all(
     from .output import plan_document, write_plan
     from .stations import runtime_configs
 
-    configs = runtime_configs(net, rings, departures, station_check)
+    egress = {r.stream.name: r.paths[0][1] for r in routed}
+    configs = runtime_configs(net, rings, departures, station_check, egress)
     gcls = port_gcls(net, routed, starts)
     if out.exists():
         for sub in ("stations", "switches", "yang", "taprio"):
@@ -58,7 +59,7 @@ def write_all(
     out.mkdir(parents=True, exist_ok=True)
     write_plan(out, net, plan_document(net, routed, starts, method), configs, gcls, routed)
     if exports:
-        write_yang(out, net, gcls, rings, departures)
+        write_yang(out, net, gcls, rings, departures, egress)
         write_taprio(out, net, gcls)
 
 

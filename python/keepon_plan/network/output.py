@@ -5,7 +5,8 @@
     plan.json            every stream: talker, listeners, routes, departure, every hop's window, latency (ps, exact);
                          the guard and the topology it was planned on (switches, links: what a replay needs)
     streams.csv          one row per (stream, listener): route, departure and latency in ns, the bounds
-    stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md)
+    stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md); a talker with two
+                         ports (replicated streams, 802.1CB) has one per port, stations/NAME.PORT.toml
     switches/NAME.json   every scheduled egress port: cycle, base time, gate control list (gate states, ns)
 
 All times are relative to the network's ``base_time`` (TAI ns), which every file carries.
@@ -50,6 +51,7 @@ def plan_document(net: Network, routed: list[RoutedStream], starts_ps: dict[str,
                 "earliest_offset_ns": s.earliest_offset_ns,
                 "latest_offset_ns": s.latest_offset_ns,
                 "deadline_ns": s.deadline_ns,
+                **({"replica_of": s.replica_of, "member": s.member} if s.replica_of is not None else {}),
             }
         )
     return {
