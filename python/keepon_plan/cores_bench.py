@@ -92,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--families", default="short,long", help="period families: short, long, mixed (default short,long)")
     p.add_argument("--budgets", default="paper,keepon", help="per-core budgets (paper, keepon)")
     p.add_argument("--time-limit", type=float, default=5.0, metavar="S", help="CP-SAT time per set (default 5)")
+    p.add_argument(
+        "--sensitivity", type=int, default=0, metavar="N", help="also sweep each constant on N sets per seed (0: no)"
+    )
     p.add_argument("--out", default="out/fig7b", metavar="DIR")
     p.set_defaults(func=run)
 
@@ -134,16 +137,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--streams: need 1 ≤ LO ≤ HI, got {args.streams!r}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    seeds = range(args.seed, args.seed + args.seeds)
     rows = []
     for budget_name in budgets:
-        budget = BUDGETS[budget_name]
         for family in families:
-            for seed in range(args.seed, args.seed + args.seeds):
-                rng = random.Random(f"fig7b/{family}/{seed}")  # the same sets under every budget
-                for index in range(args.sets):
-                    n = rng.randint(lo, hi)
-                    streams = stream_set(rng, n, PERIODS_US[family], args.stations)
-                    rows.append(_decide(budget_name, budget, family, seed, index, n, streams, args.time_limit))
+            budget = BUDGETS[budget_name]
+            rows += decide_sets(budget_name, budget, family, seeds, args.sets, (lo, hi), args.stations, args)
+    sweep: list[dict] = []
+    if args.sensitivity:
+        sweep = sensitivity(args, seeds, (lo, hi))
+        with open(out / "sensitivity.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, SWEEP_FIELDS)
+            w.writeheader()
+            w.writerows(sweep)
     bad = [r for r in rows if "VERIFIER FAILED" in r["method"]]
     with open(out / "rows.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, FIELDS)
@@ -151,13 +157,105 @@ def run(args: argparse.Namespace) -> int:
         w.writerows(rows)
     command = (
         f"keepon-plan cores-bench --sets {args.sets} --seeds {args.seeds} --seed {args.seed} --streams {args.streams} "
-        f"--stations {args.stations} "
-        f"--families {args.families} --budgets {args.budgets} --time-limit {args.time_limit:g} --out {args.out}"
+        f"--stations {args.stations} --families {args.families} --budgets {args.budgets} "
+        f"--time-limit {args.time_limit:g}"
+        + (f" --sensitivity {args.sensitivity}" if args.sensitivity else "")
+        + f" --out {args.out}"
     )
-    (out / "summary.md").write_text(summary(rows, command), encoding="utf-8")
+    (out / "summary.md").write_text(summary(rows, command) + sensitivity_section(sweep), encoding="utf-8")
     plot(rows, out / "fig7b.png")
     print(f"keepon-plan: {len(rows)} sets decided; {out / 'rows.csv'}, {out / 'summary.md'}, {out / 'fig7b.png'}")
     return 4 if bad else 0
+
+
+def decide_sets(budget_name, budget, family, seeds, sets, streams, stations, args) -> list[dict]:
+    """Draw ``sets`` sets per seed (the same sets under every budget: the generator is seeded by family and seed) and
+    decide each."""
+    rows = []
+    for seed in seeds:
+        rng = random.Random(f"fig7b/{family}/{seed}")
+        for index in range(sets):
+            n = rng.randint(*streams)
+            talkers = stream_set(rng, n, PERIODS_US[family], stations)
+            rows.append(_decide(budget_name, budget, family, seed, index, n, talkers, args.time_limit))
+    return rows
+
+
+SWEEP_FIELDS = ["constant", "basis", "default", "value", "metric", "result", "paper"]
+
+
+def sensitivity(args, seeds, streams) -> list[dict]:
+    """The paper budget's headline (ratio on 1, 2 and 8 cores, and 8 over 1) with one constant moved at a time, on
+    ``args.sensitivity`` sets per seed and family (short and long periods)."""
+    p = PAPER_BUDGET
+    cases: list[tuple[str, str, str, str, dict]] = []
+    for t in (2_000, 5_000, 10_900, 20_000):
+        cases.append(("host delay T", "paper (Table 1)", "10.9us", f"{t / 1000:g}us", {"host": t}))
+    for d in (0, 20_000, 50_000):
+        cases.append(("prefetch Δ", "paper (§3.3)", "50us", f"{d // 1000}us", {"prefetch": d}))
+    for lo, hi in ((4, 16), (8, 64), (16, 128)):
+        cases.append(("streams per set", "chosen", f"{streams[0]}-{streams[1]}", f"{lo}-{hi}", {"streams": (lo, hi)}))
+    for n in (4, 8, 16):
+        cases.append(("end stations", "chosen", str(args.stations), str(n), {"stations": n}))
+    for fam in PERIODS_US:
+        cases.append(("period family", "chosen ([20]'s)", "short+long", fam, {"families": (fam,)}))
+    out = []
+    for constant, basis, default, value, change in cases:
+        budget = CoreBudget(0, 0, change.get("host", p.host_delay_ns), change.get("prefetch", p.prefetch_ns))
+        rows = []
+        for family in change.get("families", ("short", "long")):
+            rows += decide_sets(
+                "paper",
+                budget,
+                family,
+                seeds,
+                args.sensitivity,
+                change.get("streams", streams),
+                change.get("stations", args.stations),
+                args,
+            )
+        r = ratios(rows, "paper", None)
+        gain = f"{r[7] / r[0]:.2f}" if r[0] > 0 else "inf"
+        for metric, result, paper in (
+            ("ratio k=1 %", f"{r[0] * 100:.1f}", "—"),
+            ("ratio k=2 %", f"{r[1] * 100:.1f}", "—"),
+            ("ratio k=8 %", f"{r[7] * 100:.1f}", "—"),
+            ("gain k=8 / k=1", gain, f"{PAPER_GAIN}"),
+        ):
+            out.append(
+                {
+                    "constant": constant,
+                    "basis": basis,
+                    "default": default,
+                    "value": value,
+                    "metric": metric,
+                    "result": result,
+                    "paper": paper,
+                }
+            )
+    return out
+
+
+def sensitivity_section(sweep: list[dict]) -> str:
+    if not sweep:
+        return ""
+    lines = [
+        "",
+        "## Sensitivity",
+        "",
+        "Paper budget, short and long periods unless the row changes them; one constant moved at a time "
+        "(raw rows: `sensitivity.csv`):",
+        "",
+        "| constant | basis | default | value | ratio k=1 % | k=2 % | k=8 % | gain k=8 / k=1 (paper 2.4) |",
+        "|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    for i in range(0, len(sweep), 4):
+        a, b, c, d = sweep[i : i + 4]
+        lines.append(
+            f"| {a['constant']} | {a['basis']} | {a['default']} | {a['value']} | {a['result']} | {b['result']} | "
+            f"{c['result']} | {d['result']} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _decide(budget_name, budget, family, seed, index, drawn, talkers, time_limit) -> dict:

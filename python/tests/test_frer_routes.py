@@ -209,3 +209,17 @@ def test_the_example_plans_and_its_yang_is_accepted(tmp_path: Path) -> None:
     for f in sorted((out / "yang").iterdir()):  # the two-port talker's document has two interfaces
         ok, msg = yanglint([f], modules)
         assert ok, f"{f.name}: {msg}"
+
+
+def test_the_cnc_refuses_a_two_port_station(tmp_path: Path) -> None:
+    from cnc_support import CYCLE, TOPOLOGY
+
+    from keepon_plan.cnc.service import configure
+    from keepon_plan.cnc.store import Store
+    from keepon_plan.model import InputError
+
+    store = Store(str(tmp_path / "db"))
+    two_ports = TOPOLOGY + '[[link]]\na = "t1"\nb = "sw2"\nrate = "1Gbps"\n'
+    with pytest.raises(InputError, match="station 't1' has two ports: the CNC plans one-port stations only"):
+        configure(store, two_ports, None, CYCLE, {})
+    assert store.config() == {}

@@ -73,9 +73,11 @@ def cmd_network(args: argparse.Namespace) -> int:
         with backstop(deadline):
             deadline.enter("reading the network")
             net = load_network(args.network)
+            replicated = len({s.replica_of for s in net.streams if s.replica_of is not None})
             _say(
                 f"{len(net.stations)} stations, {len(net.switches)} switches, {len(net.links)} links, "
                 f"{len(net.streams)} streams"
+                + (f" ({replicated} replicated, each as two member streams)" if replicated else "")
             )
             status, payload = plan_network(
                 net, deadline, args.method, args.exact_limit, args.seed, queueing=False if args.no_wait else None

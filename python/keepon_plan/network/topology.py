@@ -173,11 +173,16 @@ class Network:
     def link(self, a: str, b: str) -> Link | None:
         return self._where.get(("linkobj", frozenset((a, b))))
 
+    def ports(self, station: str) -> int:
+        """How many links (ports) a station has: 1, or 2 for replicated streams."""
+        return self._where.get(("ports", station), 1)
+
     def sender(self, station: str, neighbour: str) -> str:
         """The name of a station's sending port: the station's own on a one-port station, ``station.port`` on a
         two-port one (its runtime config ``stations/NAME.toml`` and its YANG interface)."""
-        ports = self._where.get(("ports", station), 1)
-        return station if ports == 1 else f"{station}{MEMBER_SEPARATOR}{self.port_name(station, neighbour)}"
+        return (
+            station if self.ports(station) == 1 else f"{station}{MEMBER_SEPARATOR}{self.port_name(station, neighbour)}"
+        )
 
     def port_name(self, node: str, neighbour: str) -> str:
         """The interface name of ``node``'s port towards ``neighbour``."""
