@@ -60,6 +60,8 @@ def test_ring_gives_node_and_edge_disjoint_routes_both_verified(tmp_path: Path) 
     assert not set(a[1:-1]) & set(b[1:-1])
     assert a[1] != b[1] and a[-2] != b[-2]  # each leaves and arrives on its own port
     assert "node- and edge-disjoint" in err
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["replicated"] == [{"name": "x", "members": ["x.1", "x.2"], "disjoint": "node", "shared_switches": []}]
     net = parse_network(network(RING6, REPLICATED))
     assert verify_plan_dir(net, out) == []
     # one runtime config per talker port, each with its own member
@@ -90,6 +92,7 @@ def test_a_cut_switch_is_shared_and_said(tmp_path: Path) -> None:
     a, b = member_routes(out, "x")
     assert not links_of(a) & links_of(b) and "sw3" in a and "sw3" in b
     assert "edge-disjoint, sharing switch sw3" in err
+    assert json.loads((out / "plan.json").read_text())["replicated"][0]["shared_switches"] == ["sw3"]
 
 
 def test_a_bridge_is_refused_naming_the_link(tmp_path: Path) -> None:
