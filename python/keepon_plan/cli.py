@@ -257,67 +257,6 @@ def _is_bytes_plan(path: str) -> bool:
     return isinstance(link, dict) and link.get("timing") == "bytes"
 
 
-def cmd_cores(args: argparse.Namespace) -> int:
-    """``cores``: allocate a station's streams to poll cores (keepon_plan.cores), verified instance by instance."""
-    import json
-
-    from .cores import FOUND, INFEASIBLE, allocate, load_cores, min_cores, verify_allocation
-
-    streams, budget, in_file = load_cores(args.streams)
-    k = args.cores if args.cores is not None else in_file
-    _say(
-        f"{len(streams)} streams; a core holds each frame host delay {budget.host_delay_ns} + prefetch "
-        f"{budget.prefetch_ns} + per frame {budget.per_frame_ns} + descriptors × {budget.per_descriptor_ns} ns "
-        "before its launch"
-    )
-    if k is None:
-        fewest, exact = min_cores(streams, budget, args.time_limit, args.seed)
-        if fewest is None:
-            k = 1  # a stream fits no core: allocate() names it
-        else:
-            k = fewest
-            _say(f"fewest cores: {fewest}" + ("" if exact else " (not proven: CP-SAT did not decide fewer)"))
-    outcome = allocate(streams, budget, k, args.time_limit, args.seed)
-    if outcome.status == INFEASIBLE:
-        _say(f"infeasible (proven): {outcome.reason}")
-        _say(f"conflicting streams: {', '.join(outcome.conflicting)}")
-        return EXIT_INFEASIBLE
-    if outcome.status != FOUND:
-        _say(f"unknown: {outcome.reason} (raise --time-limit)")
-        return EXIT_UNKNOWN
-    violations = verify_allocation(streams, budget, outcome.cores)
-    if violations:
-        for v in violations:
-            _say(f"internal error: the allocation fails the verifier: {v}")
-        return EXIT_INTERNAL
-    for c, names in enumerate(outcome.cores):
-        print(f"core {c}: {', '.join(names) if names else '(none)'}")
-    bound = f"optimal: {outcome.bound}" if outcome.optimal else f"not proven optimal: {outcome.bound}"
-    _say(f"allocation ({outcome.method}) on {outcome.used} of {k} cores; verified; {bound}")
-    if args.out:
-        doc = {
-            "cores": k,
-            "used": outcome.used,
-            "lower_bound": outcome.lower_bound,
-            "optimal": outcome.optimal,
-            "lower_bound_proof": outcome.bound,
-            "method": outcome.method,
-            "budget_ns": {
-                "per_descriptor": budget.per_descriptor_ns,
-                "per_frame": budget.per_frame_ns,
-                "host_delay": budget.host_delay_ns,
-                "prefetch": budget.prefetch_ns,
-            },
-            "allocation": [{"core": c, "streams": names} for c, names in enumerate(outcome.cores)],
-        }
-        try:
-            Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write the allocation: {exc.strerror}", exc.filename) from exc
-        _say(f"written to {args.out}")
-    return EXIT_OK
-
-
 def _duration(text: str) -> int:
     from .units import ValueError_, parse_duration
 
@@ -419,17 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_params)
 
     p = sub.add_parser("cores", help="allocate a station's streams to poll cores (conflict-graph colouring)")
-    p.add_argument("streams", metavar="STREAMS.toml")
-    p.add_argument(
-        "--cores",
-        type=_positive,
-        metavar="K",
-        help="cores available (default: [core] cores, else the fewest that suffice)",
-    )
-    p.add_argument("--out", metavar="FILE.json", help="write the allocation (JSON)")
-    p.add_argument("--time-limit", type=_seconds, default=10.0, metavar="S", help="CP-SAT's time (default 10)")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_cores)
+    from .cores_command import add_arguments as add_cores
+
+    add_cores(p, _positive, _seconds)
 
     p = sub.add_parser("cores-bench", help="the DPDK paper's Fig 7(b): feasibility ratio vs cores, random sets")
     from .cores_bench import add_arguments as add_cores_bench

@@ -406,6 +406,8 @@ def _lower_bound(adj: list[set[int]], names: list[str], clique: list[int], used:
     """The best lower bound on the cores needed that can be shown cheaply, and how: the clique when it meets
     ``used``; else whether ``used − 1`` cores are refuted (odd cycle for 2, CP-SAT above) before ``stop``."""
     shown = ", ".join(names[v] for v in clique)
+    if used <= 1:
+        return used, "no allocation uses fewer than one core"
     if len(clique) >= used:
         return len(clique), f"{len(clique)} streams pairwise conflict ({shown})"
     if used - 1 == 2:

@@ -208,3 +208,35 @@ def test_cores_bench_writes_rows_summary_and_plot(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "*paper*" in summary and "*predicted*" in summary and "*chosen*" in summary
     assert (out / "fig7b.png").stat().st_size > 0
+
+
+def test_cores_of_a_network_plan_per_talker_port(tmp_path: Path, capsys) -> None:
+    from network_support import run
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "network" / "frer-ring.toml"
+    plan_dir = tmp_path / "plan"
+    code, err = run("network", str(example), "--out", str(plan_dir))
+    assert code == 0, err
+    out = tmp_path / "alloc.json"
+    assert main(["cores", "--plan", str(plan_dir), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert sorted(doc["ports"]) == ["t1.eth0", "t1.eth1", "t2"]  # a two-port talker: each port on its own
+    assert doc["ports"]["t1.eth0"]["allocation"][0]["streams"] == ["axis.1"]
+    capsys.readouterr()
+    assert main(["cores", "--plan", str(plan_dir), "--station", "t1"]) == 0
+    printed = capsys.readouterr().out
+    assert "t1.eth0: core 0: axis.1" in printed and "t2" not in printed
+    # the budget from the command line: a host delay beyond t2's 500 µs period fits no core
+    assert main(["cores", "--plan", str(plan_dir), "--host-delay", "600us"]) == 1
+    assert "stream 'plain' alone" in capsys.readouterr().err
+    assert main(["cores", "--plan", str(plan_dir), "--station", "nobody"]) == 3
+    assert main(["cores", str(EXAMPLES / "three-cores.toml"), "--plan", str(plan_dir)]) == 3
+    assert main(["cores", "--plan", str(tmp_path)]) == 3  # no plan.json there
+    assert "not a keepon-plan network directory" in capsys.readouterr().err
+
+
+def test_command_line_budget_overrides_the_file(capsys) -> None:
+    example = str(EXAMPLES / "three-cores.toml")
+    # neighbours are 10 µs apart; with a 5 µs host delay (5.373 µs busy) nothing conflicts: one core
+    assert main(["cores", example, "--host-delay", "5us"]) == 0
+    assert "fewest cores: 1" in capsys.readouterr().err
