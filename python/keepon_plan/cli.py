@@ -43,7 +43,7 @@ exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (--time-limit reached i
             verify 0 valid, 1 invalid (violated constraint named), 3 bad input; params 0, 3 bad input;
             bench 0, 3 bad input, 4 a plan failed the verifier;
             cores 0 allocation (verified), 1 proven infeasible (conflicting streams named), 2 unknown, 3 bad input,
-            4 the allocation failed the verifier.
+            4 the allocation failed the verifier; cores-bench 0, 3 bad input, 4 an allocation failed the verifier.
 """
 
 
