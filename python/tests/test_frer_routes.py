@@ -163,6 +163,17 @@ def test_verifier_catches_a_corrupted_replicated_plan(tmp_path: Path) -> None:
     (bad_dir / "plan.json").write_text(json.dumps(doc))
     violations = verify_plan_dir(net, bad_dir)
     assert any("replicated stream 'x': both member streams cross link" in v for v in violations), violations
+    # member 2 sent 10 µs late from its port's config: its hops are not where the plan and the gates have them
+    late = tmp_path / "late"
+    shutil.copytree(out, late)
+    config = late / "stations" / "t1.to-sw2.toml"
+    text_cfg = config.read_text()
+    assert 'offset = "0ns"' in text_cfg
+    config.write_text(text_cfg.replace('offset = "0ns"', 'offset = "10us"'))
+    violations = verify_plan_dir(net, late)
+    member = "x.1" if member_routes(out, "x")[0][1] == "sw2" else "x.2"
+    assert any(f"stream {member!r}" in v for v in violations), violations
+    assert not any("stream 'x.1'" in v for v in violations if member == "x.2")
     # a member's port config missing: that member is not sent
     bad_dir2 = tmp_path / "corrupt2"
     shutil.copytree(out, bad_dir2)
