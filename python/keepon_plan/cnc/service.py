@@ -357,6 +357,13 @@ def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int,
     net = parse_network(topology_text, path, streams_required=False)
     if net.streams:
         raise InputError("the CNC's topology has no [[stream]]: streams join through the API", path)
+    two = sorted(n for n in net.stations if net.ports(n) > 1)
+    if two:
+        raise InputError(
+            f"station {two[0]!r} has two ports: the CNC plans one-port stations only (replicated streams on two-port "
+            "stations are planned by keepon-plan network)",
+            path,
+        )
     Incremental(net, cycle_ns)  # the checks of the topology against the cycle
     for mac, station in macs.items():
         if station not in net.stations:
