@@ -57,6 +57,7 @@ from keepon_plan.network.push import summary
 from keepon_plan.network.topology import parse_network
 
 pytestmark = [
+    pytest.mark.slow,  # a minute: `make test-all`
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
     pytest.mark.skipif(bool(MISSING), reason="needs " + ", ".join(MISSING) + " (netconfd, openssh-server, iproute2)"),
 ]
