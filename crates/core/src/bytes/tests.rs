@@ -549,3 +549,33 @@ fn best_effort_the_new_windows_leave_no_room_for_is_rejected_at_the_switch() {
         }
     }
 }
+
+/// At a window's edges the byte nearest the txtime may put the frame outside its window: it then starts on the
+/// byte after (at the opening) or before (at the close), inside the window — less than a byte from its txtime, and
+/// its outcome says where (issue 29, point 12: the bound is a byte there, half a byte elsewhere).
+#[test]
+fn at_a_windows_edges_a_frame_stays_inside_within_a_byte() {
+    let rate = LinkRate::from_mbps(1000).unwrap(); // bytes of 8 ns from T0
+    let (open, close) = (10_003i64, 50_007i64);
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(open, close - open)]), rate).unwrap();
+    let cycle = T0 + Nanos::from_us(500);
+    let span = (100 + 4 + 20) * 8; // a 100-byte frame on the wire: 992 ns
+    // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
+    let late_edge = cycle + Nanos(close - span);
+    // At the opening: the nearest byte (3 ns earlier) is before it.
+    let open_edge = cycle + Nanos(open);
+    let frames = vec![(T0, frame(0, 0, Some(late_edge), 100)), (T0, frame(1, 0, Some(open_edge), 100))];
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(1), Nanos::from_us(20));
+    let sent: Vec<_> = outcomes.iter().map(|o| o.result.unwrap()).collect();
+    let by_id = |id: u64| outcomes.iter().position(|o| o.id.0 == id).unwrap();
+    // Close: 7 ns early (the byte before), ending 1 ns before the close.
+    assert_eq!(sent[by_id(0)].time, Tai(late_edge.0 - 7));
+    // Opening: 5 ns late (the byte after the opening).
+    assert_eq!(sent[by_id(1)].time, Tai(open_edge.0 + 5));
+    for (id, at, len) in starts(&nic) {
+        let start = at.num / at.den;
+        let end = start + i128::from(len + 20) * 8;
+        let (o, c) = (i128::from((cycle + Nanos(open)).0), i128::from((cycle + Nanos(close)).0));
+        assert!(start >= o && end <= c, "{id:?} at {start}..{end} outside {o}..{c}");
+    }
+}
