@@ -422,7 +422,9 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
     # README.md
     "make run": Run(run_make_run),
     "make test": Covered("Makefile", ("test: lint rust-test py-test", 'pytest -q -m "not slow" python/tests')),
-    "make test-all": Covered("Makefile", ("test-all: lint rust-test-all py-test-all", "test --workspace --all-features")),
+    "make test-all": Covered(
+        "Makefile", ("test-all: lint rust-test-all py-test-all", "test --workspace --all-features")
+    ),
     **{c: Run(lambda _: run_end_to_end()) for c in END_TO_END},
     "keepon table3": Run(run_in_scratch(lambda out: "batch" in out or pytest.fail(out))),
     "keepon --help": Run(run_in_scratch(lambda out: "insertion window" in out or pytest.fail(out))),
@@ -569,7 +571,8 @@ def crate_dirs() -> dict[str, Path]:
 
 
 CARGO_TEST = re.compile(
-    r"^(?:[A-Z_][A-Z0-9_]*=\S+ )*(?:sudo )?cargo test (?:--release )?(?:--features slow-tests )?-p (?P<pkg>\S+) --test (?P<test>\S+)"
+    r"^(?:[A-Z_][A-Z0-9_]*=\S+ )*(?:sudo )?cargo test (?:--release )?(?:--features slow-tests )?"
+    r"-p (?P<pkg>\S+) --test (?P<test>\S+)"
     r"(?P<filters>(?: [a-z0-9_]+)*)(?: -- (?P<args>.*))?$"
 )
 
