@@ -44,6 +44,7 @@ use core::ops::Range;
 use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact, Stride};
 use crate::isolation::ClassId;
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
+use crate::prebuffer::BeQueues;
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::station::{Alignment, Observation, Poll, Underrun};
 use crate::time::{LinkRate, Nanos, Tai, MAX_SLOT_BYTES, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
@@ -132,7 +133,8 @@ pub struct ByteStation<B> {
     track: Track<Tai>,
     /// Real-time frames by (txtime, id).
     rt: BTreeMap<(Tai, FrameId), Waiting<B>>,
-    be: VecDeque<Frame<B>>,
+    /// Best-effort frames, FIFO per class, round-robin over classes (as on the slot station).
+    be: BeQueues<B>,
     queued: Vec<usize>,
     outcomes: Vec<Outcome>,
     counters: Counters,
@@ -182,7 +184,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             started: false,
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: BTreeMap::new(),
-            be: VecDeque::new(),
+            be: BeQueues::new(cfg.windows.classes()),
             queued: alloc::vec![0; cfg.windows.classes()],
             outcomes: Vec::new(),
             counters: Counters::default(),
@@ -258,7 +260,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         for w in rt.into_values() {
             self.reject(w.frame.id, w.frame.class, Reason::Shutdown);
         }
-        while let Some(f) = self.be.pop_front() {
+        while let Some(f) = self.be.pop() {
             self.reject(f.id, f.class, Reason::Shutdown);
         }
     }

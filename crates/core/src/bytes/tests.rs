@@ -560,7 +560,7 @@ fn at_a_windows_edges_a_frame_stays_inside_within_a_byte() {
     let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(open, close - open)]), rate).unwrap();
     let cycle = T0 + Nanos::from_us(500);
     let span = (100 + 4 + 20) * 8; // a 100-byte frame on the wire: 992 ns
-    // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
+                                   // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
     let late_edge = cycle + Nanos(close - span);
     // At the opening: the nearest byte (3 ns earlier) is before it.
     let open_edge = cycle + Nanos(open);
@@ -578,4 +578,23 @@ fn at_a_windows_edges_a_frame_stays_inside_within_a_byte() {
         let (o, c) = (i128::from((cycle + Nanos(open)).0), i128::from((cycle + Nanos(close)).0));
         assert!(start >= o && end <= c, "{id:?} at {start}..{end} outside {o}..{c}");
     }
+}
+
+/// Best effort is FIFO per class and round-robin over classes, as on the slot station (issue 30: the two stations
+/// disagreed — one FIFO here): a flood of one best-effort class does not hold back another's frame.
+#[test]
+fn best_effort_classes_take_turns() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let mut cls = classes(&[(0, 10_000)]);
+    cls.push(ClassWindows { name: "be2".into(), windows: vec![] });
+    let windows = Windows::new(T0, Nanos::from_us(100), &cls, rate).unwrap();
+    // 40 frames of class 1, then one of class 2, all handed in at once.
+    let mut frames: Vec<_> = (0..40u64).map(|i| (T0, frame(i, 1, None, 1000))).collect();
+    frames.push((T0, frame(40, 2, None, 1000)));
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(2), Nanos::from_us(20));
+    assert!(outcomes.iter().all(|o| o.result.is_ok()), "{outcomes:?}");
+    let order: Vec<u64> = starts(&nic).iter().map(|(id, _, _)| id.0).collect();
+    assert_eq!(order.len(), 41);
+    let at = order.iter().position(|&id| id == 40).unwrap();
+    assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
 }

@@ -304,3 +304,43 @@ fn a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule() {
     assert!((0..8).contains(&lead), "sent {:?}, scheduled {:?}: {lead} ns", sent.time, scheduled);
     assert_eq!(lead, 0, "on the byte grid the slot starts exactly on its schedule time");
 }
+
+/// Best effort is FIFO per class and round-robin over classes, as on the byte clock
+/// (`bytes::tests::best_effort_classes_take_turns`): a flood of one class does not hold back another's frame.
+#[test]
+fn best_effort_classes_take_turns() {
+    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
+    let classes = [
+        ClassSpec { name: "rt".into(), slots: vec![0] },
+        ClassSpec { name: "be".into(), slots: vec![] },
+        ClassSpec { name: "be2".into(), slots: vec![] },
+    ];
+    let cfg = StationConfig {
+        geometry,
+        ownership: Ownership::new(32, &classes).unwrap(),
+        batch: 8,
+        policy: Policy::Strict,
+        max_pending: 64,
+        max_advance: Nanos::from_ms(100),
+        post_latency: Nanos(1_000),
+        base_time: Tai(1_000_000),
+        max_filler: 1518,
+    };
+    let mut s: Station<&'static [u8]> = Station::new(cfg, Tai(1_000_000)).unwrap();
+    let _ = poll(&mut s, 0, 999_000);
+    let be = |i: u64, c: u8| Frame { id: FrameId(i), class: ClassId(c), txtime: None, data: &DATA[..] };
+    for i in 0..40 {
+        assert_eq!(s.submit(be(i, 1), Tai(999_000)), Ok(()));
+    }
+    assert_eq!(s.submit(be(40, 2), Tai(999_000)), Ok(()));
+    let (mut consumed, mut now, mut order) = (0u64, 999_000i64, Vec::new());
+    while order.len() < 41 && consumed < 400 {
+        consumed += 4;
+        now += 40_000;
+        let _ = poll(&mut s, consumed, now);
+        order.extend(s.drain_outcomes().map(|o| (o.id.0, o.result.map(|r| r.slot))));
+    }
+    order.sort_by_key(|(_, r)| r.map_or(u64::MAX, |slot| slot));
+    let at = order.iter().position(|(id, _)| *id == 40).unwrap();
+    assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
+}
