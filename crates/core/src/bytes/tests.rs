@@ -559,8 +559,9 @@ fn at_a_windows_edges_a_frame_stays_inside_within_a_byte() {
     let (open, close) = (10_003i64, 50_007i64);
     let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(open, close - open)]), rate).unwrap();
     let cycle = T0 + Nanos::from_us(500);
-    let span = (100 + 4 + 20) * 8; // a 100-byte frame on the wire: 992 ns
-                                   // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
+    // A 100-byte frame on the wire: 992 ns.
+    let span = (100 + 4 + 20) * 8;
+    // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
     let late_edge = cycle + Nanos(close - span);
     // At the opening: the nearest byte (3 ns earlier) is before it.
     let open_edge = cycle + Nanos(open);
