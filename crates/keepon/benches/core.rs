@@ -39,6 +39,11 @@ const RECORDED: &[Recorded] = &[
         pacing: [(16, 18.0, Some(28.0)), (31, 19.0, Some(30.0))],
         p99: 90,
     },
+    Recorded {
+        what: "fine path: a length and a start per slot (2241bcf), this 2-core VM beside 91285b1 at 241-270 / 329-345",
+        pacing: [(16, 185.0, Some(88.0)), (31, 254.0, Some(102.0))],
+        p99: 126,
+    },
 ];
 
 /// One recorded version: (slots per poll, disciplined M slots/s, nominal M slots/s) and insertion p99 (ns).
