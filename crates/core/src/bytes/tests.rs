@@ -599,3 +599,45 @@ fn best_effort_classes_take_turns() {
     let at = order.iter().position(|&id| id == 40).unwrap();
     assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
 }
+
+/// Host times inside a restart's gap (after an underrun the wire restarts at `now + post_latency`) read back from
+/// the restart, on its clock: the EPHC is continuous and runs at the host's rate through the gap, as on the slot
+/// station (`station::tests::host_times_inside_a_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_gap_read_back_from_the_restart() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 10_000)]), rate).unwrap();
+    let cfg = ByteConfig { post_latency: Nanos::from_us(50), ..config(1000, windows) };
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(cfg, T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    // 2 ms later everything posted has gone: an underrun, the wire restarting 50 µs on.
+    let now = T0 + Nanos::from_ms(2);
+    let posted = st.ring().posted();
+    let p = st.poll(Observation { consumed: posted, now, gaps: &[] }).unwrap();
+    assert_eq!(p.underruns.len(), 1);
+    let base = st.ephc_at(now);
+    for us in (0..=60).step_by(5) {
+        let t = now + Nanos::from_us(us);
+        assert_eq!(st.ephc_at(t), base + Nanos::from_us(us), "{us} µs into the gap");
+    }
+}
+
+/// The same inside a gap the backend saw: host times between where the wire stopped and its reported restart read
+/// back from the restart (`station::tests::host_times_inside_a_reported_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_reported_gap_read_back_from_the_restart() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 10_000)]), rate).unwrap();
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(config(1000, windows), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    // The backend saw descriptor 3 start 70 µs later than the host's view had it.
+    let expected = st.host.time_of(st.track.start(3).unwrap());
+    let restart = expected + Nanos::from_us(70);
+    let gaps = [crate::station::Gap { at: 3, restart }];
+    let _ = st.poll(Observation { consumed: 3, now: T0 + Nanos::from_us(100), gaps: &gaps }).unwrap();
+    let at_restart = st.ephc_at(restart);
+    for us in (0..=60).step_by(5) {
+        let t = restart - Nanos::from_us(us);
+        assert_eq!(st.ephc_at(t), at_restart - Nanos::from_us(us), "{us} µs before the restart");
+    }
+}

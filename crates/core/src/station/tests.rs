@@ -344,3 +344,38 @@ fn best_effort_classes_take_turns() {
     let at = order.iter().position(|(id, _)| *id == 40).unwrap();
     assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
 }
+
+/// Host times inside a restart's gap read back from the restart, on its clock: the EPHC is continuous and runs at
+/// the host's rate through the gap, as on the byte clock (`bytes::tests::host_times_inside_a_gap_read_back_from_the_
+/// restart`).
+#[test]
+fn host_times_inside_a_gap_read_back_from_the_restart() {
+    let mut s = station();
+    let _ = poll(&mut s, 0, 999_000);
+    let _ = poll(&mut s, 4, 1_040_000);
+    // The host stalls: every posted slot is gone; the wire restarts `post_latency` (1 µs) after this poll.
+    let now = 2_274_000;
+    let p = poll(&mut s, 12, now);
+    assert_eq!(p.underruns.len(), 1);
+    let base = s.ephc_at(Tai(now));
+    for ns in (0..=1_500).step_by(100) {
+        assert_eq!(s.ephc_at(Tai(now + ns)), base + Nanos(ns), "{ns} ns into the gap");
+    }
+}
+
+/// The same inside a gap the backend saw (`bytes::tests::host_times_inside_a_reported_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_reported_gap_read_back_from_the_restart() {
+    let mut s = station();
+    let _ = poll(&mut s, 0, 999_000);
+    let _ = poll(&mut s, 2, 1_020_000);
+    // The backend saw slot 3 start 70 µs later than the host's view had it.
+    let restart = s.host_time_of(3) + Nanos::from_us(70);
+    let gaps = [Gap { at: 3, restart }];
+    let _ = s.poll(Observation { consumed: 3, now: Tai(1_100_000), gaps: &gaps }).unwrap();
+    let at_restart = s.ephc_at(restart);
+    for us in (0..=60).step_by(5) {
+        let t = restart - Nanos::from_us(us);
+        assert_eq!(s.ephc_at(t), at_restart - Nanos::from_us(us), "{us} µs before the restart");
+    }
+}
