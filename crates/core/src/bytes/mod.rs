@@ -238,7 +238,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.rt.len() + self.be.len() + self.ring.real_frames()
     }
 
-    /// The link is up and its anchor final: the backend reported where it started, or descriptors have left.
+    /// The link is up and its anchor final: the backend reported where it started, or descriptors have left. The
+    /// slot station's [`crate::station::Station::schedule_settled`] also waits for its grid to be acquired; the byte
+    /// clock has no grid to acquire (a frame goes on the byte nearest its time from the first descriptor on), so
+    /// the two answer the same question.
     pub fn schedule_settled(&self) -> bool {
         self.started && (self.expected_gap.is_none() || self.ring.consumed() > 0)
     }
