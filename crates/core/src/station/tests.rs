@@ -7,14 +7,18 @@ use crate::time::LinkRate;
 const DATA: [u8; 60] = [0; 60];
 
 fn station() -> Station<&'static [u8]> {
+    station_of(&[ClassSpec { name: "a".into(), slots: vec![0] }], 64)
+}
+
+/// A station of `classes` on a 32-slot ring of δ = 10 µs at 1 Gb/s, `max_pending` frames per class.
+fn station_of(classes: &[ClassSpec], max_pending: usize) -> Station<&'static [u8]> {
     let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap(); // δ = 10 µs
-    let ownership = Ownership::new(32, &[ClassSpec { name: "a".into(), slots: vec![0] }]).unwrap();
     let cfg = StationConfig {
         geometry,
-        ownership,
+        ownership: Ownership::new(32, classes).unwrap(),
         batch: 8,
         policy: Policy::Strict,
-        max_pending: 64,
+        max_pending,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(1_000),
         base_time: Tai(1_000_000),
@@ -196,21 +200,8 @@ fn a_steered_clock_keeps_its_rate_through_a_gap() {
 /// class's admission untouched.
 #[test]
 fn a_best_effort_flood_cannot_take_the_real_time_budget() {
-    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
     let classes = [ClassSpec { name: "rt".into(), slots: vec![0] }, ClassSpec { name: "be".into(), slots: vec![] }];
-    let ownership = Ownership::new(32, &classes).unwrap();
-    let cfg = StationConfig {
-        geometry,
-        ownership,
-        batch: 8,
-        policy: Policy::Strict,
-        max_pending: 16,
-        max_advance: Nanos::from_ms(100),
-        post_latency: Nanos(1_000),
-        base_time: Tai(1_000_000),
-        max_filler: 1518,
-    };
-    let mut s: Station<&'static [u8]> = Station::new(cfg, Tai(1_000_000)).unwrap();
+    let mut s = station_of(&classes, 16);
     let _ = poll(&mut s, 0, 999_000);
     let be = |i: u64| Frame { id: FrameId(i), class: ClassId(1), txtime: None, data: &DATA[..] };
     let mut full = 0;
@@ -309,24 +300,12 @@ fn a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule() {
 /// (`bytes::tests::best_effort_classes_take_turns`): a flood of one class does not hold back another's frame.
 #[test]
 fn best_effort_classes_take_turns() {
-    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
     let classes = [
         ClassSpec { name: "rt".into(), slots: vec![0] },
         ClassSpec { name: "be".into(), slots: vec![] },
         ClassSpec { name: "be2".into(), slots: vec![] },
     ];
-    let cfg = StationConfig {
-        geometry,
-        ownership: Ownership::new(32, &classes).unwrap(),
-        batch: 8,
-        policy: Policy::Strict,
-        max_pending: 64,
-        max_advance: Nanos::from_ms(100),
-        post_latency: Nanos(1_000),
-        base_time: Tai(1_000_000),
-        max_filler: 1518,
-    };
-    let mut s: Station<&'static [u8]> = Station::new(cfg, Tai(1_000_000)).unwrap();
+    let mut s = station_of(&classes, 64);
     let _ = poll(&mut s, 0, 999_000);
     let be = |i: u64, c: u8| Frame { id: FrameId(i), class: ClassId(c), txtime: None, data: &DATA[..] };
     for i in 0..40 {
