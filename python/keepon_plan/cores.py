@@ -178,6 +178,11 @@ def greedy_clique(adj: list[set[int]]) -> list[int]:
 
 def odd_cycle(adj: list[set[int]]) -> list[int] | None:
     """An odd cycle (vertices in cycle order) if the graph is not bipartite, else None (breadth-first search)."""
+    return _bipartition(adj)[1]
+
+
+def _bipartition(adj: list[set[int]]) -> tuple[list[int], list[int] | None]:
+    """Each vertex's side of a breadth-first two-colouring, and the odd cycle that breaks it (None: bipartite)."""
     n = len(adj)
     side = [-1] * n
     parent = [-1] * n
@@ -193,8 +198,8 @@ def odd_cycle(adj: list[set[int]]) -> list[int] | None:
                     side[w], parent[w] = 1 - side[u], u
                     queue.append(w)
                 elif side[w] == side[u]:
-                    return _cycle_through(parent, u, w)
-    return None
+                    return side, _cycle_through(parent, u, w)
+    return side, None
 
 
 def _cycle_through(parent: list[int], u: int, w: int) -> list[int]:
@@ -420,19 +425,8 @@ def _lower_bound(adj: list[set[int]], names: list[str], clique: list[int], used:
 
 
 def _two_colouring(adj: list[set[int]]) -> list[int]:
-    side = [-1] * len(adj)
-    for root in range(len(adj)):
-        if side[root] >= 0:
-            continue
-        side[root] = 0
-        queue = deque([root])
-        while queue:
-            u = queue.popleft()
-            for w in adj[u]:
-                if side[w] < 0:
-                    side[w] = 1 - side[u]
-                    queue.append(w)
-    return side
+    """The two-colouring of a bipartite graph."""
+    return _bipartition(adj)[0]
 
 
 def _found(names: list[str], colour: list[int], k: int, lower: int, method: str) -> Allocation:
