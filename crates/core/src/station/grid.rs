@@ -480,6 +480,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         if self.step.as_ref().is_some_and(|s| !s.is_for(self.ephc.piece_id(self.track.end()), mode)) {
             self.step = None;
         }
+        // The steady state first (a step already where the wire is): usually all there is to post.
+        if self.post_steady(end) > 0 && self.ring.posted() >= end {
+            return start..self.ring.posted();
+        }
         while self.ring.posted() < end {
             let k = self.ring.posted();
             let p = self.position(k);

@@ -71,6 +71,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         if self.acquiring || start >= end || j < self.j_end || !self.step.as_ref().is_some_and(|s| s.is_at(at, j)) {
             return 0;
         }
+        if let Some(m) = self.post_fine(start, j, at, end) {
+            return m;
+        }
         let slot = self.cfg.geometry.slot_bytes();
         let overhead = u64::from(WIRE_OVERHEAD_BYTES);
         let (lo, hi) = self.ring.len_range_filler();
@@ -93,23 +96,6 @@ impl<B: AsRef<[u8]>> Station<B> {
         let first = self.ring.index(start);
         let ring = self.ring.len() as usize;
         let Some(step) = self.step.as_mut() else { return 0 };
-        let (n0, n1) = step.distances();
-        let fits = |n: u64| lim.filler.0 <= n && n <= lim.filler.1;
-        if !any_real && self.discipline && fits(n0) && fits(n1) {
-            // Fillers only, both step lengths within a filler's bounds: the fine loop, if a byte is within a ns.
-            let m = (end - start).min(step.room(at));
-            if let Some((fine, cursor)) = step.fine_mut() {
-                let (lens, _) = self.ring.lens_mut();
-                let late = fine_loop(&fine, cursor, lens, self.track.starts_mut(), (start, first), m);
-                self.align.record_bits(m, late);
-                self.track.posted_run(m, j);
-                if m > 0 {
-                    self.j_end = j + m;
-                }
-                let _ = self.ring.post_to(start + m);
-                return m;
-            }
-        }
         let (lens, kinds) = self.ring.lens_mut();
         let (starts, tags) = self.track.arrays_mut();
         let arrays = Arrays { lens, kinds, ring, starts, tags, hist: self.align.hist_mut() };
@@ -131,6 +117,38 @@ impl<B: AsRef<[u8]>> Station<B> {
             self.remap(false, Reason::ClockStep);
         }
         stop.posted
+    }
+}
+
+impl<B: AsRef<[u8]>> Station<B> {
+    /// The fine loop's case of [`Station::post_steady`] (from slot `start`, schedule slot `j`, byte `at`; the step
+    /// is there): fillers only on the disciplined wire, both step lengths within a filler's bounds, a byte within
+    /// a ns. Posts towards `end` and returns how many; `None` for any other case.
+    fn post_fine(&mut self, start: u64, j: u64, at: u64, end: u64) -> Option<u64> {
+        if !self.discipline || self.ring.real_frames() > 0 {
+            return None;
+        }
+        let overhead = u64::from(WIRE_OVERHEAD_BYTES);
+        let (lo, hi) = self.ring.len_range_filler();
+        let floor = self.cfg.geometry.slot_bytes() - self.shrink_cap();
+        let (min, max) = (u64::from(lo.max(floor).min(hi)) + overhead, u64::from(hi) + overhead);
+        let step = self.step.as_mut()?;
+        let (n0, n1) = step.distances();
+        if !(min <= n0 && n0 <= max && min <= n1 && n1 <= max) {
+            return None;
+        }
+        let m = (end - start).min(step.room(at));
+        let (fine, cursor) = step.fine_mut()?;
+        let first = self.ring.index(start);
+        let (lens, _) = self.ring.lens_mut();
+        let late = fine_loop(&fine, cursor, lens, self.track.starts_mut(), (start, first), m);
+        self.align.record_bits(m, late);
+        self.track.posted_run(m, j);
+        if m > 0 {
+            self.j_end = j + m;
+        }
+        let _ = self.ring.post_to(start + m);
+        Some(m)
     }
 }
 
