@@ -143,3 +143,23 @@ fn run_numbers_r_tags_on_network_time_and_wireshark_reads_them() {
     let want: Vec<u16> = tagged.iter().map(|(_, s)| *s).collect();
     assert_eq!(read.iter().map(|(s, _)| *s).collect::<Vec<_>>(), want);
 }
+
+/// The listener's FRER options are checked before it opens a socket, the error naming the option.
+#[test]
+fn listen_refuses_bad_recovery_settings() {
+    let listen = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_keepon"))
+            .args(["listen", "--iface", "lo", "--records", "/nonexistent/L.csv", "--duration", "0s"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = listen(&["--frer-history", "1"]);
+    assert!(e.contains("--frer-history 1") && e.contains("2..=32768"), "{e}");
+    let e = listen(&["--frer-reset-ms", "0"]);
+    assert!(e.contains("--frer-reset-ms 0"), "{e}");
+    let e = listen(&["--frer-match", "--frer-history", "8"]);
+    assert!(e.contains("--frer-history") && e.contains("--frer-match"), "{e}");
+}
