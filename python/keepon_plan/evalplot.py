@@ -462,11 +462,15 @@ def plot_fig18(csv_path: Path, out: Path) -> list[Path]:
 
 
 def read_records(path: Path) -> dict[str, list[dict[str, str]]]:
-    """Sent real-time frames of a keepon records file (v1, v2 or v3), per flow, in seq order."""
+    """Sent real-time frames of a keepon records file (v1 to v4), per flow, in seq order.
+
+    Copies a listener's FRER sequence recovery eliminated (``frer`` is ``discarded`` or ``rogue``, v4) are left out:
+    they are copies seen, not frames of the stream delivered.
+    """
     flows: dict[str, list[dict[str, str]]] = defaultdict(list)
 
     def row(r):
-        if r["outcome"] == "sent" and r["txtime_ns"]:
+        if r["outcome"] == "sent" and r["txtime_ns"] and r.get("frer") not in ("discarded", "rogue"):
             flows[r["flow"]].append(r)
 
     need = {"seq", "flow", "txtime_ns", "outcome", "tx_ns", "rx_ns"}

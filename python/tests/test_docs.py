@@ -485,6 +485,20 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
         "crates/keepon/tests/netns_cli.rs", ('"listen"', '"--iface"', '"--records"', '"--duration"')
     ),
     "keepon report L.csv": Covered("crates/keepon/tests/netns_cli.rs", ('"report"',)),
+    # docs/frer.md
+    **{
+        f"keepon run --config frer.toml --backend afpacket --iface {i} --pacing host": Covered(
+            "crates/keepon/tests/netns_frer.rs", ('"run"', '"--backend"', '"afpacket"', '"--iface"', '"--pacing"')
+        )
+        for i in ("eth1", "eth2")
+    },
+    "keepon listen --iface eth3 --iface eth4 --config frer.toml --records L.csv --frer-history 32": Covered(
+        "crates/keepon/tests/netns_frer.rs", ('"listen"', '"--iface", "kp1", "--iface", "kp3"', '"--frer-history"')
+    ),
+    "keepon run --config frer.toml --pcap frer.pcap": Covered("crates/keepon/tests/frer.rs", ('"run"', '"--pcap"')),
+    "tshark -r frer.pcap -Y ieee8021cb -T fields -e ieee8021cb.seq": Covered(
+        "crates/keepon/tests/frer.rs", ('"tshark"', '"ieee8021cb"', '"ieee8021cb.seq"', '"-T", "fields"')
+    ),
     "sudo cargo run --release -p keepon-nic --example txbench -- 11 0.3": NotRun(
         MEASUREMENT, ("crates/nic/examples/txbench.rs",)
     ),

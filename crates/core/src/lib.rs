@@ -22,6 +22,7 @@ extern crate alloc;
 pub mod bytes;
 pub mod dualclock;
 pub mod ephc;
+pub mod frer;
 pub mod insert;
 pub mod isolation;
 pub mod outcome;

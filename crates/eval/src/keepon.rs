@@ -201,6 +201,7 @@ pub fn run_with(setup: &KeeponSetup, v: &Variant, progress: &mut dyn FnMut(f64))
             lead: Nanos(s.advance),
             dst: [2, 0, 0, 0, 0, 2],
             src: [2, 0, 0, 0, 0, 1],
+            rtag: false,
         })
         .collect();
     if setup.background.load > 0.0 {
@@ -215,6 +216,7 @@ pub fn run_with(setup: &KeeponSetup, v: &Variant, progress: &mut dyn FnMut(f64))
             lead: Nanos(0),
             dst: [2, 0, 0, 0, 0, 3],
             src: [2, 0, 0, 0, 0, 1],
+            rtag: false,
         });
     }
     for (f, rs) in recs.iter_mut().enumerate() {

@@ -323,6 +323,7 @@ impl Talker<'_> {
                 lead: Nanos(fl.lead_ns),
                 dst: [2, 0, 0, 0, 0, 2],
                 src: [2, 0, 0, 0, 0, 1],
+                rtag: false,
             });
         }
         let base = plan.base_time_ns;

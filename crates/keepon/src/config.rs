@@ -280,6 +280,9 @@ pub struct FlowSection {
     /// Repetition of `instance_offsets`.
     #[serde(default)]
     pub repeat: Option<Dur>,
+    /// Carry an IEEE 802.1CB R-TAG numbered on network time (FRER).
+    #[serde(default)]
+    pub rtag: Option<bool>,
 }
 
 /// `[run]`
@@ -724,6 +727,13 @@ impl Config {
                 (None, None) if best_effort => Pattern::BestEffort { offset, period: f.period.0 },
                 (None, None) => Pattern::Periodic { offset, period: f.period.0 },
             };
+            if f.rtag == Some(true) && best_effort {
+                return err(format!(
+                    "{key}.rtag: class `{}` is best effort: its frames have no txtime, so the copies two stations \
+                     send cannot be numbered on network time; tag a real-time flow",
+                    f.class
+                ));
+            }
             let lead = in_range(&format!("{key}.lead"), f.lead.map_or(Nanos::from_us(150), |d| d.0), MAX_SPAN)?;
             // The whole schedule must be representable: the last instance's time after the epoch.
             let last = match &pattern {
@@ -760,6 +770,7 @@ impl Config {
                     lead,
                     dst,
                     src,
+                    rtag: f.rtag.unwrap_or(false),
                 },
             });
         }
@@ -1006,6 +1017,14 @@ mod tests {
         assert!(e.0.contains("flow[0] (`a`).class"), "{e}");
         let e = Config::parse(&EXAMPLE2.replace("frame_bytes = 100", "frame_bytes = 2000")).unwrap_err();
         assert!(e.0.contains("frame_bytes = 2000"), "{e}");
+        // `rtag` (802.1CB FRER) on a real-time flow; refused on a best-effort one, naming the key.
+        let be = "[[flow]]\nname = \"bulk\"\nclass = \"tc-2\"\nperiod = \"1ms\"\nframe_bytes = 100\ncount = 1\n";
+        let c = Config::parse(&format!("{}{be}", EXAMPLE2.replace("count = 10", "count = 10\nrtag = true"))).unwrap();
+        assert!(c.flows[0].spec.rtag && !c.flows[1].spec.rtag);
+        let e = Config::parse(&format!("{EXAMPLE2}{be}rtag = true\n")).unwrap_err();
+        assert!(e.0.contains("flow[1] (`bulk`).rtag") && e.0.contains("best effort"), "{e}");
+        let e = Config::parse(&EXAMPLE2.replace("count = 10", "count = 10\nrtag = 1")).unwrap_err();
+        assert!(e.0.contains("rtag"), "{e}");
         let e = Config::parse(&EXAMPLE2.replace("rate = \"1Gbps\"", "rate = \"1.5Kbps\"")).unwrap_err();
         assert!(e.0.contains("link.rate"), "{e}");
         assert!(Config::parse("this is not toml").is_err());

@@ -55,12 +55,19 @@ pub fn config(data: &[u8]) {
     }
 }
 
-/// A received frame: the test-frame header (round trip) and the filler check.
+/// A received frame: the test-frame header (round trip), the R-TAG (round trip) and the filler check.
 pub fn frame(data: &[u8]) {
     if let Ok(h) = TestHeader::parse(data) {
         let mut out = vec![0u8; TestHeader::buffer_len()];
         h.emit(&mut out);
         assert_eq!(TestHeader::parse(&out), Ok(h), "test header round trip");
+    }
+    if let Ok((tag, inner)) = keepon_core::frer::rtag::strip(data) {
+        // Tagging what was stripped and stripping again gives the same (the reserved bits are not kept, and an
+        // R-TAG that encapsulated a VLAN tag goes behind it).
+        if let Ok(again) = keepon_core::frer::rtag::insert(&inner, tag) {
+            assert_eq!(keepon_core::frer::rtag::strip(&again), Ok((tag, inner)), "R-TAG round trip");
+        }
     }
     let _ = crate::listen::is_filler(data);
 }

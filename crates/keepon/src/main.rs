@@ -17,6 +17,8 @@ use keepon::realtime::Realtime;
 use keepon::record;
 use keepon::run::{drive, run_sim, RunOptions};
 use keepon::{listen, report, table3, talk, TIMING_DIAGRAM};
+use keepon_core::frer::recovery::{Algorithm, RecoveryConfig};
+use keepon_core::frer::FrerError;
 use keepon_core::time::Nanos;
 use keepon_nic::linux::etf::EtfOptions;
 
@@ -139,11 +141,13 @@ enum Cmd {
         #[arg(long, value_parser = duration_arg, default_value = "60s")]
         sync_wait: Duration,
     },
-    /// Receive keepon test frames on an interface and record them (receive timestamps), counting fillers.
+    /// Receive keepon test frames on one or more interfaces and record them (receive timestamps), counting fillers;
+    /// eliminate the duplicate copies of R-TAGged frames (IEEE 802.1CB FRER).
     Listen {
-        /// Interface.
-        #[arg(long)]
-        iface: String,
+        /// Interface; give it more than once to receive on several (each copy of an R-TAGged frame is recorded with
+        /// the interface it arrived on, the first copy of each sequence number passed).
+        #[arg(long, required = true)]
+        iface: Vec<String>,
         /// Per-frame records (CSV), readable by `keepon report`.
         #[arg(long)]
         records: PathBuf,
@@ -153,9 +157,18 @@ enum Cmd {
         /// Stop after this long (SIGINT or SIGTERM stop it earlier; the records are written either way).
         #[arg(long, value_parser = duration_arg, default_value = "10s")]
         duration: Duration,
-        /// Stop after this many test frames.
+        /// Stop after this many test frames (every copy counts).
         #[arg(long)]
         count: Option<u64>,
+        /// FRER vector recovery: how many sequence numbers its history holds (2..=32768; the standard's default 2).
+        #[arg(long, default_value_t = keepon_core::frer::recovery::DEFAULT_HISTORY, conflicts_with = "frer_match")]
+        frer_history: u32,
+        /// FRER: go back to taking any sequence number after this many ms without a frame passed.
+        #[arg(long, default_value_t = 1000)]
+        frer_reset_ms: u64,
+        /// FRER: match recovery (discard only a repeat of the last sequence number) instead of vector recovery.
+        #[arg(long)]
+        frer_match: bool,
     },
     /// Change a running daemon's schedule without a restart (IEEE 802.1Qbv admin → oper).
     Schedule {
@@ -248,6 +261,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The listener's FRER sequence recovery settings from its options, checked (an error names the option).
+fn frer_settings(history: u32, reset_ms: u64, matching: bool) -> Result<RecoveryConfig, String> {
+    let algorithm = if matching { Algorithm::Match } else { Algorithm::Vector { history } };
+    let reset = i64::try_from(reset_ms).ok().and_then(|ms| ms.checked_mul(1_000_000)).unwrap_or(0);
+    RecoveryConfig::new(algorithm, Nanos(reset)).map_err(|e| match e {
+        FrerError::History(_) => format!("--frer-history {history}: {e}"),
+        _ => format!("--frer-reset-ms {reset_ms}: must be within 1..=9223372036854 ms"),
+    })
 }
 
 /// Print what a talk (or a run on network time) did; an error if frames got no outcome.
@@ -409,13 +432,14 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             missing
         }
-        Cmd::Listen { iface, records, config, duration, count } => {
+        Cmd::Listen { iface, records, config, duration, count, frer_history, frer_reset_ms, frer_match } => {
             let cfg = match config {
                 Some(p) => Some(Config::load(&p).map_err(|e| e.to_string())?),
                 None => None,
             };
+            let frer = frer_settings(frer_history, frer_reset_ms, frer_match)?;
             on_signals();
-            let out = listen::listen(&iface, cfg.as_ref(), duration, count, &STOP, |on| {
+            let out = listen::listen(&iface, cfg.as_ref(), frer, duration, count, &STOP, |on| {
                 println!("listen: receiving on {on}")
             })?;
             println!(
@@ -426,8 +450,18 @@ fn run(cli: Cli) -> Result<(), String> {
                 out.timestamps,
                 out.socket_drops
             );
+            if out.per_iface.len() > 1 {
+                let each: Vec<String> = out.per_iface.iter().map(|(i, n)| format!("{i} {n}")).collect();
+                println!("  keepon frames per interface: {}", each.join(", "));
+            }
             for (flow, (n, gaps, reordered)) in &out.per_flow {
                 println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
+            }
+            for (flow, c) in &out.frer {
+                println!(
+                    "  frer {flow}: {} passed, {} discarded, {} out of order, {} lost, {} rogue, {} resets, {} tagless",
+                    c.passed, c.discarded, c.out_of_order, c.lost, c.rogue, c.resets, c.tagless
+                );
             }
             record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
             Ok(())

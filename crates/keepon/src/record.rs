@@ -1,7 +1,7 @@
 //! Per-frame records: one CSV row per frame handed to keepon, written raw and analysed later.
 //!
-//! Format v3 (first line `# keepon-records v3`, then a header; v2 files, without `released_ns`, and v1 files,
-//! without the last three columns, are read too):
+//! Format v4 (first line `# keepon-records v4`, then a header; v3 files, without the last three columns, v2 files,
+//! also without `released_ns`, and v1 files, also without `sched_ns` and `off_schedule`, are read too):
 //!
 //! | column | meaning |
 //! |---|---|
@@ -18,6 +18,9 @@
 //! | `sched_ns` | real-time frames: start of the schedule slot that holds `txtime_ns`; `tx_ns − sched_ns` is the deviation |
 //! | `off_schedule` | `true` if the frame left further than the tolerance (`run.tolerance`) from `sched_ns` |
 //! | `released_ns` | host-paced links: when the host handed the frame to the kernel, on keepon's clock (the kernel's TX timestamp where the backend gets one, else interpolated) — after `ephc_ns` by the release lag, microseconds usually, milliseconds after a host stall; empty where the NIC paces |
+//! | `iface` | listener: the interface the frame arrived on (empty for `keepon run`) |
+//! | `rtag_seq` | the IEEE 802.1CB R-TAG sequence number, if the frame had one |
+//! | `frer` | listener, R-TAGged frames: what sequence recovery did with this copy — `passed`, `discarded` (a copy of a sequence number already passed) or `rogue` (too far from the recovery's history); empty otherwise |
 //!
 //! Records are written as outcomes arrive ([`RecordWriter`]), in outcome order, so a run's memory does not grow
 //! with its length.
@@ -28,7 +31,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// First line of a records file.
-pub const MAGIC_LINE: &str = "# keepon-records v3";
+pub const MAGIC_LINE: &str = "# keepon-records v4";
+
+/// First line of a version 3 records file (still read).
+pub const MAGIC_LINE_V3: &str = "# keepon-records v3";
 
 /// First line of a version 2 records file (still read).
 pub const MAGIC_LINE_V2: &str = "# keepon-records v2";
@@ -73,6 +79,15 @@ pub struct Record {
     /// Host-paced links: when the host released the frame to the kernel, on the EPHC.
     #[serde(default)]
     pub released_ns: Option<i64>,
+    /// Listener: the interface the frame arrived on.
+    #[serde(default)]
+    pub iface: String,
+    /// The R-TAG sequence number (IEEE 802.1CB), if the frame had one.
+    #[serde(default)]
+    pub rtag_seq: Option<u16>,
+    /// Listener, R-TAGged frames: `passed`, `discarded` or `rogue` (sequence recovery's verdict).
+    #[serde(default)]
+    pub frer: String,
 }
 
 impl Record {
@@ -94,6 +109,9 @@ impl Record {
             sched_ns: None,
             off_schedule: None,
             released_ns: None,
+            iface: String::new(),
+            rtag_seq: None,
+            frer: String::new(),
         }
     }
 
@@ -121,6 +139,12 @@ impl Record {
     /// True if the frame was sent.
     pub fn sent(&self) -> bool {
         self.outcome == "sent"
+    }
+
+    /// True for a copy that a listener's sequence recovery discarded (a duplicate or a rogue): not a frame of the
+    /// stream delivered, only a copy seen.
+    pub fn eliminated(&self) -> bool {
+        self.frer == "discarded" || self.frer == "rogue"
     }
 }
 
@@ -175,7 +199,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, String> {
     reader.by_ref().take(MAX_LINE).read_until(b'\n', &mut first).map_err(|e| format!("{}: {e}", path.display()))?;
     let first = String::from_utf8_lossy(&first);
     let first = first.trim_end();
-    if ![MAGIC_LINE, MAGIC_LINE_V2, MAGIC_LINE_V1].contains(&first) {
+    if ![MAGIC_LINE, MAGIC_LINE_V3, MAGIC_LINE_V2, MAGIC_LINE_V1].contains(&first) {
         return Err(format!("{}: not a keepon records file (first line is not `{MAGIC_LINE}`)", path.display()));
     }
     let mut rdr =
@@ -265,6 +289,9 @@ mod tests {
                 sched_ns: Some(10),
                 off_schedule: Some(false),
                 released_ns: Some(12_345),
+                iface: "kp1".into(),
+                rtag_seq: Some(65_535),
+                frer: "discarded".into(),
             },
             Record {
                 seq: 1,
@@ -281,6 +308,9 @@ mod tests {
                 sched_ns: None,
                 off_schedule: None,
                 released_ns: None,
+                iface: String::new(),
+                rtag_seq: None,
+                frer: String::new(),
             },
         ];
         write(&p, &recs).unwrap();
@@ -298,6 +328,12 @@ mod tests {
         std::fs::write(&p, v2).unwrap();
         let r = &read(&p).unwrap()[0];
         assert_eq!((r.off_schedule, r.released_ns), (Some(false), None));
+        // And version 3 files (without `iface`, `rtag_seq`, `frer`).
+        let v3 = "# keepon-records v3\nseq,flow,class,txtime_ns,outcome,reason,slot,ring_slot,ephc_ns,tx_ns,rx_ns,\
+                  sched_ns,off_schedule,released_ns\n3,a,tc-0,10,sent,,3,3,10,10,8,10,false,12\n";
+        std::fs::write(&p, v3).unwrap();
+        let r = &read(&p).unwrap()[0];
+        assert_eq!((r.released_ns, r.rtag_seq, r.iface.as_str(), r.eliminated()), (Some(12), None, "", false));
     }
 
     /// A file cut while it was written (a writer killed mid-row), or a row edited into another shape, is refused
@@ -310,6 +346,7 @@ mod tests {
         r.sent_at(3, 3, 1_700_000_000_123_456_789);
         r.rx_ns = Some(1_700_000_000_123_460_000);
         r.released_ns = Some(1_700_000_000_123_450_000);
+        (r.iface, r.rtag_seq, r.frer) = ("kp1".into(), Some(7), "passed".into());
         write(&p, &[r.clone(), r.clone()]).unwrap();
         let whole = std::fs::read_to_string(&p).unwrap();
         assert_eq!(read(&p).unwrap().len(), 2);

@@ -6,6 +6,10 @@
 //! without it), and frames flagged `off_schedule` (beyond `run.tolerance`) are counted. Times stay integer
 //! nanoseconds; only the mean and standard deviation are fractional. Differences of times near the i64 limits
 //! saturate instead of wrapping.
+//!
+//! A listener's records of R-TAGged frames (IEEE 802.1CB FRER) hold every copy: the copies its sequence recovery
+//! eliminated (`frer` = `discarded` or `rogue`) are left out of the statistics and counted on a line of their own,
+//! with the copies each interface received.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -82,13 +86,40 @@ pub struct FlowReport {
     pub off_schedule: usize,
     /// Host-paced links: `released_ns − ephc_ns` (ns) of sent frames, how late the host released them.
     pub release_lag: Vec<i64>,
+    /// R-TAGged frames a listener recorded: what its sequence recovery did with the copies.
+    pub frer: Option<FrerCopies>,
+}
+
+/// What a listener's FRER sequence recovery did with one flow's copies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrerCopies {
+    /// Copies passed (the first of each sequence number).
+    pub passed: usize,
+    /// Copies discarded as duplicates.
+    pub discarded: usize,
+    /// Copies discarded as rogue.
+    pub rogue: usize,
+    /// Copies received per interface.
+    pub per_iface: BTreeMap<String, usize>,
 }
 
 /// Group records by flow and compute the series.
 pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
     let mut by_flow: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    let mut frer: BTreeMap<&str, FrerCopies> = BTreeMap::new();
     for r in records {
-        by_flow.entry(&r.flow).or_default().push(r);
+        if !r.frer.is_empty() {
+            let f = frer.entry(&r.flow).or_default();
+            match r.frer.as_str() {
+                "discarded" => f.discarded += 1,
+                "rogue" => f.rogue += 1,
+                _ => f.passed += 1,
+            }
+            *f.per_iface.entry(r.iface.clone()).or_default() += 1;
+        }
+        if !r.eliminated() {
+            by_flow.entry(&r.flow).or_default().push(r);
+        }
     }
     by_flow
         .into_iter()
@@ -117,6 +148,7 @@ pub fn analyse(records: &[Record]) -> Vec<FlowReport> {
                     .filter(|r| r.sent())
                     .filter_map(|r| r.released_ns?.checked_sub(r.ephc_ns?))
                     .collect(),
+                frer: frer.remove(flow),
             }
         })
         .collect()
@@ -174,6 +206,17 @@ pub fn render(records: &[Record]) -> String {
         out.push_str(&stats_line("deviation", &f.deviation));
         if !f.release_lag.is_empty() {
             out.push_str(&stats_line("release lag", &f.release_lag));
+        }
+        if let Some(c) = &f.frer {
+            let each: Vec<String> = c.per_iface.iter().map(|(i, n)| format!("{i} {n}")).collect();
+            let _ = writeln!(
+                out,
+                "  frer           {} copies passed, {} discarded, {} rogue; copies per interface: {}",
+                c.passed,
+                c.discarded,
+                c.rogue,
+                each.join(", ")
+            );
         }
         if f.off_schedule > 0 {
             let _ = writeln!(
@@ -235,6 +278,26 @@ mod tests {
         assert_eq!(analyse(&recs)[0].release_lag, vec![20_000, 3_000_000]);
         assert!(render(&recs).contains("release lag    n=2 min=20000 max=3000000"), "{}", render(&recs));
         assert!(!render(&[mk(4, None)]).contains("release lag"));
+    }
+
+    /// Copies a listener's FRER recovery eliminated are counted apart, not as frames of the flow.
+    #[test]
+    fn eliminated_copies_are_counted_apart() {
+        let mk = |seq: u64, iface: &str, frer: &str| {
+            let mut r = Record::new(seq, "f", "c", Some(1_000 * seq as i64));
+            r.outcome = "sent".into();
+            r.rx_ns = Some(1_000 * seq as i64 + 7);
+            (r.iface, r.rtag_seq, r.frer) = (iface.into(), Some(seq as u16), frer.into());
+            r
+        };
+        let recs = vec![mk(1, "a", "passed"), mk(1, "b", "discarded"), mk(2, "b", "passed"), mk(1, "a", "rogue")];
+        let f = &analyse(&recs)[0];
+        assert_eq!((f.count, f.inter_arrival.clone()), (2, vec![1_000]));
+        let c = f.frer.as_ref().unwrap();
+        assert_eq!((c.passed, c.discarded, c.rogue), (2, 1, 1));
+        let text = render(&recs);
+        assert!(text.contains("2 copies passed, 1 discarded, 1 rogue; copies per interface: a 2, b 2"), "{text}");
+        assert!(analyse(&[mk(3, "", "")])[0].frer.is_none());
     }
 
     #[test]

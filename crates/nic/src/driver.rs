@@ -512,6 +512,7 @@ mod tests {
             lead: Nanos(0),
             dst: [2, 0, 0, 0, 0, 2],
             src: [2, 0, 0, 0, 0, 1],
+            rtag: false,
         };
         FlowSource::new(vec![spec], start)
     }

@@ -70,6 +70,7 @@ fn run(faults: Faults, seed: u64) -> Run {
         lead: Nanos::from_us(100),
         dst: [2, 0, 0, 0, 0, 2],
         src: [2, 0, 0, 0, 0, 1],
+        rtag: false,
     };
     let mut source = FlowSource::new(vec![flow], epoch);
     d.run(&mut source, &mut |e| events.push(e)).unwrap();

@@ -151,6 +151,7 @@ fn flows() -> Vec<FlowSpec> {
         lead: Nanos::from_ms(8),
         dst: [0x02, 0, 0, 0, 0, 0x02],
         src: [0x02, 0, 0, 0, 0, 0x01],
+        rtag: false,
     };
     // 250 good frames every 800 µs (0.2 s), and frames too big for a 300 B slot every 20 ms.
     vec![f(GOOD, 200, 800, GOOD_COUNT), f(OVERSIZE, 400, 20_000, 10)]

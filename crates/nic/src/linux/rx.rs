@@ -124,6 +124,14 @@ impl Receiver {
         }
     }
 
+    /// Wait at most `timeout` until one of `receivers` has a frame to read: true if one has (a signal ends the
+    /// wait early, as nothing arrived).
+    pub fn wait_any(receivers: &[Receiver], timeout: Duration) -> Result<bool, NicError> {
+        let fds: Vec<_> = receivers.iter().map(|r| r.fd.as_fd()).collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        sys::poll_in_any(&fds, ms).map_err(NicError::Io)
+    }
+
     /// Now, on the time base of software and user-space stamps (`CLOCK_TAI`); hardware stamps are on the NIC's
     /// clock instead.
     pub fn now(&self) -> Tai {

@@ -366,6 +366,19 @@ pub fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
     }
 }
 
+/// `poll(2)` for input on any of `fds`: true if one is readable (false on timeout or a signal).
+pub fn poll_in_any(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: `p` is a valid array of `p.len()` pollfds for the duration of the call.
+    let n = cvt(unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) });
+    match n {
+        Ok(n) => Ok(n > 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Timestamps from an `SCM_TIMESTAMPING` control message: `[software, (deprecated), raw hardware]`, ns.
 pub type ScmTimestamps = [Option<i64>; 3];
 
