@@ -185,7 +185,7 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
             (g.port, gate_table(net.base_time, g.cycle_ns, list(g.entries), limits))
         )
     for name, ring in rings.items():
-        link = next(lk for lk in net.links if name in (lk.a, lk.b))
+        link = net.links_of(name)[0]
         port = link.a_port if link.a == name else link.b_port
         if ring.timing == "bytes":
             cycle, entries = byte_station_entries(ring, departures)

@@ -21,6 +21,8 @@ from . import certificate as cert
 
 PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
 REPAIR_PASSES = 3
+EJECT_SHARE = 0.7
+"""Of the time left after the greedy, the share the ejection repair (:mod:`.eject`) may take."""
 
 
 class Refutation(str):
@@ -246,14 +248,38 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     return fixed if len(fixed.unplaced) < len(best.unplaced) else best
 
 
+def greedy_order(routed) -> list:
+    """The greedy's order: the streams that ask most of the links they use first — the sum over the stream's links
+    of each link's load at the frames' own lengths, times the stream's own share of a link (``tx / period``); ties
+    by name. A long route through busy links with a large frame goes in while its links are still empty."""
+    load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
+
+    def demand(r):
+        return sum(load[(h.src, h.dst)] for h in r.hops) * r.hops[0].tx_ps / r.stream.period_ns
+
+    return sorted(routed, key=lambda r: (-demand(r), r.stream.name))
+
+
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
-    from .schedule import greedy
+    import time
+
+    from .eject import eject
+    from .schedule import _State, greedy, hyperperiod_ps
 
     deadline.enter("greedy placement")
-    order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
-    best, _ = greedy(routed, net, grids, deadline, order)
+    order = greedy_order(routed)
+    state = _State(hyperperiod_ps(routed), net, grids)
+    best, _ = greedy(routed, net, grids, deadline, order, state)
     tried.append(f"{what}greedy placed {len(best.starts_ps)} of {len(routed)}")
     say(f"{what}greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
+    if best.unplaced and deadline.remaining() > 0:
+        deadline.enter(f"{what}ejection repair")
+        rank = {r.stream.name: i for i, r in enumerate(order)}
+        by_name = {r.stream.name: r for r in routed}
+        until = time.monotonic() + EJECT_SHARE * deadline.remaining()
+        best, how = eject(state, by_name, best, rank, until)
+        tried.append(what + how)
+        say(tried[-1])
     for n in range(REPAIR_PASSES):
         if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break

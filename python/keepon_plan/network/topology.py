@@ -162,6 +162,16 @@ class Network:
         index = self._where.get(("link", frozenset((a, b))))
         return self.error(f"link {a}–{b}: {message}", ("link", index) if index is not None else ())
 
+    def links_of(self, node: str) -> list[Link]:
+        """The links at ``node`` (indexed on first use)."""
+        index = self._where.get("links of")
+        if index is None:
+            index = self._where["links of"] = {}
+            for lk in self.links:
+                index.setdefault(lk.a, []).append(lk)
+                index.setdefault(lk.b, []).append(lk)
+        return index.get(node, [])
+
     def link(self, a: str, b: str) -> Link | None:
         return self._where.get(("linkobj", frozenset((a, b))))
 
