@@ -4,9 +4,11 @@ One move, for a stream ``u`` left out: the departure of ``u`` whose windows (no 
 (:func:`~.departures.least_covered`, one of the least drawn at random) names the streams in the way; they are taken
 out (their windows and their frames in the class queues), ``u`` is placed by the greedy's own first fit
 (:func:`~.schedule.place_one`: no wait first, then with waits where the network allows them), and each of them is
-placed again by the same first fit, in the greedy's order. The move is kept when at most one of them no longer fits
-(then that one is left out instead of ``u``: a sideways move, which moves the search on), else it is undone exactly.
-A stream just put in is tabu for a while (no move takes it out again), so two streams do not swap back and forth.
+placed again by the same first fit, in the greedy's order. One that no longer fits gets a move of its own, one
+level deep (an ejection chain: the streams in *its* way, none of those already moved, go out and in again; that
+inner move must lose none). The move is kept when at most one stream is lost (then it is left out instead of ``u``:
+a sideways move, which moves the search on), else it is undone exactly. A stream just put in is tabu for a while
+(no move takes it out again), so two streams do not swap back and forth.
 
 Every state the search passes through is one the greedy could have built (every frame placed by the same first fit
 with the same rules: links, queues, gates), so a placement it ends with is checked like any other by the
@@ -24,7 +26,9 @@ from .schedule import Placement, _State, departure_range, place_one
 
 MAX_EJECT = 8
 """Most streams one move takes out."""
-TABU_MOVES = 25
+MAX_EJECT_INNER = 4
+"""Most streams the inner move of a chain takes out."""
+TABU_MOVES = 8
 """Moves for which a stream just put in cannot be taken out."""
 MOVES_PER_STREAM = 40
 
@@ -44,6 +48,74 @@ def _in_the_way(state: _State, r: RoutedStream, a: int) -> set[str]:
     return out
 
 
+class _Search:
+    def __init__(self, state: _State, by_name, starts, rank, seed: int) -> None:
+        self.state = state
+        self.by_name = by_name
+        self.starts = starts
+        self.rank = rank
+        self.rng = random.Random(seed)
+        self.tabu: dict[str, int] = {}
+        self.moves = 0
+
+    def _victims(self, u: RoutedStream, protect: set[str], most: int) -> list[str] | None:
+        from .departures import least_covered
+
+        lo, hi = departure_range(u, self.state.grids)
+        a = least_covered(self.state, u, lo, hi, self.state.grids.departure_ps[u.stream.talker], self.rng)
+        if a is None:
+            return None
+        victims = _in_the_way(self.state, u, a)
+        if len(victims) > most or victims & protect or any(self.tabu.get(v, 0) > self.moves for v in victims):
+            return None
+        return sorted(victims, key=self.rank.__getitem__)
+
+    def move(self, name: str, protect: set[str], inner: bool):
+        """Put ``name`` in; (new starts of every stream placed, streams lost with why) or None, the state as before.
+        The outer move may lose one stream; an inner one none."""
+        u = self.by_name[name]
+        out = self._victims(u, protect, MAX_EJECT_INNER if inner else MAX_EJECT)
+        if out is None:
+            return None
+        state, starts = self.state, self.starts
+        for v in out:
+            state.remove(self.by_name[v], starts[v])
+        found, _ = place_one(state, u)
+        if found is None:
+            for v in out:
+                state.add(self.by_name[v], starts[v])
+            return None
+        state.add(u, found)
+        placed = {name: found}
+        lost: list[tuple[str, str]] = []
+        guard = protect | {name, *out}
+        for v in out:
+            st, why = place_one(state, self.by_name[v])
+            if st is not None:
+                state.add(self.by_name[v], st)
+                placed[v] = st
+                continue
+            chain = None if inner else self.move(v, guard, True)
+            if chain is not None:
+                placed.update(chain[0])
+                guard |= set(chain[0])
+                continue
+            lost.append((v, why))
+            if len(lost) > (0 if inner else 1):
+                self._undo(name, placed, out)
+                return None
+        return placed, lost
+
+    def _undo(self, name: str, placed: dict, out: list[str]) -> None:
+        """Back to the state before the move of ``name``: its new placements out, the streams it took out back where
+        they were (an inner move's victims are among ``placed`` and were placed before too; ``name`` was out)."""
+        for v, st in placed.items():
+            self.state.remove(self.by_name[v], st)
+        for v in {*out, *placed} - {name}:
+            if v in self.starts:
+                self.state.add(self.by_name[v], self.starts[v])
+
+
 def eject(
     state: _State,
     by_name: dict[str, RoutedStream],
@@ -55,67 +127,31 @@ def eject(
     """Moves on ``state`` (which holds ``placement``) until every stream is in or ``time.monotonic()`` passes
     ``until``; returns the placement it ends with (``state`` holds it) and what it did. ``rank``: the greedy's
     order, in which taken-out streams are placed again."""
-    from .departures import least_covered
-
-    rng = random.Random(seed)
-    starts = dict(placement.starts_ps)
+    search = _Search(state, by_name, dict(placement.starts_ps), rank, seed)
     why = dict(placement.unplaced)
     left = list(why)
-    tabu: dict[str, int] = {}
-    moves = kept = sideways = 0
+    kept = sideways = 0
     budget = MOVES_PER_STREAM * len(left)
-    while left and moves < budget and time.monotonic() < until:
-        moves += 1
-        name = left[rng.randrange(len(left))]
-        u = by_name[name]
-        lo, hi = departure_range(u, state.grids)
-        a = least_covered(state, u, lo, hi, state.grids.departure_ps[u.stream.talker], rng)
-        if a is None:
+    while left and search.moves < budget and time.monotonic() < until:
+        search.moves += 1
+        name = left[search.rng.randrange(len(left))]
+        done = search.move(name, set(), False)
+        if done is None:
             continue
-        victims = _in_the_way(state, u, a)
-        if len(victims) > MAX_EJECT or any(tabu.get(v, 0) > moves for v in victims):
-            continue
-        out = sorted(victims, key=rank.__getitem__)
-        for v in out:
-            state.remove(by_name[v], starts[v])
-        found, _ = place_one(state, u)
-        if found is None:
-            for v in out:
-                state.add(by_name[v], starts[v])
-            continue
-        state.add(u, found)
-        again: dict[str, tuple[int, ...]] = {}
-        lost: list[tuple[str, str]] = []
-        for v in out:
-            st, reason = place_one(state, by_name[v])
-            if st is None:
-                lost.append((v, reason))
-                if len(lost) > 1:
-                    break
-                continue
-            state.add(by_name[v], st)
-            again[v] = st
-        if len(lost) > 1:  # undo: the state is exactly the one before the move
-            for v, st in again.items():
-                state.remove(by_name[v], st)
-            state.remove(u, found)
-            for v in out:
-                state.add(by_name[v], starts[v])
-            continue
+        placed, lost = done
         kept += 1
-        starts[name] = found
-        starts.update(again)
+        search.starts.update(placed)
         left.remove(name)
         del why[name]
-        tabu[name] = moves + TABU_MOVES
+        search.tabu[name] = search.moves + TABU_MOVES
         for v, reason in lost:
             sideways += 1
-            del starts[v]
+            del search.starts[v]
             left.append(v)
             why[v] = reason
     unplaced = [(n, why[n]) for n in left]
     how = (
-        f"ejection repair: {len(placement.unplaced) - len(left)} more placed in {moves} moves "
+        f"ejection repair: {len(placement.unplaced) - len(left)} more placed in {search.moves} moves "
         f"({kept} kept, {sideways} sideways)"
     )
-    return Placement(starts, unplaced), how
+    return Placement(search.starts, unplaced), how

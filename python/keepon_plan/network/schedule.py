@@ -244,20 +244,24 @@ class _State:
         """(0, False) if hop ``k`` ready at ``ready`` and starting at ``t`` is free on its link and keeps the queue
         rules in every instance; else (a shift of ``t``, whether no later ``t`` can help)."""
         h = r.hops[k]
-        busy = self.occ((h.src, h.dst))
+        busy = self.busy.get((h.src, h.dst))
         lo, n = self.window(r, k, t)
-        queue = self.queueing and h.src in self.net.switches
-        key = (h.src, h.dst, r.stream.traffic_class)
-        for base in range(0, self.horizon, period):
-            shift = busy.shift_needed(lo + base, n)
-            if shift:
-                return shift, False
-            if queue:
-                shift, hard = self.queues.check(
-                    key, ready + base, t + base, h.tx_ps, lo + n + base, self.gap_ps(h), self.depth[h.src]
-                )
+        if busy is not None and busy.starts:
+            for base in range(0, self.horizon, period):
+                shift = busy.shift_needed(lo + base, n)
                 if shift:
-                    return shift, hard
+                    return shift, False
+        if not self.queueing or h.src not in self.net.switches:
+            return 0, False
+        key = (h.src, h.dst, r.stream.traffic_class)
+        port = self.queues.ports.get(key)
+        if port is None or (t == ready and not port.q_ready):
+            return 0, False  # a frame that does not wait keeps the rules with a queue where nothing waits
+        gap, depth = self.gap_ps(h), self.depth[h.src]
+        for base in range(0, self.horizon, period):
+            shift, hard = self.queues.check(key, ready + base, t + base, h.tx_ps, lo + n + base, gap, depth)
+            if shift:
+                return shift, hard
         return 0, False
 
     def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
