@@ -248,38 +248,56 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     return fixed if len(fixed.unplaced) < len(best.unplaced) else best
 
 
-def greedy_order(routed) -> list:
-    """The greedy's order: the streams that ask most of the links they use first — the sum over the stream's links
-    of each link's load at the frames' own lengths, times the stream's own share of a link (``tx / period``); ties
-    by name. A long route through busy links with a large frame goes in while its links are still empty."""
+def greedy_orders(routed) -> list[tuple[str, list]]:
+    """The greedy's orders, each with its name. First **by demand**: the streams that ask most of the links they use
+    first — the sum over the stream's links of each link's load at the frames' own lengths, times the stream's own
+    share of a link (``tx / period``), so a long route through busy links with a large frame goes in while its links
+    are still empty. Then **by period**: shortest period first, then most hops. Ties by name."""
     load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
 
     def demand(r):
         return sum(load[(h.src, h.dst)] for h in r.hops) * r.hops[0].tx_ps / r.stream.period_ns
 
-    return sorted(routed, key=lambda r: (-demand(r), r.stream.name))
+    return [
+        ("by demand", sorted(routed, key=lambda r: (-demand(r), r.stream.name))),
+        ("by period", sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))),
+    ]
 
 
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
+    """Per order of :func:`greedy_orders` (the next only while the last left streams out and there is time for
+    another greedy): the greedy, then the ejection repair (:mod:`.eject`) on what it left out; then, from the best,
+    the repair passes."""
     import time
 
     from .eject import eject
     from .schedule import _State, greedy, hyperperiod_ps
 
-    deadline.enter("greedy placement")
-    order = greedy_order(routed)
-    state = _State(hyperperiod_ps(routed), net, grids)
-    best, _ = greedy(routed, net, grids, deadline, order, state)
-    tried.append(f"{what}greedy placed {len(best.starts_ps)} of {len(routed)}")
-    say(f"{what}greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
-    if best.unplaced and deadline.remaining() > 0:
-        deadline.enter(f"{what}ejection repair")
-        rank = {r.stream.name: i for i, r in enumerate(order)}
-        by_name = {r.stream.name: r for r in routed}
-        until = time.monotonic() + EJECT_SHARE * deadline.remaining()
-        best, how = eject(state, by_name, best, rank, until)
-        tried.append(what + how)
-        say(tried[-1])
+    by_name = {r.stream.name: r for r in routed}
+    orders = greedy_orders(routed)
+    best = None
+    order: list = []
+    greedy_s = 0.0
+    for i, (label, this) in enumerate(orders):
+        if best is not None and (not best.unplaced or deadline.remaining() < 2 * greedy_s):
+            break
+        deadline.enter(f"{what}greedy placement ({label})")
+        t0 = time.monotonic()
+        state = _State(hyperperiod_ps(routed), net, grids)
+        placed, _ = greedy(routed, net, grids, deadline, this, state)
+        greedy_s = time.monotonic() - t0
+        tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}")
+        say(f"{what}greedy ({label}): {len(placed.starts_ps)} of {len(routed)} streams placed in {greedy_s:.3f} s")
+        if placed.unplaced and deadline.remaining() > 0:
+            deadline.enter(f"{what}ejection repair ({label})")
+            rank = {r.stream.name: k for k, r in enumerate(this)}
+            until = time.monotonic() + EJECT_SHARE / (len(orders) - i) * deadline.remaining()
+            placed, how = eject(state, by_name, placed, rank, until)
+            tried.append(what + how)
+            say(tried[-1])
+        if best is None or len(placed.unplaced) < len(best.unplaced):
+            best, order = placed, this
+    assert best is not None
     for n in range(REPAIR_PASSES):
         if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
