@@ -332,14 +332,12 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
                 f"station {name!r}: a keepon station has exactly one port, so exactly one link; it has {degree[name]}",
                 nodes[name],
             )
-    for name, w in nodes.items():
-        ports: dict[str, str] = {}
-        for link in links:
-            if name in (link.a, link.b):
-                port = link.a_port if link.a == name else link.b_port
-                if port in ports:
-                    raise err(f"node {name!r}: port name {port!r} used by two links", w)
-                ports[port] = port
+    ports: set[tuple[str, str]] = set()
+    for link in links:
+        for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            if (name, port) in ports:
+                raise err(f"node {name!r}: port name {port!r} used by two links", nodes[name])
+            ports.add((name, port))
 
     streams: list[Stream] = []
     for i, t in enumerate(tables("stream")):
