@@ -5,7 +5,9 @@ Stages, each under the command's deadline: choose every talker's ring (:mod:`.st
 lengths is bad input; one they exceed only padded to the talkers' slots is infeasible in the padded model (the
 message names the byte clock as the way out); a latency bound or deadline no route meets, an empty transmit-offset
 window, two streams that can never be apart on a link; then **placement**: the greedy (:mod:`.schedule`, no-wait
-first and queueing where the network allows it), **repair passes** (the greedy again with the streams it left out
+first and queueing where the network allows it) in the order by demand and, while streams are left out, by period
+(:func:`greedy_orders`), each followed by the **ejection repair** (:mod:`.eject`: min-conflicts moves that put a
+stream in and the few in its way out and in again), **repair passes** (the greedy again with the streams it left out
 first; with queueing allowed and streams still out, the same without waits), the **LNS repair** (:mod:`.repair`,
 CP-SAT on small neighbourhoods of a stream left out), and the exact no-wait model (:mod:`.exact`, CP-SAT with the
 greedy's departures as a hint) on instances of at most ``exact_limit`` streams. Its "infeasible" is a proof for

@@ -2,22 +2,29 @@
 
 Each stream gets one departure ``a`` on its talker's grid (a slot start on slots, any whole-ns byte time on the byte
 clock) within its transmit-offset window ``[earliest_offset, latest_offset]``, and one start per hop, the same in
-every period (strictly periodic hops). Streams are placed one at a time, shortest period first, then most hops
-(:func:`greedy` takes another order for repair passes). For a candidate ``a``:
+every period (strictly periodic hops). Streams are placed one at a time in the order the caller gives
+(:func:`keepon_plan.network.plan.greedy_orders`; default shortest period first, then most hops). For a candidate
+``a``:
 
 1. **No wait**: every hop at ``a + d_k`` (:mod:`keepon_plan.network.routing`). Every instance of every hop is looked
-   up in that directed link's occupancy over the hyperperiod ``H`` (sorted, disjoint intervals, bisect).
+   up in that directed link's occupancy over the hyperperiod ``H`` (sorted, disjoint intervals, bisect; a collision
+   jumps past the whole busy run and every gap too short for the window). After :data:`QUICK_TRIES` jumps the
+   departures that miss every placed window are computed at once (:mod:`.departures`), so the search goes from one
+   free range to the next, and a stream with none is known at once to need a wait.
 2. **Queueing** (when no wait fails and the network allows it): hop by hop, parents first, the frame is ready at a
    switch's egress when its last bit is in and the forwarding delay has passed; it starts at the first time from then
    that is free on the link, on the switch's gate grid, within the latency and deadline budget, and keeps the class
    queue's rules (:mod:`.queues`: FIFO order is window order, no idle open gate before a waiting frame's window),
-   so 802.1Qbv sends it there. Every frame, waiting or not, keeps those rules with the frames already waiting.
+   so 802.1Qbv sends it there. Every frame, waiting or not, keeps those rules with the frames already waiting. When
+   a window of a frame that arrived later would open while it waits, ``a`` moves so that the frame arrives after
+   that window has started (it then waits behind it).
 
-On a collision ``a`` jumps past the blocker (the least of the two methods' suggestions, rounded up to the grid); a
-stream whose window is exhausted (or that tried :data:`MAX_TRIES` departures) is left out with the reason. Windows on
-a switch's egress are its guarded window (:meth:`~keepon_plan.network.routing.Hop.window`) widened out to the
-switch's gate granularity; on a byte-clock talker's own link a frame is followed by a minimum frame of free link.
-Plans only: a stream left out proves nothing.
+On a collision ``a`` jumps past the blocker (rounded up to the grid); a stream whose window is exhausted (or that
+tried :data:`MAX_TRIES` departures without a wait and :data:`MAX_QUEUED_TRIES` with waits) is left out with the
+reason. Windows on a switch's egress are its guarded window (:meth:`~keepon_plan.network.routing.Hop.window`) widened
+out to the switch's gate granularity; on a byte-clock talker's own link a frame is followed by a minimum frame of
+free link. Every interval remembers its stream (the ejection repair, :mod:`.eject`, asks who is in the way). Plans
+only: a stream left out proves nothing.
 """
 
 from __future__ import annotations
