@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 from network_support import line_network, run, write
 
@@ -75,8 +76,6 @@ def test_the_ejection_repair_puts_a_stream_in_and_keeps_the_state_exact():
     assert placement.unplaced
     rank = {r.stream.name: k for k, r in enumerate(order)}
     by_name = {r.stream.name: r for r in routed}
-    import time
-
     fixed, how = eject(state, by_name, placement, rank, time.monotonic() + 20)
     assert len(fixed.unplaced) < len(placement.unplaced), how
     assert set(fixed.starts_ps) | {n for n, _ in fixed.unplaced} == set(by_name)
@@ -89,3 +88,25 @@ def test_the_ejection_repair_puts_a_stream_in_and_keeps_the_state_exact():
         want = sorted(zip(other.starts, other.ends, other.who, strict=True)) if other else []
         assert got == want, link
     assert isinstance(fixed, Placement)
+
+
+class _PassesAsTheGreedyStarts(Deadline):
+    """A time limit that passes just after the greedy's stage is entered."""
+
+    def enter(self, stage: str) -> None:
+        super().enter(stage)
+        if stage.startswith("greedy"):
+            self.at = time.monotonic()
+
+
+def test_a_greedy_stopped_by_the_time_limit_says_how_far_it_got():
+    # the time limit passes as the greedy starts: the answer is unknown and says what the greedy did (not only
+    # "time limit reached"), with a stream it left out
+    from keepon_plan.network.plan import UNKNOWN, plan_network
+
+    text, _n, _busiest = generate("line", 20, 1000, "1522", 75, 25)
+    net = parse_network('timing = "bytes"\n' + text, "<test>")
+    status, why = plan_network(net, _PassesAsTheGreedyStarts(60), "auto", say=lambda m: None)
+    assert status == UNKNOWN
+    assert "greedy (by demand) placed 0 of 474 when the time limit stopped it" in why, why
+    assert "474 streams left out" in why, why

@@ -193,7 +193,9 @@ def plan_network(
             if not best.unplaced:
                 return PLAN, (routed, best.starts_ps, rings, f"greedy first fit, then {tried[-1]}")
         if method == "heuristic" or len(routed) > exact_limit:
-            first = best.unplaced[0]
+            from .schedule import NOT_TRIED
+
+            first = next((u for u in best.unplaced if u[1] != NOT_TRIED), best.unplaced[0])
             return UNKNOWN, (
                 f"{'; '.join(tried)}: {len(best.unplaced)} streams left out, e.g. {first[0]!r}: {first[1]} (the exact "
                 f"model runs for at most --exact-limit {exact_limit} streams)"
@@ -273,7 +275,7 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
     import time
 
     from .eject import eject
-    from .schedule import _State, greedy, hyperperiod_ps
+    from .schedule import NOT_TRIED, _State, greedy, hyperperiod_ps
 
     by_name = {r.stream.name: r for r in routed}
     orders = greedy_orders(routed)
@@ -286,9 +288,10 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
         deadline.enter(f"{what}greedy placement ({label})")
         t0 = time.monotonic()
         state = _State(hyperperiod_ps(routed), net, grids)
-        placed, _ = greedy(routed, net, grids, deadline, this, state)
+        placed, _ = greedy(routed, net, grids, deadline, this, state, partial=True)
         greedy_s = time.monotonic() - t0
-        tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}")
+        stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
+        tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}{stopped}")
         say(f"{what}greedy ({label}): {len(placed.starts_ps)} of {len(routed)} streams placed in {greedy_s:.3f} s")
         if placed.unplaced and deadline.remaining() > 0:
             deadline.enter(f"{what}ejection repair ({label})")
@@ -306,8 +309,9 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
         deadline.enter(f"repair pass {n + 1}")
         left = {name for name, _ in best.unplaced}
         order = [r for r in order if r.stream.name in left] + [r for r in order if r.stream.name not in left]
-        attempt, _ = greedy(routed, net, grids, deadline, order)
-        tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}")
+        attempt, _ = greedy(routed, net, grids, deadline, order, partial=True)
+        stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in attempt.unplaced) else ""
+        tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}{stopped}")
         say(tried[-1])
         if len(attempt.unplaced) < len(best.unplaced):
             best = attempt

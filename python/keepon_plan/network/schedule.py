@@ -373,6 +373,9 @@ def _first_fit(a: int, hi: int, grid: int, attempt, tries: int = MAX_TRIES):
     return None, blocker, a
 
 
+NOT_TRIED = "not tried: the time limit came first"
+
+
 def greedy(
     routed: list[RoutedStream],
     net: Network,
@@ -380,9 +383,11 @@ def greedy(
     deadline: Deadline | None = None,
     order: list[RoutedStream] | None = None,
     state: _State | None = None,
+    partial: bool = False,
 ) -> tuple[Placement, int]:
     """Place every stream it can (in ``order``, default shortest period first, then most hops); returns the
-    placement and the hyperperiod (ps)."""
+    placement and the hyperperiod (ps). At the deadline it raises, or with ``partial`` returns what it placed so far
+    (the rest left out as :data:`NOT_TRIED`)."""
     horizon = hyperperiod_ps(routed)
     state = state or _State(horizon, net, grids)
     if order is None:
@@ -391,6 +396,9 @@ def greedy(
     unplaced: list[tuple[str, str]] = []
     for n, r in enumerate(order):
         if n % 64 == 0:
+            if partial and deadline is not None and deadline.remaining() <= 0:
+                unplaced += [(x.stream.name, NOT_TRIED) for x in order[n:]]
+                break
             check(deadline)
         found, why = place_one(state, r)
         if found is None:
