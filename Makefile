@@ -1,6 +1,7 @@
 # keepon — two commands do everything on a fresh machine:
 #   make run    build, then run the main job (Example 2 on the simulated NIC) and report it
-#   make test   linters (rustfmt, clippy -D warnings, ruff) and every test (Rust + Python)
+#   make test   linters (rustfmt, clippy -D warnings, ruff) and the fast tests (Rust + Python; minutes)
+# and, beyond the quick start, `make test-all`: those plus the minute-long PTP and namespace tests (what CI runs).
 
 CARGO ?= cargo
 PY ?= python3
@@ -8,7 +9,7 @@ VENV := python/.venv
 VPY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: run test lint rust-test py-test py-env build c-client txtime-preload bench table3 eval eval-fig27 eval-network clean soak qemu-test
+.PHONY: run test test-all lint rust-test rust-test-all py-test py-test-all py-env build c-client txtime-preload bench table3 eval eval-fig27 eval-network clean soak qemu-test
 
 build:
 	$(CARGO) build --release -p keepon
@@ -62,16 +63,24 @@ run: build
 	./target/release/keepon run --config examples/example2.toml --records $(OUT)/example2.csv --pcap $(OUT)/example2.pcap
 	./target/release/keepon report $(OUT)/example2.csv
 
+# Tests in tiers (README): `test` — lint, unit, property and the fast integration tests (those needing root run
+# when root, as everywhere); `test-all` adds the minute-long PTP tests (cargo feature `slow-tests`, pytest marker
+# `slow`). CI (.ci/run) runs `test-all` and the QEMU bench.
 test: lint rust-test py-test
+
+test-all: lint rust-test-all py-test-all
 
 lint: py-env
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	$(VENV)/bin/ruff check python
 	$(VENV)/bin/ruff format --check python
 
 rust-test:
 	$(CARGO) test --workspace
+
+rust-test-all:
+	$(CARGO) test --workspace --all-features
 
 $(VENV)/.installed: python/pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -82,6 +91,9 @@ $(VENV)/.installed: python/pyproject.toml
 py-env: $(VENV)/.installed
 
 py-test: py-env build c-client
+	$(VENV)/bin/pytest -q -m "not slow" python/tests
+
+py-test-all: py-env build c-client
 	$(VENV)/bin/pytest -q python/tests
 
 # The real-kernel bench (tests/qemu): Debian's stock kernel in QEMU (TCG) with the kernel's ETF qdisc; about a

@@ -41,7 +41,9 @@ flow instance; verify plans; reproduce the paper's schedulability experiment.
 
 exit codes: solve 0 plan, 1 proven infeasible, 2 unknown (--time-limit reached in any stage), 3 bad input;
             verify 0 valid, 1 invalid (violated constraint named), 3 bad input; params 0, 3 bad input;
-            bench 0, 3 bad input, 4 a plan failed the verifier.
+            bench 0, 3 bad input, 4 a plan failed the verifier;
+            cores 0 allocation (verified), 1 proven infeasible (conflicting streams named), 2 unknown, 3 bad input,
+            4 the allocation failed the verifier; cores-bench 0, 3 bad input, 4 an allocation failed the verifier.
 """
 
 
@@ -290,6 +292,12 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
 def _base_time(text: str) -> int:
     """``--base-time NS``: integer TAI ns, ``0 ≤ NS < 2^62`` (as ``base_time`` in the flow file)."""
     value = int(text) if text.isascii() and text.isdigit() else None
@@ -348,6 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("params", help="choose slot size, ring and batch; print the trade-off table")
     p.add_argument("flows", metavar="FLOWS.toml")
     p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("cores", help="allocate a station's streams to poll cores (conflict-graph colouring)")
+    from .cores_command import add_arguments as add_cores
+
+    add_cores(p, _positive, _seconds)
+
+    p = sub.add_parser("cores-bench", help="the DPDK paper's Fig 7(b): feasibility ratio vs cores, random sets")
+    from .cores_bench import add_arguments as add_cores_bench
+
+    add_cores_bench(p)
 
     p = sub.add_parser("bench", help="the paper's schedulability experiment, against a Z3 baseline")
     from .bench import add_arguments

@@ -90,6 +90,7 @@ def test_a_leave_frees_windows_that_another_join_then_uses(tmp_path):
     cnc = new_cnc(tmp_path / "db", fake)
     cnc.join(join_body(A, "t1", latest_transmit_offset=0))
     with_a = fake.devices["sw1"].config()["ports"]["swp3"]
+    with_a_slots = fake.devices["t1"].config()["classes"]["tc7"]
     with pytest.raises(Refused):
         cnc.join(join_body(B, "t2", latest_transmit_offset=0))
     assert _out(cnc.leave(leave_body(A)))["keepon-cnc:state"] == "left"
@@ -97,7 +98,9 @@ def test_a_leave_frees_windows_that_another_join_then_uses(tmp_path):
     assert fake.devices["sw1"].config()["ports"] == {
         "swp3": {"towards": "sw2", "cycle_ns": CYCLE, "entries": [[255, CYCLE]]}
     }
-    assert fake.devices["t1"].config()["classes"] == {"tc7": []}
+    # the class keeps one slot, idle: keepon's daemon has no real-time class without slots
+    kept = fake.devices["t1"].config()["classes"]["tc7"]
+    assert len(kept) == 1 and kept[0] in with_a_slots
     with pytest.raises(RequestError) as gone:
         cnc.status(A)
     assert gone.value.tag == "data-missing"
@@ -250,3 +253,17 @@ def test_a_database_that_is_not_one_is_bad_input(tmp_path):
     sqlite3.connect(str(path)).execute("CREATE TABLE x (y)").connection.commit()
     with pytest.raises(Exception, match="not a CNC database"):
         Cnc(Store(str(path)), FakeNetwork())
+
+
+def test_a_class_that_loses_its_last_stream_keeps_one_free_slot_or_the_change_is_refused(tmp_path, monkeypatch):
+    cnc = new_cnc(tmp_path / "db", FakeNetwork(time=10**9))
+    ring = cnc.net.stations["t1"].slots
+    monkeypatch.setattr(cnc.inc, "ring_slots", lambda _t: {"tc6": [3]})
+    # one of its own slots that no stream uses
+    assert cnc._station_classes("t1", {"tc7": [3, 5], "tc6": [1]}) == {"tc6": [3], "tc7": [5]}
+    # none of its own free: the ring's first free slot
+    assert cnc._station_classes("t1", {"tc7": [3]}) == {"tc6": [3], "tc7": [0]}
+    monkeypatch.setattr(cnc.inc, "ring_slots", lambda _t: {"tc6": list(range(ring))})
+    with pytest.raises(Refused) as full:
+        cnc._station_classes("t1", {"tc7": [3]})
+    assert full.value.certificate["kind"] == "station-ring-full" and "tc7" in full.value.certificate["reason"]

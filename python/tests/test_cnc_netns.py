@@ -57,6 +57,7 @@ from keepon_plan.network.push import summary
 from keepon_plan.network.topology import parse_network
 
 pytestmark = [
+    pytest.mark.slow,  # a minute: `make test-all`
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
     pytest.mark.skipif(bool(MISSING), reason="needs " + ", ".join(MISSING) + " (netconfd, openssh-server, iproute2)"),
 ]
@@ -582,6 +583,15 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
             key = (data[14], int.from_bytes(data[15:23], "big"))
             heard.setdefault(key, []).append(at)
     _judge(streams, numbers, talkers, heard)
+
+    # C's last stream leaves (its talker has finished): C's daemon takes the change, its class keeping one idle slot
+    # (a keepon daemon has no real-time class without slots: the CNC must not send it an empty list)
+    code, doc = api.call("POST", "/restconf/operations/keepon-cnc:leave", {"keepon-cnc:input": {"stream-id": s3}})
+    assert code == 200 and doc["keepon-cnc:output"]["keepon-cnc:state"] == "left", doc
+    time.sleep(LEAD / 1e9 + 0.05)
+    with Client(socks["C"], timeout=5) as c:
+        info = c.info()
+    assert len(info.windows[info.classes.index("tc7")]) == 1, info
 
 
 def _judge(streams, numbers, talkers, heard) -> None:

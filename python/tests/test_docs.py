@@ -421,7 +421,10 @@ def in_fake_root(text: str) -> None:
 COVERAGE: dict[str, Run | Covered | NotRun] = {
     # README.md
     "make run": Run(run_make_run),
-    "make test": Covered("Makefile", ("test: lint rust-test py-test", "pytest -q python/tests")),
+    "make test": Covered("Makefile", ("test: lint rust-test py-test", 'pytest -q -m "not slow" python/tests')),
+    "make test-all": Covered(
+        "Makefile", ("test-all: lint rust-test-all py-test-all", "test --workspace --all-features")
+    ),
     **{c: Run(lambda _: run_end_to_end()) for c in END_TO_END},
     "keepon table3": Run(run_in_scratch(lambda out: "batch" in out or pytest.fail(out))),
     "keepon --help": Run(run_in_scratch(lambda out: "insertion window" in out or pytest.fail(out))),
@@ -568,7 +571,8 @@ def crate_dirs() -> dict[str, Path]:
 
 
 CARGO_TEST = re.compile(
-    r"^(?:[A-Z_][A-Z0-9_]*=\S+ )*(?:sudo )?cargo test (?:--release )?-p (?P<pkg>\S+) --test (?P<test>\S+)"
+    r"^(?:[A-Z_][A-Z0-9_]*=\S+ )*(?:sudo )?cargo test (?:--release )?(?:--features slow-tests )?"
+    r"-p (?P<pkg>\S+) --test (?P<test>\S+)"
     r"(?P<filters>(?: [a-z0-9_]+)*)(?: -- (?P<args>.*))?$"
 )
 
@@ -668,7 +672,17 @@ def test_every_coverage_entry_is_still_in_the_docs() -> None:
     assert not stale, f"COVERAGE names commands no page has any more: {stale}"
 
 
-@pytest.mark.parametrize("text", sorted(t for t, c in UNIQUE.items() if account(c) is not None), ids=lambda t: t[:60])
+# Commands that take tens of seconds (a simulation built and run, a sweep plotted): `make test-all` runs them.
+SLOW_COMMANDS = ("cargo run --release -p keepon-ptp --bin keepon-sync-sim", "python -m keepon_plan.plots_sync out/a9")
+
+
+def _command_params() -> list:
+    texts = sorted(t for t, c in UNIQUE.items() if account(c) is not None)
+    slow = pytest.mark.slow
+    return [pytest.param(t, marks=slow) if t.startswith(SLOW_COMMANDS) else t for t in texts]
+
+
+@pytest.mark.parametrize("text", _command_params(), ids=lambda t: t[:60])
 def test_command(text: str) -> None:
     a = account(UNIQUE[text])
     if a is UNACCOUNTED:

@@ -108,10 +108,12 @@ def test_bad_element_is_named(tmp_path, change, expect):
     assert expect in err
 
 
-def test_station_with_two_links(tmp_path):
-    text = line_network(STREAM, talkers=1) + '[[link]]\na = "t1"\nb = "l1"\nrate = "1Gbps"\n'
+def test_station_with_three_links(tmp_path):
+    text = line_network(STREAM, talkers=2) + "".join(
+        f'[[link]]\na = "t1"\nb = "{b}"\nrate = "1Gbps"\n' for b in ("l1", "t2")
+    )
     err = _bad(tmp_path, text)
-    assert "station 't1': a keepon station has exactly one port" in err
+    assert "station 't1': a keepon station has one port, or two for replicated streams" in err and "it has 3" in err
 
 
 def test_multicast_routes_must_form_a_tree(tmp_path):

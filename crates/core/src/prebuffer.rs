@@ -124,6 +124,11 @@ impl<B> BeQueues<B> {
         }
         None
     }
+    /// The frame [`BeQueues::pop`] would take next.
+    pub fn front(&self) -> Option<&Frame<B>> {
+        let n = self.queues.len();
+        (0..n).find_map(|i| self.queues[(self.next + i) % n].front())
+    }
     /// Frames waiting.
     pub fn len(&self) -> usize {
         self.total
@@ -162,5 +167,21 @@ mod tests {
         q.push(1, f(3, 0));
         let order: Vec<u64> = core::iter::from_fn(|| q.pop()).map(|f| f.id.0).collect();
         assert_eq!(order, vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn the_head_is_what_pop_takes() {
+        let mut q = BeQueues::new(3);
+        for (c, id) in [(0, 1), (0, 2), (2, 3), (2, 5)] {
+            q.push(c, f(id, 0));
+        }
+        let mut order = Vec::new();
+        while let Some(head) = q.front().map(|f| f.id.0) {
+            let popped = q.pop().map(|f| f.id.0);
+            assert_eq!(popped, Some(head), "front is what pop takes");
+            order.push(head);
+        }
+        assert_eq!(order, vec![1, 3, 2, 5]);
+        assert!(q.is_empty() && q.pop().is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! Benchmark of the sans-IO core alone (no I/O, no NIC): how fast the pacing loop turns slots over, and what
 //! one scheduled insertion costs.
 //!
-//! Run: `cargo bench -p keepon --bench core` (or `make bench`).
+//! Run: `cargo bench -p keepon --bench core` (or `make bench`); `… --bench core -- profile pacing 31` (or
+//! `profile insertion`) runs one part alone, silently, for a profiler.
 //!
 //! - **Pacing loop**: 64-byte slots at 100 Gb/s, batch 32, a 1024-slot ring, fillers only. Each iteration is
 //!   one full poll (observe → reclaim → place → post) plus reading every posted slot's descriptor, as a NIC
@@ -37,6 +38,11 @@ const RECORDED: &[Recorded] = &[
         what: "schedule on network time, per-slot exact arithmetic (61a90c5), issue 30",
         pacing: [(16, 18.0, Some(28.0)), (31, 19.0, Some(30.0))],
         p99: 90,
+    },
+    Recorded {
+        what: "fine path: a length and a start per slot (2241bcf), this 2-core VM beside 91285b1 at 241-270 / 329-345",
+        pacing: [(16, 185.0, Some(88.0)), (31, 254.0, Some(102.0))],
+        p99: 126,
     },
 ];
 
@@ -155,8 +161,20 @@ fn insertion(n: usize) -> (Vec<u64>, u64) {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
         return;
+    }
+    // `profile pacing M` / `profile insertion`: one part alone, for a profiler (perf, callgrind); prints nothing.
+    if let [p, what, rest @ ..] = args.as_slice() {
+        if p == "profile" {
+            match (what.as_str(), rest.first().and_then(|m| m.parse::<u64>().ok())) {
+                ("pacing", Some(m)) => drop(black_box(pacing(m, 1_000_000 / m.max(1), true))),
+                ("insertion", _) => drop(black_box(insertion(200_000))),
+                _ => eprintln!("usage: core profile pacing M | core profile insertion"),
+            }
+            return;
+        }
     }
     println!("keepon-core benchmark (sans-IO core, no I/O); this machine: {} cores", num_cpus());
     println!("\npacing loop: 64 B slots @ 100 Gb/s, batch 32, ring 1024, fillers only");

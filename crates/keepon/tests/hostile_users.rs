@@ -1,5 +1,5 @@
-//! A root daemon against a hostile local user (issue 29): floods of `Schedule`, `Stats` and `Info` requests from
-//! uid 65534 while root sends real-time frames 50 ms ahead, and one non-root user of a real-time class trying to
+//! A root daemon against a hostile local user (issue 29): floods of `Schedule` (both forms), `Stats` and `Info`
+//! requests from uid 65534 while root sends real-time frames 50 ms ahead, and one non-root user of a real-time class trying to
 //! take the whole connection reserve. Needs root (the hostile clients are threads that drop to another uid with
 //! the raw `setresuid` system call, which changes only the calling thread's credentials, so the daemon sees them
 //! through `SO_PEERCRED`); skips otherwise. The daemon is the `keepon` binary on the simulated NIC, its stderr in a
@@ -190,7 +190,11 @@ fn unprivileged_request_floods_cost_root_nothing() {
     let before = d.stderr().lines().count();
     println!("daemon start:\n{}", d.proc.output());
     let schedule = Request::Schedule { base_time: i64::MAX / 2, classes: vec![("tc-0".into(), vec![3])] };
-    for (name, req) in [("Schedule", schedule), ("Stats", Request::Stats), ("Info", Request::Info)] {
+    // The same change given as windows (request kind 7) takes the same path: refused within the user's rate.
+    let windows = Request::ScheduleWindows { base_time: i64::MAX / 2, classes: vec![("tc-0".into(), vec![(0, 1000)])] };
+    let floods =
+        [("Schedule", schedule), ("ScheduleWindows", windows), ("Stats", Request::Stats), ("Info", Request::Info)];
+    for (name, req) in floods {
         let stop = Arc::new(AtomicBool::new(false));
         let (threads, tally) = flood(&d.sock, NOBODY, 8, req, &stop);
         std::thread::sleep(Duration::from_millis(300));

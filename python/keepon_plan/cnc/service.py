@@ -202,6 +202,34 @@ class Cnc:
     def _ports(self, names) -> set[tuple[str, str]]:
         return {(h.src, h.dst) for n in names for h in self.inc.routed[n].hops if h.src in self.net.switches}
 
+    def _station_classes(self, talker: str, had: dict[str, list[int]]) -> dict[str, list[int]]:
+        """The talker's classes and their ring slots after a change: its streams' slots; a class whose last stream
+        left keeps one slot, idle — keepon's daemon has no real-time class without slots (one without is best
+        effort) — one of its own that no stream uses where it can, else the first such slot of the ring."""
+        new = self.inc.ring_slots(talker)
+        used = {s for slots in new.values() for s in slots}
+        ring = self.net.stations[talker].slots or 0
+        out: dict[str, list[int]] = {}
+        for c, slots in sorted(had.items()):
+            if c in new:
+                continue
+            keep = next((s for s in slots if s not in used), None)
+            if keep is None:
+                keep = next((s for s in range(ring) if s not in used), None)
+            if keep is None:
+                raise Refused(
+                    {
+                        "kind": "station-ring-full",
+                        "proven": True,
+                        "reason": f"station {talker}: class {c} lost its last stream and must keep one ring slot, "
+                        f"but the other classes' streams use all {ring}",
+                    }
+                )
+            out[c] = [keep]
+            used.add(keep)
+        out.update(new)
+        return dict(sorted(out.items()))
+
     def _configs(
         self, talkers: set[str], ports: set[tuple[str, str]], lists=None
     ) -> list[tuple[str, str, dict, dict | None]]:
@@ -210,9 +238,7 @@ class Cnc:
         out = []
         for t in sorted(talkers):
             prev = self.devices.get(t, ("station", {"classes": {}}))[1]
-            classes: dict[str, list[int]] = {c: [] for c in prev["classes"]}
-            classes.update(self.inc.ring_slots(t))
-            out.append((t, "station", {"classes": classes}, prev))
+            out.append((t, "station", {"classes": self._station_classes(t, prev["classes"])}, prev))
         if lists is None:
             lists = self.inc.port_lists(ports)
         for sw in sorted({p[0] for p in ports}):
@@ -357,6 +383,13 @@ def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int,
     net = parse_network(topology_text, path, streams_required=False)
     if net.streams:
         raise InputError("the CNC's topology has no [[stream]]: streams join through the API", path)
+    two = sorted(n for n in net.stations if net.ports(n) > 1)
+    if two:
+        raise InputError(
+            f"station {two[0]!r} has two ports: the CNC plans one-port stations only (replicated streams on two-port "
+            "stations are planned by keepon-plan network)",
+            path,
+        )
     Incremental(net, cycle_ns)  # the checks of the topology against the cycle
     for mac, station in macs.items():
         if station not in net.stations:

@@ -50,7 +50,8 @@ def write_all(
     from .output import plan_document, write_plan
     from .stations import runtime_configs
 
-    configs = runtime_configs(net, rings, departures, station_check)
+    egress = {r.stream.name: r.paths[0][1] for r in routed}
+    configs = runtime_configs(net, rings, departures, station_check, egress)
     gcls = port_gcls(net, routed, starts)
     if out.exists():
         for sub in ("stations", "switches", "yang", "taprio"):
@@ -58,7 +59,7 @@ def write_all(
     out.mkdir(parents=True, exist_ok=True)
     write_plan(out, net, plan_document(net, routed, starts, method), configs, gcls, routed)
     if exports:
-        write_yang(out, net, gcls, rings, departures)
+        write_yang(out, net, gcls, rings, departures, egress)
         write_taprio(out, net, gcls)
 
 
@@ -72,9 +73,11 @@ def cmd_network(args: argparse.Namespace) -> int:
         with backstop(deadline):
             deadline.enter("reading the network")
             net = load_network(args.network)
+            replicated = len({s.replica_of for s in net.streams if s.replica_of is not None})
             _say(
                 f"{len(net.stations)} stations, {len(net.switches)} switches, {len(net.links)} links, "
                 f"{len(net.streams)} streams"
+                + (f" ({replicated} replicated, each as two member streams)" if replicated else "")
             )
             status, payload = plan_network(
                 net, deadline, args.method, args.exact_limit, args.seed, queueing=False if args.no_wait else None

@@ -171,9 +171,18 @@ def byte_station_entries(ring, departures: dict[str, int]) -> tuple[int, list[tu
     return plan.cycle, entries
 
 
-def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, departures: dict[str, int]) -> list[Path]:
-    """Write ``yang/NAME.json`` and ``yang/NAME.xml`` for every switch with a scheduled port and every talker."""
+def write_yang(
+    out: Path,
+    net: Network,
+    gcls: list[PortGcl],
+    rings: dict,
+    departures: dict[str, int],
+    egress: dict[str, str] | None = None,
+) -> list[Path]:
+    """Write ``yang/NAME.json`` and ``yang/NAME.xml`` for every switch with a scheduled port and every talker (one
+    interface per sending port: two on a station with replicated streams)."""
     from ..model import to_problem
+    from .stations import port_rings
 
     (out / "yang").mkdir(parents=True, exist_ok=True)
     written = []
@@ -184,12 +193,10 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
         by_switch.setdefault(g.switch, []).append(
             (g.port, gate_table(net.base_time, g.cycle_ns, list(g.entries), limits))
         )
-    for name, ring in rings.items():
-        link = net.links_of(name)[0]
-        port = link.a_port if link.a == name else link.b_port
+    for name, port, ring in port_rings(net, rings, egress).values():
         if ring.timing == "bytes":
             cycle, entries = byte_station_entries(ring, departures)
-            by_switch[name] = [(port, gate_table(net.base_time, cycle, entries, STATION_LIMITS))]
+            by_switch.setdefault(name, []).append((port, gate_table(net.base_time, cycle, entries, STATION_LIMITS)))
             continue
         fs, choice = ring.flowset, ring.choice
         problem = to_problem(fs, choice.slot_bytes, choice.slots)
@@ -200,7 +207,7 @@ def write_yang(out: Path, net: Network, gcls: list[PortGcl], rings: dict, depart
             for x in range(first, first + problem.horizon, sf.period):
                 owners[x % choice.slots] = tc
         cycle, entries = station_entries(ring, owners)
-        by_switch[name] = [(port, gate_table(net.base_time, cycle, entries, STATION_LIMITS))]
+        by_switch.setdefault(name, []).append((port, gate_table(net.base_time, cycle, entries, STATION_LIMITS)))
     for device, ports in sorted(by_switch.items()):
         doc = interfaces_document(ports)
         for suffix, text in ((".json", json.dumps(doc) + "\n"), (".xml", to_xml(doc))):

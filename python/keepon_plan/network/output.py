@@ -3,9 +3,11 @@
 ::
 
     plan.json            every stream: talker, listeners, routes, departure, every hop's window, latency (ps, exact);
-                         the guard and the topology it was planned on (switches, links: what a replay needs)
+                         the guard and the topology it was planned on (switches, links: what a replay needs); per
+                         replicated stream (802.1CB) its members and whether their routes are node- or edge-disjoint
     streams.csv          one row per (stream, listener): route, departure and latency in ns, the bounds
-    stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md)
+    stations/NAME.toml   keepon runtime config of every talker (the format of docs/config.md); a talker with two
+                         ports (replicated streams, 802.1CB) has one per port, stations/NAME.PORT.toml
     switches/NAME.json   every scheduled egress port: cycle, base time, gate control list (gate states, ns)
 
 All times are relative to the network's ``base_time`` (TAI ns), which every file carries.
@@ -50,17 +52,33 @@ def plan_document(net: Network, routed: list[RoutedStream], starts_ps: dict[str,
                 "earliest_offset_ns": s.earliest_offset_ns,
                 "latest_offset_ns": s.latest_offset_ns,
                 "deadline_ns": s.deadline_ns,
+                **({"replica_of": s.replica_of, "member": s.member} if s.replica_of is not None else {}),
             }
         )
-    return {
+    doc = {
         "version": 1,
         "written_by": f"keepon-plan {__version__}",
         "method": method,
         "base_time_ns": net.base_time,
         "guard_ps": net.guard_ps,
         "network": network_document(net),
-        "streams": streams,
     }
+    from .frer import Shared, members
+
+    replicated = []
+    for name, (a, b) in members(routed).items():
+        shared = Shared(a.paths[0], b.paths[0])
+        replicated.append(
+            {
+                "name": name,
+                "members": [a.stream.name, b.stream.name],
+                "disjoint": "edge" if shared.nodes else "node",
+                "shared_switches": shared.nodes,
+            }
+        )
+    if replicated:  # 802.1CB FRER: how disjoint each replicated stream's member routes are
+        doc["replicated"] = replicated
+    return {**doc, "streams": streams}
 
 
 def network_document(net: Network) -> dict:

@@ -172,6 +172,10 @@ def plan_network(
     deadline.enter("routing")
     router = Router(net)
     routed = [route_stream(net, router, s, rings[s.talker].wire_bytes(s)) for s in net.streams]
+    from .frer import check_routes
+
+    for line in check_routes(net, routed):
+        say(line)
     if method == "exact":
         queueing = False
     queueing = net.queueing if queueing is None else queueing

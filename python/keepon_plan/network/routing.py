@@ -105,6 +105,16 @@ class Router:
         self.net = net
         self._cache: dict[tuple[str, int], tuple[dict, dict]] = {}
         self._graphs: dict[int, object] = {}
+        self._pairs: dict[str, list[tuple[str, ...]]] = {}
+
+    def member_path(self, s: Stream, wire_bytes: int) -> tuple[str, ...]:
+        """The route of member ``s.member`` of a replicated stream: one of a maximally disjoint pair (:mod:`.frer`)."""
+        from .frer import disjoint_pair
+
+        assert s.replica_of is not None
+        if s.replica_of not in self._pairs:
+            self._pairs[s.replica_of] = disjoint_pair(self.net, s, wire_bytes)
+        return self._pairs[s.replica_of][s.member - 1]
 
     def _graph(self, wire_bytes: int):
         g = self._graphs.get(wire_bytes)
@@ -154,7 +164,19 @@ class Router:
 
 def route_stream(net: Network, router: Router, s: Stream, wire_bytes: int) -> RoutedStream:
     """The stream's tree with every hop's no-wait offset; checks that the paths form a tree."""
-    paths = _given_paths(net, s) if s.routes is not None else router.paths(s, wire_bytes)
+    if s.routes is not None:
+        paths = _given_paths(net, s)
+    elif s.replica_of is not None:
+        paths = [router.member_path(s, wire_bytes)]
+    else:
+        paths = router.paths(s, wire_bytes)
+    if len({p[1] for p in paths}) > 1:
+        raise net.stream_error(
+            s.name,
+            f"its routes leave the talker {s.talker!r} on two ports; a frame leaves on one (replicate = 2 sends a copy "
+            "on each)",
+            "routes",
+        )
     parent: dict[str, str] = {}
     hops: dict[tuple[str, str], Hop] = {}
     latency = []

@@ -144,17 +144,53 @@ def departure_slot(ring: StationRing, departure_ps: int) -> int:
     return departure_ps // ring.slot_ps
 
 
+def port_rings(
+    net: Network, rings: dict[str, StationRing], egress: dict[str, str] | None
+) -> dict[str, tuple[str, str, StationRing]]:
+    """Per sending port (:meth:`~.topology.Network.sender`: the station's name, or ``station.port`` on a two-port
+    station): its station, its interface name and its ring — the station's ring choice with the flows that leave on
+    that port. ``egress``: per stream, the neighbour its route leaves the talker for (None: one port everywhere)."""
+    import dataclasses
+
+    out: dict[str, tuple[str, str, StationRing]] = {}
+    for name, ring in rings.items():
+        by_port: dict[str, list] = {}
+        for f in ring.flowset.flows:
+            neighbour = egress[f.name] if egress is not None else _only_neighbour(net, name)
+            by_port.setdefault(neighbour, []).append(f)
+        for neighbour, flows in by_port.items():
+            sender = net.sender(name, neighbour)
+            port = net.port_name(name, neighbour)
+            if sender == name:
+                out[name] = (name, port, ring)
+                continue
+            classes = tuple(c for c in ring.flowset.classes if any(f.cls == c for f in flows))
+            fs = dataclasses.replace(ring.flowset, flows=tuple(flows), classes=classes)
+            out[sender] = (name, port, dataclasses.replace(ring, name=sender, flowset=fs))
+    return out
+
+
+def _only_neighbour(net: Network, station: str) -> str:
+    link = net.links_of(station)[0]
+    return link.b if link.a == station else link.a
+
+
 def runtime_configs(
-    net: Network, rings: dict[str, StationRing], departures: dict[str, int], station_check: bool = True
+    net: Network,
+    rings: dict[str, StationRing],
+    departures: dict[str, int],
+    station_check: bool = True,
+    egress: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """Per talker, its runtime config with every flow in the slot of its planned departure; checked by the station
-    verifier when ``station_check`` (the network verifier checks the same frames independently)."""
+    """Per sending port (:func:`port_rings`), its runtime config with every flow in the slot of its planned
+    departure; checked by the station verifier when ``station_check`` (the network verifier checks the same frames
+    independently)."""
     from ..emit import runtime_config
     from ..isolation import Schedule
     from ..verify import verify_plan_text
 
     out = {}
-    for name, ring in rings.items():
+    for name, (_station, _port, ring) in port_rings(net, rings, egress).items():
         if ring.timing == "bytes":
             out[name] = _bytes_config(net, ring, departures, station_check)
             continue

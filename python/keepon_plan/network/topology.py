@@ -12,6 +12,7 @@ switch, link or stream) it is about.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -61,7 +62,10 @@ _STREAM_KEYS = {
     "earliest_offset",
     "latest_offset",
     "deadline",
+    "replicate",
 }
+MEMBER_SEPARATOR = "."
+"""Member stream ``i`` of a replicated stream ``NAME`` is planned as the stream ``NAME.i`` (i = 1, 2)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,10 @@ class Stream:
     """... and at most this long after it (LatestTransmitOffset); ``None``: anywhere in the period."""
     deadline_ns: int | None = None
     """Absolute deadline: every listener has the last bit by period start + this; ``None``: none."""
+    replica_of: str | None = None
+    """IEEE 802.1CB FRER: the replicated stream this is member ``member`` of (``replicate = 2`` in the description:
+    two member streams on maximally disjoint routes, :mod:`.frer`); ``None``: an ordinary stream."""
+    member: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,17 @@ class Network:
 
     def link(self, a: str, b: str) -> Link | None:
         return self._where.get(("linkobj", frozenset((a, b))))
+
+    def ports(self, station: str) -> int:
+        """How many links (ports) a station has: 1, or 2 for replicated streams."""
+        return self._where.get(("ports", station), 1)
+
+    def sender(self, station: str, neighbour: str) -> str:
+        """The name of a station's sending port: the station's own on a one-port station, ``station.port`` on a
+        two-port one (its runtime config ``stations/NAME.toml`` and its YANG interface)."""
+        return (
+            station if self.ports(station) == 1 else f"{station}{MEMBER_SEPARATOR}{self.port_name(station, neighbour)}"
+        )
 
     def port_name(self, node: str, neighbour: str) -> str:
         """The interface name of ``node``'s port towards ``neighbour``."""
@@ -327,11 +346,21 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
         degree[link.a] += 1
         degree[link.b] += 1
     for name in stations:
-        if degree[name] != 1:
+        where[("ports", name)] = degree[name]
+        if degree[name] not in (1, 2):
             raise err(
-                f"station {name!r}: a keepon station has exactly one port, so exactly one link; it has {degree[name]}",
+                f"station {name!r}: a keepon station has one port, or two for replicated streams (802.1CB), so one or "
+                f"two links; it has {degree[name]}",
                 nodes[name],
             )
+    rates: dict[str, set[int]] = {}
+    for link in links:
+        for end in (link.a, link.b):
+            if end in stations:
+                rates.setdefault(end, set()).add(link.rate)
+    for name in stations:
+        if len(rates.get(name, ())) > 1:
+            raise err(f"station {name!r}: its two links must have one rate (its ring serves both ports)", nodes[name])
     ports: set[tuple[str, str]] = set()
     for link in links:
         for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
@@ -387,22 +416,33 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
         if latest is not None and not earliest <= latest < period:
             raise err(f"{what}: latest_offset must be in [earliest_offset, period)", (*w, "latest_offset"))
         dl = get(t, "deadline", w, what, positive_duration)
-        streams.append(
-            Stream(
-                name,
-                talker,
-                tuple(listeners),
-                period,
-                get(t, "frame_bytes", w, what, integer(MIN_SLOT_BYTES, MAX_SLOT_BYTES), required=True),
-                get(t, "max_latency", w, what, parse_duration, required=True),
-                get(t, "max_jitter", w, what, parse_duration, 0),
-                get(t, "traffic_class", w, what, integer(0, MAX_TRAFFIC_CLASS), default_tc),
-                routes,
-                earliest,
-                latest,
-                dl,
-            )
+        replicate = get(t, "replicate", w, what, integer(1, 2), 1)
+        if replicate == 2:
+            _check_replicated(err, w, what, talker, listeners, degree, routes)
+        stream = Stream(
+            name,
+            talker,
+            tuple(listeners),
+            period,
+            get(t, "frame_bytes", w, what, integer(MIN_SLOT_BYTES, MAX_SLOT_BYTES), required=True),
+            get(t, "max_latency", w, what, parse_duration, required=True),
+            get(t, "max_jitter", w, what, parse_duration, 0),
+            get(t, "traffic_class", w, what, integer(0, MAX_TRAFFIC_CLASS), default_tc),
+            routes,
+            earliest,
+            latest,
+            dl,
         )
+        if replicate == 1:
+            streams.append(stream)
+            continue
+        for m in (1, 2):
+            member = f"{name}{MEMBER_SEPARATOR}{m}"
+            if ("stream", member) in where:
+                raise err(f"{what}: its member stream {member!r} has the name of another stream", w)
+            where[("stream", member)] = i
+            given = None if routes is None else (routes[m - 1],)
+            streams.append(dataclasses.replace(stream, name=member, routes=given, replica_of=name, member=m))
     if not streams and streams_required:
         raise err("the network has no [[stream]]")
     return Network(
@@ -417,6 +457,29 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
         queueing=queueing,
         guard_ps=guard * PS_PER_NS,
     )
+
+
+def _check_replicated(err, w: tuple, what: str, talker: str, listeners: list, degree: dict, routes) -> None:
+    """``replicate = 2`` (802.1CB FRER): one listener, two ports at both ends, and two routes if any are given."""
+    if len(listeners) != 1:
+        raise err(
+            f"{what}: replicate = 2 needs exactly one listener (replicated multicast is not implemented), it has "
+            f"{len(listeners)}",
+            (*w, "replicate"),
+        )
+    for role, station in (("talker", talker), ("listener", listeners[0])):
+        if degree[station] < 2:
+            raise err(
+                f"{what}: replicate = 2 needs two ports at its {role} {station!r} (one per member stream), it has "
+                f"{degree[station]} link",
+                (*w, "replicate"),
+            )
+    if routes is not None and len(routes) != 2:
+        raise err(
+            f"{what}: replicate = 2 takes two routes (routes = [[...], [...]], one per member stream), got "
+            f"{len(routes)}",
+            (*w, "routes" if len(routes) != 1 else "route"),
+        )
 
 
 def choice(allowed: tuple[str, ...]):

@@ -204,22 +204,6 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         if e is None:
             bad.append(f"stream {s.name!r}: not in plan.json")
             continue
-        if s.talker not in stations:
-            try:
-                stations[s.talker] = _station_flows(out / "stations" / f"{s.talker}.toml")
-            except (OSError, ValueError, KeyError) as exc:
-                bad.append(f"station {s.talker!r}: runtime config unreadable: {exc}")
-                stations[s.talker] = ("slots", 1, 1, {}, {})
-        timing, delta, ring, flows, windows = stations[s.talker]
-        if s.name not in flows:
-            bad.append(f"stream {s.name!r}: no [[flow]] in the runtime config of its talker {s.talker!r}")
-            continue
-        offset, period, owned, frame, cls = flows[s.name]
-        if period != s.period_ns:
-            bad.append(f"stream {s.name!r}: the talker's flow has period {period} ns, the stream {s.period_ns} ns")
-            continue
-        if timing != net.stations[s.talker].timing:
-            bad.append(f"station {s.talker!r}: its config is on timing {timing!r}, the description says otherwise")
         routes = [tuple(r) for r in e.get("routes", [])]
         if sorted(r[-1] for r in routes if r) != sorted(s.listeners):
             bad.append(f"stream {s.name!r}: its routes do not reach exactly its listeners {list(s.listeners)}")
@@ -228,6 +212,23 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
         if first is None:
             bad.append(f"stream {s.name!r}: its route does not leave the talker on its link")
             continue
+        sender = net.sender(s.talker, routes[0][1])  # a two-port talker has one config per port
+        if sender not in stations:
+            try:
+                stations[sender] = _station_flows(out / "stations" / f"{sender}.toml")
+            except (OSError, ValueError, KeyError) as exc:
+                bad.append(f"station {sender!r}: runtime config unreadable: {exc}")
+                stations[sender] = ("slots", 1, 1, {}, {})
+        timing, delta, ring, flows, windows = stations[sender]
+        if s.name not in flows:
+            bad.append(f"stream {s.name!r}: no [[flow]] in the runtime config of its talker's port {sender!r}")
+            continue
+        offset, period, owned, frame, cls = flows[s.name]
+        if period != s.period_ns:
+            bad.append(f"stream {s.name!r}: the talker's flow has period {period} ns, the stream {s.period_ns} ns")
+            continue
+        if timing != net.stations[s.talker].timing:
+            bad.append(f"station {s.talker!r}: its config is on timing {timing!r}, the description says otherwise")
         if timing == "slots":
             wire = delta // _byte_ps(first.rate) - 20  # the talker's slot size: keepon pads every frame to it
         else:
@@ -359,6 +360,7 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
             if max(lats) - min(lats) > s.max_jitter_ns * 1000:
                 bad.append(f"stream {s.name!r}: jitter to {listener!r} exceeds max_jitter {s.max_jitter_ns} ns")
 
+    bad += _replicas_apart(net, entries)
     for (u, v), frames in busy.items():
         frames.sort()
         for (t0, n0, s0), (t1, _, s1) in itertools.pairwise(frames):
@@ -368,6 +370,22 @@ def verify_plan_dir(net: Network, out: Path) -> list[str]:
             bad.append(f"link {u}→{v}: frames of {frames[-1][2]!r} and {frames[0][2]!r} overlap across the wrap")
     for key, frames in queued.items():
         bad += _simulate_queue(net, key, frames, gates.get(key[0], {}).get(net.port_name(key[0], key[1])), horizon)
+    return bad
+
+
+def _replicas_apart(net: Network, entries: dict) -> list[str]:
+    """The member streams of a replicated stream (802.1CB) leave the talker on two ports and share no link."""
+    groups: dict[str, list] = {}
+    for s in net.streams:
+        if s.replica_of is not None and s.name in entries:
+            groups.setdefault(s.replica_of, []).append([tuple(r) for r in entries[s.name].get("routes", [])])
+    bad = []
+    for name, routes in groups.items():
+        if len(routes) != 2 or not all(routes):
+            continue  # a member missing from plan.json is reported already
+        links = [{frozenset(e) for r in rs for e in itertools.pairwise(r)} for rs in routes]
+        for common in sorted(tuple(sorted(e)) for e in links[0] & links[1]):
+            bad.append(f"replicated stream {name!r}: both member streams cross link {common[0]}–{common[1]}")
     return bad
 
 

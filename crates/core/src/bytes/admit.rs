@@ -22,7 +22,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
             Ok(None) => {
                 self.queued[usize::from(frame.class.0)] += 1;
-                self.be.push_back(frame);
+                self.be.push(usize::from(frame.class.0), frame);
                 Ok(())
             }
             Ok(Some((at, open, close, wire))) => {

@@ -128,17 +128,20 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let old = core::mem::replace(&mut self.cfg.windows, p.windows);
         self.previous = Some(Switch { at: p.at, windows: old });
         let free = self.cfg.windows.longest_free();
-        let mut kept = alloc::collections::VecDeque::new();
-        while let Some(f) = self.be.pop_front() {
+        let mut waiting = alloc::vec::Vec::with_capacity(self.be.len());
+        while let Some(f) = self.be.pop() {
+            waiting.push(f);
+        }
+        // Back into their queues in the order they had there.
+        for f in waiting {
             let wire = super::place::wire_bytes(f.data.as_ref().len());
             if free.is_some_and(|free| self.span_of(wire + 2) > free) {
                 self.queued[usize::from(f.class.0)] -= 1;
                 self.reject(f.id, f.class, Reason::ScheduleChange);
             } else {
-                kept.push_back(f);
+                self.be.push(usize::from(f.class.0), f);
             }
         }
-        self.be = kept;
     }
 
     /// The windows that govern time `t`.

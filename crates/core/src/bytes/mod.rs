@@ -44,6 +44,7 @@ use core::ops::Range;
 use crate::ephc::{ClockAdjust, Ephc, EphcError, Exact, Stride};
 use crate::isolation::ClassId;
 use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
+use crate::prebuffer::BeQueues;
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::station::{Alignment, Observation, Poll, Underrun};
 use crate::time::{LinkRate, Nanos, Tai, MAX_SLOT_BYTES, MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES};
@@ -132,7 +133,8 @@ pub struct ByteStation<B> {
     track: Track<Tai>,
     /// Real-time frames by (txtime, id).
     rt: BTreeMap<(Tai, FrameId), Waiting<B>>,
-    be: VecDeque<Frame<B>>,
+    /// Best-effort frames, FIFO per class, round-robin over classes (as on the slot station).
+    be: BeQueues<B>,
     queued: Vec<usize>,
     outcomes: Vec<Outcome>,
     counters: Counters,
@@ -182,7 +184,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             started: false,
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: BTreeMap::new(),
-            be: VecDeque::new(),
+            be: BeQueues::new(cfg.windows.classes()),
             queued: alloc::vec![0; cfg.windows.classes()],
             outcomes: Vec::new(),
             counters: Counters::default(),
@@ -236,7 +238,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.rt.len() + self.be.len() + self.ring.real_frames()
     }
 
-    /// The link is up and its anchor final: the backend reported where it started, or descriptors have left.
+    /// The link is up and its anchor final: the backend reported where it started, or descriptors have left. The
+    /// slot station's [`crate::station::Station::schedule_settled`] also waits for its grid to be acquired; the byte
+    /// clock has no grid to acquire (a frame goes on the byte nearest its time from the first descriptor on), so
+    /// the two answer the same question.
     pub fn schedule_settled(&self) -> bool {
         self.started && (self.expected_gap.is_none() || self.ring.consumed() > 0)
     }
@@ -258,7 +263,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         for w in rt.into_values() {
             self.reject(w.frame.id, w.frame.class, Reason::Shutdown);
         }
-        while let Some(f) = self.be.pop_front() {
+        while let Some(f) = self.be.pop() {
             self.reject(f.id, f.class, Reason::Shutdown);
         }
     }

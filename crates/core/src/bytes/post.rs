@@ -123,7 +123,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 len
             }
             Next::BestEffort(len) => {
-                let f = self.be.pop_front().expect("the head was just found");
+                let f = self.be.pop().expect("the head was just found");
                 self.queued[usize::from(f.class.0)] -= 1;
                 let ring_slot = self.windows_at(self.cursor_time()).ring_slot_at(self.cursor_time());
                 let placed = Placed { id: f.id, class: f.class, txtime: None, ring_slot };

@@ -549,3 +549,95 @@ fn best_effort_the_new_windows_leave_no_room_for_is_rejected_at_the_switch() {
         }
     }
 }
+
+/// At a window's edges the byte nearest the txtime may put the frame outside its window: it then starts on the
+/// byte after (at the opening) or before (at the close), inside the window — less than a byte from its txtime, and
+/// its outcome says where (issue 29, point 12: the bound is a byte there, half a byte elsewhere).
+#[test]
+fn at_a_windows_edges_a_frame_stays_inside_within_a_byte() {
+    let rate = LinkRate::from_mbps(1000).unwrap(); // bytes of 8 ns from T0
+    let (open, close) = (10_003i64, 50_007i64);
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(open, close - open)]), rate).unwrap();
+    let cycle = T0 + Nanos::from_us(500);
+    // A 100-byte frame on the wire: 992 ns.
+    let span = (100 + 4 + 20) * 8;
+    // At the close: the frame ends exactly at it; the nearest byte (1 ns later) would run 1 ns past it.
+    let late_edge = cycle + Nanos(close - span);
+    // At the opening: the nearest byte (3 ns earlier) is before it.
+    let open_edge = cycle + Nanos(open);
+    let frames = vec![(T0, frame(0, 0, Some(late_edge), 100)), (T0, frame(1, 0, Some(open_edge), 100))];
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(1), Nanos::from_us(20));
+    let sent: Vec<_> = outcomes.iter().map(|o| o.result.unwrap()).collect();
+    let by_id = |id: u64| outcomes.iter().position(|o| o.id.0 == id).unwrap();
+    // Close: 7 ns early (the byte before), ending 1 ns before the close.
+    assert_eq!(sent[by_id(0)].time, Tai(late_edge.0 - 7));
+    // Opening: 5 ns late (the byte after the opening).
+    assert_eq!(sent[by_id(1)].time, Tai(open_edge.0 + 5));
+    for (id, at, len) in starts(&nic) {
+        let start = at.num / at.den;
+        let end = start + i128::from(len + 20) * 8;
+        let (o, c) = (i128::from((cycle + Nanos(open)).0), i128::from((cycle + Nanos(close)).0));
+        assert!(start >= o && end <= c, "{id:?} at {start}..{end} outside {o}..{c}");
+    }
+}
+
+/// Best effort is FIFO per class and round-robin over classes, as on the slot station (issue 30: the two stations
+/// disagreed — one FIFO here): a flood of one best-effort class does not hold back another's frame.
+#[test]
+fn best_effort_classes_take_turns() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let mut cls = classes(&[(0, 10_000)]);
+    cls.push(ClassWindows { name: "be2".into(), windows: vec![] });
+    let windows = Windows::new(T0, Nanos::from_us(100), &cls, rate).unwrap();
+    // 40 frames of class 1, then one of class 2, all handed in at once.
+    let mut frames: Vec<_> = (0..40u64).map(|i| (T0, frame(i, 1, None, 1000))).collect();
+    frames.push((T0, frame(40, 2, None, 1000)));
+    let (nic, outcomes) = run(config(1000, windows), frames, Nanos::from_ms(2), Nanos::from_us(20));
+    assert!(outcomes.iter().all(|o| o.result.is_ok()), "{outcomes:?}");
+    let order: Vec<u64> = starts(&nic).iter().map(|(id, _, _)| id.0).collect();
+    assert_eq!(order.len(), 41);
+    let at = order.iter().position(|&id| id == 40).unwrap();
+    assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
+}
+
+/// Host times inside a restart's gap (after an underrun the wire restarts at `now + post_latency`) read back from
+/// the restart, on its clock: the EPHC is continuous and runs at the host's rate through the gap, as on the slot
+/// station (`station::tests::host_times_inside_a_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_gap_read_back_from_the_restart() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 10_000)]), rate).unwrap();
+    let cfg = ByteConfig { post_latency: Nanos::from_us(50), ..config(1000, windows) };
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(cfg, T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    // 2 ms later everything posted has gone: an underrun, the wire restarting 50 µs on.
+    let now = T0 + Nanos::from_ms(2);
+    let posted = st.ring().posted();
+    let p = st.poll(Observation { consumed: posted, now, gaps: &[] }).unwrap();
+    assert_eq!(p.underruns.len(), 1);
+    let base = st.ephc_at(now);
+    for us in (0..=60).step_by(5) {
+        let t = now + Nanos::from_us(us);
+        assert_eq!(st.ephc_at(t), base + Nanos::from_us(us), "{us} µs into the gap");
+    }
+}
+
+/// The same inside a gap the backend saw: host times between where the wire stopped and its reported restart read
+/// back from the restart (`station::tests::host_times_inside_a_reported_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_reported_gap_read_back_from_the_restart() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 10_000)]), rate).unwrap();
+    let mut st: ByteStation<Vec<u8>> = ByteStation::new(config(1000, windows), T0).unwrap();
+    let _ = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    // The backend saw descriptor 3 start 70 µs later than the host's view had it.
+    let expected = st.host.time_of(st.track.start(3).unwrap());
+    let restart = expected + Nanos::from_us(70);
+    let gaps = [crate::station::Gap { at: 3, restart }];
+    let _ = st.poll(Observation { consumed: 3, now: T0 + Nanos::from_us(100), gaps: &gaps }).unwrap();
+    let at_restart = st.ephc_at(restart);
+    for us in (0..=60).step_by(5) {
+        let t = restart - Nanos::from_us(us);
+        assert_eq!(st.ephc_at(t), at_restart - Nanos::from_us(us), "{us} µs before the restart");
+    }
+}

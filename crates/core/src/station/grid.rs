@@ -137,7 +137,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// The schedule slot posted slot `k` carried, if it carried one and is still tracked (about four rings back),
     /// and whether the grid was locked when it was posted (not being acquired after link-up, a step or a restart).
     pub fn carried(&self, k: u64) -> Option<Carried> {
-        self.track.tag(k).flatten()
+        self.track.tag(k)
     }
 
     /// Start byte of wire slot `k`: exact from the oldest slot still tracked (about four rings back) up to the

@@ -43,6 +43,7 @@ pub mod alignment;
 mod change;
 mod grid;
 mod placement;
+mod posted;
 mod steady;
 
 use alloc::collections::VecDeque;
@@ -57,7 +58,6 @@ use crate::outcome::{Counters, Frame, FrameId, Outcome, Reason, Sent};
 use crate::prebuffer::{BeQueues, RtQueue};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
-use crate::wire::track::Track;
 
 pub use alignment::Alignment;
 pub use change::{ChangeError, ScheduleChange};
@@ -216,7 +216,7 @@ pub struct Station<B> {
     host_anchor: u64,
     /// Start position of wire slots from about four rings back to `posted` (the last is where the next slot to
     /// post starts), and the schedule slot each posted one carried (`None`: a spacer).
-    track: Track<Option<Carried>>,
+    track: posted::Posted,
     /// The schedule on network time: schedule slot `j` starts at `schedule.time_of(j)`. Never adjusted.
     schedule: Ephc,
     /// The EPHC's exact time of the last slot start the discipline computed, and the schedule's of the last
@@ -303,7 +303,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             history: VecDeque::new(),
             host: Ephc::new(byte, 0, t0),
             host_anchor: 0,
-            track: Track::new(5 * u64::from(ring_len) + 1, None),
+            track: posted::Posted::new(5 * u64::from(ring_len) + 1),
             schedule,
             shift: 0,
             shift0: None,

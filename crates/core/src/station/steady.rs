@@ -100,10 +100,9 @@ impl<B: AsRef<[u8]>> Station<B> {
             let m = (end - start).min(step.room(at));
             if let Some((fine, cursor)) = step.fine_mut() {
                 let (lens, _) = self.ring.lens_mut();
-                let (starts, tags) = self.track.arrays_mut();
-                let late = fine_loop(&fine, cursor, lens, tags, starts, (start, first), m);
+                let late = fine_loop(&fine, cursor, lens, self.track.starts_mut(), (start, first), m);
                 self.align.record_bits(m, late);
-                self.track.posted(m);
+                self.track.posted_run(m, j);
                 if m > 0 {
                     self.j_end = j + m;
                 }
@@ -217,43 +216,37 @@ fn steady<const REAL: bool, const BOUNDARY: bool>(
 }
 
 /// The fine loop ([`crate::wire::step::Fine`]): `m` filler slots from `(k, ring index)` on the disciplined wire
-/// where a byte lasts at most a nanosecond — every slot locked, its error 0 or 1 ns. The arrays are walked in
-/// runs that do not wrap, so the loop has no index checks. Returns how many slots were late by 1 ns.
+/// where a byte lasts at most a nanosecond — every slot locked, its error 0 or 1 ns, the schedule slots it carries
+/// recorded as one run ([`super::posted::Posted::posted_run`]). The arrays are walked in runs that do not wrap, so
+/// the loop has no index checks. Returns how many slots were late by 1 ns.
 #[inline(never)]
 fn fine_loop(
     fine: &Fine,
     cursor: &mut FineCursor,
     lens: &mut [u32],
-    tags: &mut [Option<Carried>],
     starts: &mut [u64],
-    (mut k, mut i): (u64, usize),
+    (k, mut i): (u64, usize),
     m: u64,
 ) -> u64 {
     let overhead = u64::from(WIRE_OVERHEAD_BYTES);
-    let (ring, cap) = (lens.len(), tags.len().min(starts.len()));
-    let mask = cap as u64 - 1;
-    let mut f = *cursor;
+    let (ring, cap) = (lens.len(), starts.len());
+    // The start written for slot k is that of slot k + 1.
+    let mut si = ((k + 1) & (cap as u64 - 1)) as usize;
     let mut late = 0u64;
-    let mut done = 0u64;
+    let mut done = 0usize;
+    let m = m as usize;
     while done < m {
-        let (ti, si) = ((k & mask) as usize, ((k + 1) & mask) as usize);
-        let run = ((m - done) as usize).min(ring - i).min(cap - ti).min(cap - si);
-        let slots = lens[i..i + run].iter_mut().zip(&mut tags[ti..ti + run]).zip(&mut starts[si..si + run]);
-        for ((len, tag), start) in slots {
-            late += fine.error(&f) as u64;
-            let j = f.j;
-            let n = fine.next(&mut f);
-            *len = (n - overhead) as u32;
-            *tag = Some(Carried { slot: j, locked: true });
-            *start = f.p;
-        }
-        k += run as u64;
-        done += run as u64;
+        let run = (m - done).min(ring - i).min(cap - si);
+        late += fine.run(cursor, &mut lens[i..i + run], &mut starts[si..si + run], overhead);
+        done += run;
         i += run;
         if i == ring {
             i = 0;
         }
+        si += run;
+        if si == cap {
+            si = 0;
+        }
     }
-    *cursor = f;
     late
 }

@@ -7,14 +7,18 @@ use crate::time::LinkRate;
 const DATA: [u8; 60] = [0; 60];
 
 fn station() -> Station<&'static [u8]> {
+    station_of(&[ClassSpec { name: "a".into(), slots: vec![0] }], 64)
+}
+
+/// A station of `classes` on a 32-slot ring of δ = 10 µs at 1 Gb/s, `max_pending` frames per class.
+fn station_of(classes: &[ClassSpec], max_pending: usize) -> Station<&'static [u8]> {
     let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap(); // δ = 10 µs
-    let ownership = Ownership::new(32, &[ClassSpec { name: "a".into(), slots: vec![0] }]).unwrap();
     let cfg = StationConfig {
         geometry,
-        ownership,
+        ownership: Ownership::new(32, classes).unwrap(),
         batch: 8,
         policy: Policy::Strict,
-        max_pending: 64,
+        max_pending,
         max_advance: Nanos::from_ms(100),
         post_latency: Nanos(1_000),
         base_time: Tai(1_000_000),
@@ -196,21 +200,8 @@ fn a_steered_clock_keeps_its_rate_through_a_gap() {
 /// class's admission untouched.
 #[test]
 fn a_best_effort_flood_cannot_take_the_real_time_budget() {
-    let geometry = SlotGeometry::new(LinkRate::from_mbps(1000).unwrap(), 1230).unwrap();
     let classes = [ClassSpec { name: "rt".into(), slots: vec![0] }, ClassSpec { name: "be".into(), slots: vec![] }];
-    let ownership = Ownership::new(32, &classes).unwrap();
-    let cfg = StationConfig {
-        geometry,
-        ownership,
-        batch: 8,
-        policy: Policy::Strict,
-        max_pending: 16,
-        max_advance: Nanos::from_ms(100),
-        post_latency: Nanos(1_000),
-        base_time: Tai(1_000_000),
-        max_filler: 1518,
-    };
-    let mut s: Station<&'static [u8]> = Station::new(cfg, Tai(1_000_000)).unwrap();
+    let mut s = station_of(&classes, 16);
     let _ = poll(&mut s, 0, 999_000);
     let be = |i: u64| Frame { id: FrameId(i), class: ClassId(1), txtime: None, data: &DATA[..] };
     let mut full = 0;
@@ -303,4 +294,67 @@ fn a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule() {
     let lead = sent.time.0 - scheduled.0;
     assert!((0..8).contains(&lead), "sent {:?}, scheduled {:?}: {lead} ns", sent.time, scheduled);
     assert_eq!(lead, 0, "on the byte grid the slot starts exactly on its schedule time");
+}
+
+/// Best effort is FIFO per class and round-robin over classes, as on the byte clock
+/// (`bytes::tests::best_effort_classes_take_turns`): a flood of one class does not hold back another's frame.
+#[test]
+fn best_effort_classes_take_turns() {
+    let classes = [
+        ClassSpec { name: "rt".into(), slots: vec![0] },
+        ClassSpec { name: "be".into(), slots: vec![] },
+        ClassSpec { name: "be2".into(), slots: vec![] },
+    ];
+    let mut s = station_of(&classes, 64);
+    let _ = poll(&mut s, 0, 999_000);
+    let be = |i: u64, c: u8| Frame { id: FrameId(i), class: ClassId(c), txtime: None, data: &DATA[..] };
+    for i in 0..40 {
+        assert_eq!(s.submit(be(i, 1), Tai(999_000)), Ok(()));
+    }
+    assert_eq!(s.submit(be(40, 2), Tai(999_000)), Ok(()));
+    let (mut consumed, mut now, mut order) = (0u64, 999_000i64, Vec::new());
+    while order.len() < 41 && consumed < 400 {
+        consumed += 4;
+        now += 40_000;
+        let _ = poll(&mut s, consumed, now);
+        order.extend(s.drain_outcomes().map(|o| (o.id.0, o.result.map(|r| r.slot))));
+    }
+    order.sort_by_key(|(_, r)| r.map_or(u64::MAX, |slot| slot));
+    let at = order.iter().position(|(id, _)| *id == 40).unwrap();
+    assert!(at <= 1, "class 2's frame went out {at}th, behind class 1's flood: {order:?}");
+}
+
+/// Host times inside a restart's gap read back from the restart, on its clock: the EPHC is continuous and runs at
+/// the host's rate through the gap, as on the byte clock (`bytes::tests::host_times_inside_a_gap_read_back_from_the_
+/// restart`).
+#[test]
+fn host_times_inside_a_gap_read_back_from_the_restart() {
+    let mut s = station();
+    let _ = poll(&mut s, 0, 999_000);
+    let _ = poll(&mut s, 4, 1_040_000);
+    // The host stalls: every posted slot is gone; the wire restarts `post_latency` (1 µs) after this poll.
+    let now = 2_274_000;
+    let p = poll(&mut s, 12, now);
+    assert_eq!(p.underruns.len(), 1);
+    let base = s.ephc_at(Tai(now));
+    for ns in (0..=1_500).step_by(100) {
+        assert_eq!(s.ephc_at(Tai(now + ns)), base + Nanos(ns), "{ns} ns into the gap");
+    }
+}
+
+/// The same inside a gap the backend saw (`bytes::tests::host_times_inside_a_reported_gap_read_back_from_the_restart`).
+#[test]
+fn host_times_inside_a_reported_gap_read_back_from_the_restart() {
+    let mut s = station();
+    let _ = poll(&mut s, 0, 999_000);
+    let _ = poll(&mut s, 2, 1_020_000);
+    // The backend saw slot 3 start 70 µs later than the host's view had it.
+    let restart = s.host_time_of(3) + Nanos::from_us(70);
+    let gaps = [Gap { at: 3, restart }];
+    let _ = s.poll(Observation { consumed: 3, now: Tai(1_100_000), gaps: &gaps }).unwrap();
+    let at_restart = s.ephc_at(restart);
+    for us in (0..=60).step_by(5) {
+        let t = restart - Nanos::from_us(us);
+        assert_eq!(s.ephc_at(t), at_restart - Nanos::from_us(us), "{us} µs before the restart");
+    }
 }

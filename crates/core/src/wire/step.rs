@@ -393,20 +393,38 @@ impl Fine {
         i64::from(f.s_rem + f.eps as u64 >= self.l)
     }
 
-    /// One boundary step ([`Step::next_if`] without its checks, which the caller has made): the bytes to the
-    /// next slot start.
+    /// [`Fine::next`] for each of a run of filler slots (the caller has made the checks): each slot's L2 length
+    /// (its bytes less `overhead`) into `lens`, the start of the slot after it into `starts` (as long as `lens`).
+    /// Returns how many of them were 1 ns late. The schedule's whole ns are added once, after the run.
     #[inline(always)]
-    pub(crate) fn next(&self, f: &mut FineCursor) -> u64 {
-        let t = f.eps + self.lo_eps;
-        let short = t >= 0;
-        f.eps = if short { t } else { t + self.byte };
-        let n = if short { self.lo_n } else { self.hi_n };
-        f.p += n;
-        f.j += 1;
-        let rem = f.s_rem + self.s_part;
-        let carry = rem >= self.l;
-        f.s_rem = if carry { rem - self.l } else { rem };
-        f.s_ns += self.s_whole + i64::from(carry);
-        n
+    pub(crate) fn run(&self, f: &mut FineCursor, lens: &mut [u32], starts: &mut [u64], overhead: u64) -> u64 {
+        let (l, s_part, lo_eps, byte) = (self.l, self.s_part, self.lo_eps, self.byte);
+        let (lo_n, hi_n) = (self.lo_n, self.hi_n);
+        let (lo_len, hi_len) = ((lo_n - overhead) as u32, (hi_n - overhead) as u32);
+        // S's remainder less L, in [−L, 0): a carry is the sign turning, so each step is an add and a select (two
+        // cycles of latency, like ε's) rather than an add, a compare, a select and a subtract.
+        let (l, s_part) = (l as i64, s_part as i64);
+        let (mut p, mut eps, mut r) = (f.p, f.eps, f.s_rem as i64 - l);
+        let (mut late, mut carries) = (0u64, 0u64);
+        for (len, start) in lens.iter_mut().zip(starts.iter_mut()) {
+            late += u64::from(r + eps >= 0);
+            let t = eps + lo_eps;
+            let short = t >= 0;
+            eps = if short { t } else { t + byte };
+            p += if short { lo_n } else { hi_n };
+            *len = if short { lo_len } else { hi_len };
+            *start = p;
+            let rem = r + s_part;
+            let carry = rem >= 0;
+            r = if carry { rem - l } else { rem };
+            carries += u64::from(carry);
+        }
+        let m = lens.len().min(starts.len()) as u64;
+        f.p = p;
+        f.eps = eps;
+        f.s_rem = (r + l) as u64;
+        f.j += m;
+        f.s_ns += self.s_whole * m as i64 + carries as i64;
+        late
     }
 }

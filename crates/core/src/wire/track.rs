@@ -59,6 +59,14 @@ impl<T: Copy> Track<T> {
         (self.base..self.last).contains(&k).then(|| self.tags[(k & self.mask) as usize])
     }
 
+    /// Set the tag of posted slot `k`, for `base ≤ k < last` (others are not tracked: ignored).
+    #[inline]
+    pub(crate) fn set_tag(&mut self, k: u64, tag: T) {
+        if (self.base..self.last).contains(&k) {
+            self.tags[(k & self.mask) as usize] = tag;
+        }
+    }
+
     /// Post the next slot: `wire` bytes long (preamble and gap included), tagged `tag`.
     #[inline]
     pub(crate) fn push(&mut self, wire: u64, tag: T) {
