@@ -59,7 +59,12 @@ class SourceMap:
     _KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+|\"[^\"]*\")\s*=")
 
     def __init__(self, text: str) -> None:
-        self._lines: dict[tuple, int] = {}
+        self._text = text
+        self._lines: dict[tuple, int] | None = None
+
+    def _index(self, text: str) -> dict[tuple, int]:
+        """Every table and key's line (read on the first :meth:`line`: most descriptions never need it)."""
+        self._lines = {}
         counts: dict[str, int] = {}
         table: tuple = ()
         in_multiline = False
@@ -84,8 +89,11 @@ class SourceMap:
             key = self._KEY.match(raw)
             if key:
                 self._lines.setdefault((*table, key.group(1).strip('"')), number)
+        return self._lines
 
     def line(self, where: tuple) -> int | None:
+        if self._lines is None:
+            self._lines = self._index(self._text)
         while where:
             if where in self._lines:
                 return self._lines[where]

@@ -50,7 +50,7 @@ class Refused(Exception):
 
 def ring_delta_ps(net: Network, station: str) -> int:
     st = net.stations[station]
-    link = next(lk for lk in net.links if station in (lk.a, lk.b))
+    link = net.links_of(station)[0]
     return fs_delta_ps(link.rate, st.slot_bytes)
 
 

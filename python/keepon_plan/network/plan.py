@@ -5,7 +5,9 @@ Stages, each under the command's deadline: choose every talker's ring (:mod:`.st
 lengths is bad input; one they exceed only padded to the talkers' slots is infeasible in the padded model (the
 message names the byte clock as the way out); a latency bound or deadline no route meets, an empty transmit-offset
 window, two streams that can never be apart on a link; then **placement**: the greedy (:mod:`.schedule`, no-wait
-first and queueing where the network allows it), **repair passes** (the greedy again with the streams it left out
+first and queueing where the network allows it) in the order by demand and, while streams are left out, by period
+(:func:`greedy_orders`), each followed by the **ejection repair** (:mod:`.eject`: min-conflicts moves that put a
+stream in and the few in its way out and in again), **repair passes** (the greedy again with the streams it left out
 first; with queueing allowed and streams still out, the same without waits), the **LNS repair** (:mod:`.repair`,
 CP-SAT on small neighbourhoods of a stream left out), and the exact no-wait model (:mod:`.exact`, CP-SAT with the
 greedy's departures as a hint) on instances of at most ``exact_limit`` streams. Its "infeasible" is a proof for
@@ -21,6 +23,8 @@ from . import certificate as cert
 
 PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
 REPAIR_PASSES = 3
+EJECT_SHARE = 0.7
+"""Of the time left after the greedy, the share the ejection repair (:mod:`.eject`) may take."""
 
 
 class Refutation(str):
@@ -193,7 +197,9 @@ def plan_network(
             if not best.unplaced:
                 return PLAN, (routed, best.starts_ps, rings, f"greedy first fit, then {tried[-1]}")
         if method == "heuristic" or len(routed) > exact_limit:
-            first = best.unplaced[0]
+            from .schedule import NOT_TRIED
+
+            first = next((u for u in best.unplaced if u[1] != NOT_TRIED), best.unplaced[0])
             return UNKNOWN, (
                 f"{'; '.join(tried)}: {len(best.unplaced)} streams left out, e.g. {first[0]!r}: {first[1]} (the exact "
                 f"model runs for at most --exact-limit {exact_limit} streams)"
@@ -250,22 +256,66 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     return fixed if len(fixed.unplaced) < len(best.unplaced) else best
 
 
-def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
-    from .schedule import greedy
+def greedy_orders(routed) -> list[tuple[str, list]]:
+    """The greedy's orders, each with its name. First **by demand**: the streams that ask most of the links they use
+    first — the sum over the stream's links of each link's load at the frames' own lengths, times the stream's own
+    share of a link (``tx / period``), so a long route through busy links with a large frame goes in while its links
+    are still empty. Then **by period**: shortest period first, then most hops. Ties by name."""
+    load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
 
-    deadline.enter("greedy placement")
-    order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
-    best, _ = greedy(routed, net, grids, deadline, order)
-    tried.append(f"{what}greedy placed {len(best.starts_ps)} of {len(routed)}")
-    say(f"{what}greedy: {len(best.starts_ps)} of {len(routed)} streams placed in {deadline.elapsed():.3f} s")
+    def demand(r):
+        return sum(load[(h.src, h.dst)] for h in r.hops) * r.hops[0].tx_ps / r.stream.period_ns
+
+    return [
+        ("by demand", sorted(routed, key=lambda r: (-demand(r), r.stream.name))),
+        ("by period", sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))),
+    ]
+
+
+def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
+    """Per order of :func:`greedy_orders` (the next only while the last left streams out and there is time for
+    another greedy): the greedy, then the ejection repair (:mod:`.eject`) on what it left out; then, from the best,
+    the repair passes."""
+    import time
+
+    from .eject import eject
+    from .schedule import NOT_TRIED, _State, greedy, hyperperiod_ps
+
+    by_name = {r.stream.name: r for r in routed}
+    orders = greedy_orders(routed)
+    best = None
+    order: list = []
+    greedy_s = 0.0
+    for i, (label, this) in enumerate(orders):
+        if best is not None and (not best.unplaced or deadline.remaining() < 2 * greedy_s):
+            break
+        deadline.enter(f"{what}greedy placement ({label})")
+        t0 = time.monotonic()
+        state = _State(hyperperiod_ps(routed), net, grids)
+        placed, _ = greedy(routed, net, grids, deadline, this, state, partial=True)
+        greedy_s = time.monotonic() - t0
+        stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
+        tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}{stopped}")
+        say(f"{what}greedy ({label}): {len(placed.starts_ps)} of {len(routed)} streams placed in {greedy_s:.3f} s")
+        if placed.unplaced and deadline.remaining() > 0:
+            deadline.enter(f"{what}ejection repair ({label})")
+            rank = {r.stream.name: k for k, r in enumerate(this)}
+            until = time.monotonic() + EJECT_SHARE / (len(orders) - i) * deadline.remaining()
+            placed, how = eject(state, by_name, placed, rank, until)
+            tried.append(what + how)
+            say(tried[-1])
+        if best is None or len(placed.unplaced) < len(best.unplaced):
+            best, order = placed, this
+    assert best is not None
     for n in range(REPAIR_PASSES):
         if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
         deadline.enter(f"repair pass {n + 1}")
         left = {name for name, _ in best.unplaced}
         order = [r for r in order if r.stream.name in left] + [r for r in order if r.stream.name not in left]
-        attempt, _ = greedy(routed, net, grids, deadline, order)
-        tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}")
+        attempt, _ = greedy(routed, net, grids, deadline, order, partial=True)
+        stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in attempt.unplaced) else ""
+        tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}{stopped}")
         say(tried[-1])
         if len(attempt.unplaced) < len(best.unplaced):
             best = attempt

@@ -59,8 +59,9 @@ class ClassQueues:
 
     def check(self, key, ready: int, t: int, tx: int, hi: int, gap: int, depth: int) -> tuple[int, bool]:
         """(0, False) if the frame keeps both rules and, waiting, leaves at most ``depth`` frames waiting at once;
-        else (shift of ``t`` worth trying, whether no later ``t`` can help). ``hi``: its window's rounded end;
-        ``gap``: a minimum frame's wire time on the link."""
+        else (shift of ``t`` worth trying, whether no later ``t`` can help; then, for rule 1, how far the ready time
+        must move for the frame to arrive after the window that opened while it waited). ``hi``: its window's
+        rounded end; ``gap``: a minimum frame's wire time on the link."""
         p = self.ports.get(key)
         if p is None:
             return 0, False
@@ -71,7 +72,7 @@ class ClassQueues:
                 return 1, True
             for i, start in _in_range(p.w_start, ready, t, h):  # rule 1: windows opening while it waits
                 if start - p.w_rec[i][2] >= ready:
-                    return 1, True
+                    return start - ready + 1, True
             i = bisect.bisect_left(p.w_start, t % h) - 1  # rule 2: the window before its own
             base = t - t % h
             if i < 0 and p.w_start:

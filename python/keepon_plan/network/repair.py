@@ -3,13 +3,11 @@
 For a stream ``u`` the greedy left out, the neighbourhood is ``u`` and up to :data:`NEIGHBOURS` placed streams that
 share a link with it (those on its most loaded link first, the rest drawn with the seed). Every other stream stays
 where it is. One CP-SAT model decides the neighbourhood: each free stream's departure on its talker's grid, its
-domain already cut to the departures whose every hop misses every fixed frame (the fixed frames' windows taken
-modulo the stream's period: for a window of length ``w`` at offset ``d`` and a fixed frame ``[b0, b1)``, the
-departures in ``(b0 − w − d, b1 − d)`` are out), and the exact pair condition of :mod:`.exact` between free
-streams. A plan for the neighbourhood is a plan with ``u`` placed; "infeasible" only says this neighbourhood cannot
-take ``u`` (another might), so the repair tries :data:`ATTEMPTS` neighbourhoods per stream within the time limit and
-proves nothing. Works on placements without waits (where a frame waits, the greedy's queue rules would bind the
-free streams too).
+domain already cut to the departures whose every hop misses every fixed frame (:mod:`.departures`), and the exact
+pair condition of :mod:`.exact` between free streams. A plan for the neighbourhood is a plan with ``u`` placed;
+"infeasible" only says this neighbourhood cannot take ``u`` (another might), so the repair tries :data:`ATTEMPTS`
+neighbourhoods per stream within the time limit and proves nothing. Works on placements without waits (where a
+frame waits, the greedy's queue rules would bind the free streams too).
 """
 
 from __future__ import annotations
@@ -18,55 +16,13 @@ import math
 import random
 
 from ..deadline import Deadline, interrupt_at
+from .departures import free_ranges
 from .routing import RoutedStream
 from .schedule import Placement, _State, departure_range
 
 NEIGHBOURS = 16
 ATTEMPTS = 3
 SOLVE_S = 2.0
-
-
-def _allowed(state: _State, r: RoutedStream, lo: int, hi: int, grid: int) -> list[list[int]]:
-    """Departure indices ``s`` (``a = s·grid``) in ``[lo, hi]`` whose every hop misses every fixed frame."""
-    period = r.stream.period_ns * 1000
-    bad: list[tuple[int, int]] = []  # forbidden open intervals of a mod period
-    for k, _h in enumerate(r.hops):
-        off, w = state.window(r, k, r.hops[k].offset_ps)
-        occ = state.busy.get((r.hops[k].src, r.hops[k].dst))
-        if occ is None:
-            continue
-        if k and r.hops[k].src in state.net.switches:
-            g = state.grids.gate_ps[r.hops[k].src]
-            if grid % g or off % g or w % g:  # the window rounds out to the gate grid wherever it lands
-                off, w = off - (g - 1), w + 2 * (g - 1)
-        for b0, b1 in zip(occ.starts, occ.ends, strict=True):
-            x0 = (b0 - w - off) % period
-            bad.append((x0, x0 + (b1 - b0) + w))
-    bad.sort()
-    allowed: list[list[int]] = []
-    s_lo, s_hi = -(-lo // grid), hi // grid
-    # walk the forbidden arcs over [lo, hi], unrolled across periods
-    cuts = []
-    for x0, x1 in bad:
-        for shift in range((lo - x1) // period, (hi - x0) // period + 2):
-            a0, a1 = x0 + shift * period, x1 + shift * period
-            if a1 > lo and a0 < hi:
-                cuts.append((a0, a1))
-    cuts.sort()
-    s = s_lo
-    for a0, a1 in cuts:
-        first_bad = a0 // grid + 1  # a forbidden iff a0 < a < a1
-        last_bad = -(-a1 // grid) - 1
-        if first_bad > last_bad:
-            continue
-        if s < first_bad:
-            allowed.append([s, min(first_bad - 1, s_hi)])
-        s = max(s, last_bad + 1)
-        if s > s_hi:
-            break
-    if s <= s_hi:
-        allowed.append([s, s_hi])
-    return [x for x in allowed if x[0] <= x[1]]
 
 
 def repair(
@@ -111,7 +67,7 @@ def repair(
             for r in free:
                 grid = grids.departure_ps[r.stream.talker]
                 lo, hi = departure_range(r, grids)
-                dom = _allowed(state, r, lo, hi, grid)
+                dom = [list(x) for x in free_ranges(state, r, lo, hi, grid)]
                 if not dom:
                     empty = True
                     break

@@ -58,7 +58,7 @@ def tc_class(tc: int) -> str:
 
 def flowset_text(net: Network, station: str, streams: list[Stream]) -> str:
     st = net.stations[station]
-    link = next(lk for lk in net.links if station in (lk.a, lk.b))
+    link = net.links_of(station)[0]
     lines = [
         f"# station flow set of {station}, derived from the network description by keepon-plan network",
         f"base_time = {net.base_time}",
@@ -171,7 +171,7 @@ def port_rings(
 
 
 def _only_neighbour(net: Network, station: str) -> str:
-    link = next(lk for lk in net.links if station in (lk.a, lk.b))
+    link = net.links_of(station)[0]
     return link.b if link.a == station else link.a
 
 

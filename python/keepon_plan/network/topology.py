@@ -170,6 +170,16 @@ class Network:
         index = self._where.get(("link", frozenset((a, b))))
         return self.error(f"link {a}–{b}: {message}", ("link", index) if index is not None else ())
 
+    def links_of(self, node: str) -> list[Link]:
+        """The links at ``node`` (indexed on first use)."""
+        index = self._where.get("links of")
+        if index is None:
+            index = self._where["links of"] = {}
+            for lk in self.links:
+                index.setdefault(lk.a, []).append(lk)
+                index.setdefault(lk.b, []).append(lk)
+        return index.get(node, [])
+
     def link(self, a: str, b: str) -> Link | None:
         return self._where.get(("linkobj", frozenset((a, b))))
 
@@ -343,18 +353,20 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
                 f"two links; it has {degree[name]}",
                 nodes[name],
             )
+    rates: dict[str, set[int]] = {}
+    for link in links:
+        for end in (link.a, link.b):
+            if end in stations:
+                rates.setdefault(end, set()).add(link.rate)
     for name in stations:
-        rates = {lk.rate for lk in links if name in (lk.a, lk.b)}
-        if len(rates) > 1:
+        if len(rates.get(name, ())) > 1:
             raise err(f"station {name!r}: its two links must have one rate (its ring serves both ports)", nodes[name])
-    for name, w in nodes.items():
-        ports: dict[str, str] = {}
-        for link in links:
-            if name in (link.a, link.b):
-                port = link.a_port if link.a == name else link.b_port
-                if port in ports:
-                    raise err(f"node {name!r}: port name {port!r} used by two links", w)
-                ports[port] = port
+    ports: set[tuple[str, str]] = set()
+    for link in links:
+        for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            if (name, port) in ports:
+                raise err(f"node {name!r}: port name {port!r} used by two links", nodes[name])
+            ports.add((name, port))
 
     streams: list[Stream] = []
     for i, t in enumerate(tables("stream")):
