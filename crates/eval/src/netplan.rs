@@ -624,7 +624,9 @@ fn forward(plan: &Plan, p: &Params, sent: &[Sent]) -> (Arrivals, Vec<GateMiss>, 
                 let s = &plan.streams[c.stream];
                 let pt = &mut ports[port];
                 let tx = (i64::from(s.wire_bytes) + 20) * pt.byte_ps;
-                if let Some(g) = &pt.gcl {
+                // A frame planned to wait in the queue finds its gate closed by design: it is judged when it starts.
+                let waits = s.hop_plan.get(h).copied().flatten().is_some_and(|(_, w)| w);
+                if let (Some(g), false) = (&pt.gcl, waits) {
                     let local = t + clocks.error(pt.switch, t, p.realism.sync_tau);
                     if !g.open_through(s.traffic_class, local, tx) {
                         let why = if g.open_through(s.traffic_class, local, 1) {
@@ -691,6 +693,23 @@ fn forward(plan: &Plan, p: &Params, sent: &[Sent]) -> (Arrivals, Vec<GateMiss>, 
                 if let Some((tc, ready, copy, h, tx)) = chosen {
                     pt.queues[usize::from(tc)].pop_front();
                     pt.busy_until = t + tx;
+                    let c = &copies[copy];
+                    let s = &plan.streams[c.stream];
+                    if let Some((start, true)) = s.hop_plan.get(h).copied().flatten() {
+                        // A planned wait: the frame must start in its planned window (its own length either side of
+                        // the planned start, by the switch's clock), not in a later one.
+                        let off = local - (start + c.planned);
+                        if off.abs() > tx {
+                            misses.push(GateMiss {
+                                switch: sw_names[pt.switch].clone(),
+                                port: pt.name.clone(),
+                                stream: s.name.clone(),
+                                seq: c.seq,
+                                ready_vs_plan_ns: (ready - (start + c.planned)) as f64 / 1e3,
+                                why: "started outside its planned window after a planned wait",
+                            });
+                        }
+                    }
                     if t > ready {
                         queued_seen.insert((copies[copy].stream, copies[copy].seq));
                     }
@@ -715,10 +734,13 @@ fn forward(plan: &Plan, p: &Params, sent: &[Sent]) -> (Arrivals, Vec<GateMiss>, 
     (arrivals, misses, queued)
 }
 
-/// The planned start of hop `h` of stream `i` relative to its departure, ps (no-wait arithmetic on the plan's
-/// topology).
+/// The planned start of hop `h` of stream `i` relative to its departure, ps: the plan's, or where the plan gives
+/// no hop times, no-wait arithmetic on the plan's topology.
 fn planned_hop_start(plan: &Plan, i: usize, h: usize) -> i64 {
     let s = &plan.streams[i];
+    if let Some((start, _)) = s.hop_plan.get(h).copied().flatten() {
+        return start;
+    }
     let mut t = 0;
     let mut node = s.hops[h].0.clone();
     while node != s.talker {

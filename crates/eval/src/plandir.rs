@@ -219,6 +219,10 @@ pub struct Stream {
     pub departure_ps: i64,
     /// The tree's directed links, parents before children.
     pub hops: Vec<(String, String)>,
+    /// Per hop, the planned start of its transmission after the departure (ps) and whether the frame is planned
+    /// to wait in the queue before it (the plan's `start_ps − departure_ps`, `wait_ps > 0`); `None` for a plan
+    /// that gives no hop times (no-wait arithmetic then).
+    pub hop_plan: Vec<Option<(i64, bool)>>,
     /// Planned latency per listener (first bit sent to last bit received), ps.
     pub latency_ps: BTreeMap<String, i64>,
     /// Bound on the latency, ns.
@@ -308,6 +312,10 @@ struct StreamFile {
 #[derive(Deserialize)]
 struct HopFile {
     link: String,
+    #[serde(default)]
+    start_ps: Option<i64>,
+    #[serde(default)]
+    wait_ps: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -621,7 +629,9 @@ pub fn read_plan(dir: &Path) -> Result<Plan, PlanError> {
             }
         }
         let mut hops = Vec::new();
+        let mut hop_plan = Vec::new();
         for h in &s.hops {
+            hop_plan.push(h.start_ps.map(|t| (t - s.departure_ps, h.wait_ps.unwrap_or(0) > 0)));
             let (u, v) = h
                 .link
                 .split_once("->")
@@ -676,6 +686,7 @@ pub fn read_plan(dir: &Path) -> Result<Plan, PlanError> {
             wire_bytes: s.wire_bytes,
             departure_ps: s.departure_ps,
             hops,
+            hop_plan,
             latency_ps: s.latency_ps,
             max_latency_ns: s.max_latency_ns,
             max_jitter_ns: s.max_jitter_ns,
