@@ -46,7 +46,7 @@ import tomllib
 from collections import deque
 from dataclasses import dataclass, field
 
-from .model import InputError, SourceMap
+from .model import InputError, SourceMap, read_input
 from .units import ValueError_, format_duration, parse_duration
 
 __all__ = [
@@ -534,12 +534,7 @@ _STREAM_KEYS = {"name", "period", "frame_bytes", "offset", "earliest_offset", "l
 
 def load_cores(path: str) -> tuple[list[CoreStream], CoreBudget, int | None]:
     """Read a stream list (TOML, ``python/README.md`` "Stream-to-core allocation"): streams, the budget, ``cores``."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read the stream list: {exc.strerror}", path) from exc
-    return parse_cores(text, path)
+    return parse_cores(read_input(path, "the stream list"), path)
 
 
 def parse_cores(text: str, path: str | None = None) -> tuple[list[CoreStream], CoreBudget, int | None]:

@@ -48,6 +48,15 @@ class InputError(Exception):
         super().__init__(where + message)
 
 
+def read_input(path: str, what: str) -> str:
+    """The text of input file ``path``, or :class:`InputError` naming it and ``what`` it was to be."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", path) from exc
+
+
 class SourceMap:
     """Line numbers of tables and keys in a TOML source (``[t]``, ``[[t]]``, ``key = ...``).
 
@@ -194,12 +203,7 @@ def _or(value, default):
 
 
 def load_flowset(path: str) -> FlowSet:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read flow set: {exc.strerror}", path) from exc
-    return parse_flowset(text, path)
+    return parse_flowset(read_input(path, "flow set"), path)
 
 
 def parse_flowset(text: str, path: str | None = None) -> FlowSet:

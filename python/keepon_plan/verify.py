@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .deadline import Deadline, check
-from .model import FlowSet, InputError
+from .model import FlowSet, InputError, read_input
 from .units import ValueError_, parse_duration, parse_mask, parse_rate, slot_period
 
 MAX_REPORTED = 20
@@ -70,12 +70,7 @@ def _int(value, what: str) -> int:
 
 
 def verify_plan_file(fs: FlowSet, path: str) -> list[Violation]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read plan: {exc.strerror}", path) from exc
-    return verify_plan_text(fs, text, path)
+    return verify_plan_text(fs, read_input(path, "plan"), path)
 
 
 def verify_plan_text(

@@ -17,7 +17,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-from ..model import MAX_SLOT_BYTES, MIN_SLOT_BYTES, InputError, SourceMap, check_base_time
+from ..model import MAX_SLOT_BYTES, MIN_SLOT_BYTES, InputError, SourceMap, check_base_time, read_input
 from ..units import PREAMBLE_SFD_IFG_BYTES, ValueError_, parse_duration, parse_rate
 
 PS_PER_NS = 1000
@@ -202,12 +202,7 @@ class Network:
 
 
 def load_network(path: str) -> Network:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read the network description: {exc.strerror}", path) from exc
-    return parse_network(text, path)
+    return parse_network(read_input(path, "the network description"), path)
 
 
 def parse_network(text: str, path: str | None = None, streams_required: bool = True) -> Network:
