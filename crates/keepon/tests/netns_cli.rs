@@ -34,7 +34,7 @@ use keepon::record::{self, Record};
 use keepon_core::outcome::Reason;
 use keepon_core::testframe::TestHeader;
 
-use support::{bridged, can_chrt, chmod, is_root, listening, wait_until, Proc};
+use support::{bridged, can_chrt, chmod, in_netns, is_root, listening, wait_until, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 /// Slot period (100 Mb/s, 1230 B slots) and ring cycle (32 slots), ns.
@@ -123,17 +123,6 @@ classes = ["tc-2"]
         );
     }
     t
-}
-
-/// `ip netns exec NS [chrt -f 50] keepon ARGS…`
-fn in_netns(ns: &str, realtime: bool) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]);
-    if realtime {
-        c.args(["chrt", "-f", "50"]);
-    }
-    c.arg(BIN);
-    c
 }
 
 fn test_frame(flow: u16, seq: u64, txtime: i64, len: usize) -> Vec<u8> {

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use keepon::listen::unwrap_rtag;
 use keepon::record::{self, Record};
 
-use support::{can_chrt, ip, is_root, listening, tai_now_ns, wait_until, Namespaces, Proc};
+use support::{can_chrt, in_netns, ip, is_root, listening, tai_now_ns, wait_until, Namespaces, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_keepon");
 const PERIOD_NS: i64 = 1_000_000;
@@ -112,17 +112,6 @@ fn all_up(devs: &[(String, String)], bridge: &str) -> bool {
                 .iter()
                 .all(|p| shows("bridge", &["-n", bridge, "link", "show", "dev", p], "state forwarding"))
     })
-}
-
-/// `ip netns exec NS [chrt -f 50] keepon …`
-fn in_netns(ns: &str, realtime: bool) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]);
-    if realtime {
-        c.args(["chrt", "-f", "50"]);
-    }
-    c.arg(BIN);
-    c
 }
 
 /// Run `CMD ARGS` in namespace `ns`: its error output if it fails.

@@ -7,6 +7,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// `ip netns exec NS [chrt -f 50] keepon …`: the `keepon` binary of this build in namespace `ns`, under
+/// `SCHED_FIFO` 50 with `realtime`.
+pub fn in_netns(ns: &str, realtime: bool) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]);
+    if realtime {
+        c.args(["chrt", "-f", "50"]);
+    }
+    c.arg(env!("CARGO_BIN_EXE_keepon"));
+    c
+}
+
 /// True if the test runs as root (network namespaces need it).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
