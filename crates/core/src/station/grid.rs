@@ -60,14 +60,25 @@ pub(super) struct Sizes {
     pub(super) tol: i64,
     /// Half the nominal slot period, rounded down ([`Station::half_slot`]).
     pub(super) half: i64,
+    /// Wire bytes (length + 20) a disciplined filler may have: at least the slot less [`Station::shrink_cap`] and
+    /// a minimum frame, at most the longest filler.
+    pub(super) filler: (u64, u64),
 }
 
 impl Sizes {
-    pub(super) fn of(g: &crate::time::SlotGeometry) -> Sizes {
+    pub(super) fn of(g: &crate::time::SlotGeometry, (lo, hi): (u32, u32)) -> Sizes {
         let tol = i64::try_from(g.rate().byte_time().ceil_mul(1)).unwrap_or(i64::MAX);
         let half = i64::try_from(g.period().floor_mul(1) / 2).unwrap_or(i64::MAX);
-        Sizes { tol, half }
+        let floor = g.slot_bytes() - shrink_cap(g);
+        let overhead = u64::from(WIRE_OVERHEAD_BYTES);
+        let filler = (u64::from(lo.max(floor).min(hi)) + overhead, u64::from(hi) + overhead);
+        Sizes { tol, half, filler }
     }
+}
+
+/// How much a disciplined slot may shrink below the slot size ([`Station::shrink_cap`]).
+fn shrink_cap(g: &crate::time::SlotGeometry) -> u32 {
+    (g.slot_bytes() - MIN_FRAME_BYTES) / 4
 }
 
 /// `N·δ` as an exact period.
@@ -391,7 +402,7 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Most bytes the discipline takes off one slot: a quarter of what the slot has above the minimum frame.
     pub(super) fn shrink_cap(&self) -> u32 {
-        (self.cfg.geometry.slot_bytes() - MIN_FRAME_BYTES) / 4
+        shrink_cap(&self.cfg.geometry)
     }
 
     /// One byte time, rounded up to whole ns: the alignment the discipline keeps.

@@ -293,11 +293,12 @@ impl<B: AsRef<[u8]>> Station<B> {
         let byte = cfg.geometry.rate().byte_time();
         let ephc = Ephc::new(byte, 0, t0);
         let schedule = grid::schedule_grid(&cfg);
+        let ring = Ring::with_max_filler(ring_len, slot_bytes, cfg.max_filler);
         Ok(Station {
             cursor: ephc.exact(0),
             sched_cursor: schedule.exact(0),
             step: None,
-            sizes: grid::Sizes::of(&cfg.geometry),
+            sizes: grid::Sizes::of(&cfg.geometry, ring.len_range_filler()),
             ephc,
             clock_from: 0,
             history: VecDeque::new(),
@@ -317,7 +318,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             realign_cause: Reason::Underrun,
             align: Alignment::default(),
             discipline: true,
-            ring: Ring::with_max_filler(ring_len, slot_bytes, cfg.max_filler),
+            ring,
             rt: RtQueue::default(),
             displaced: VecDeque::new(),
             be: BeQueues::new(cfg.ownership.classes()),

@@ -128,13 +128,10 @@ impl<B: AsRef<[u8]>> Station<B> {
         if !self.discipline || self.ring.real_frames() > 0 {
             return None;
         }
-        let overhead = u64::from(WIRE_OVERHEAD_BYTES);
-        let (lo, hi) = self.ring.len_range_filler();
-        let floor = self.cfg.geometry.slot_bytes() - self.shrink_cap();
-        let (min, max) = (u64::from(lo.max(floor).min(hi)) + overhead, u64::from(hi) + overhead);
+        let (min, max) = self.sizes.filler;
         let step = self.step.as_mut()?;
         let (n0, n1) = step.distances();
-        if !(min <= n0 && n0 <= max && min <= n1 && n1 <= max) {
+        if !(min <= n0 && n1 <= max) {
             return None;
         }
         let m = (end - start).min(step.room(at));
@@ -250,9 +247,13 @@ fn fine_loop(
     let (ring, cap) = (lens.len(), starts.len());
     // The start written for slot k is that of slot k + 1.
     let mut si = ((k + 1) & (cap as u64 - 1)) as usize;
+    let m = m as usize;
+    // Usually neither array wraps: one run.
+    if let (Some(lens), Some(starts)) = (lens.get_mut(i..i + m), starts.get_mut(si..si + m)) {
+        return fine.run(cursor, lens, starts, overhead);
+    }
     let mut late = 0u64;
     let mut done = 0usize;
-    let m = m as usize;
     while done < m {
         let run = (m - done).min(ring - i).min(cap - si);
         late += fine.run(cursor, &mut lens[i..i + run], &mut starts[si..si + run], overhead);

@@ -328,6 +328,9 @@ pub(crate) struct Fine {
     lo_n: u64,
     hi_n: u64,
     byte: i64,
+    /// Whether steps of one length come in runs of at least [`RUN_MIN`] ([`Fine::run`]), and which: long (ε
+    /// moves by `hi_eps = lo_eps + byte ≥ 0`, small) or short (ε moves by `lo_eps`, small in size).
+    runs: Option<bool>,
     /// [`Step`]'s `ue` and `us`.
     ue: u64,
     us: u64,
@@ -358,6 +361,7 @@ impl Step {
             lo_n: self.lo.n,
             hi_n: self.hi.n,
             byte: self.byte,
+            runs: runs_of(self.lo.eps, self.byte),
             ue: self.ue,
             us: self.us,
         })
@@ -396,35 +400,171 @@ impl Fine {
     /// [`Fine::next`] for each of a run of filler slots (the caller has made the checks): each slot's L2 length
     /// (its bytes less `overhead`) into `lens`, the start of the slot after it into `starts` (as long as `lens`).
     /// Returns how many of them were 1 ns late. The schedule's whole ns are added once, after the run.
+    ///
+    /// Where steps of one length come in runs (a schedule slot within a small fraction of a byte of a whole number
+    /// of bytes: the nominal rate, or any rate PTP sets near it), a run's length is one division and each slot of
+    /// it a constant length ([`same`]); otherwise slot by slot ([`each`]).
     #[inline(always)]
     pub(crate) fn run(&self, f: &mut FineCursor, lens: &mut [u32], starts: &mut [u64], overhead: u64) -> u64 {
-        let (l, s_part, lo_eps, byte) = (self.l, self.s_part, self.lo_eps, self.byte);
-        let (lo_n, hi_n) = (self.lo_n, self.hi_n);
-        let (lo_len, hi_len) = ((lo_n - overhead) as u32, (hi_n - overhead) as u32);
-        // S's remainder less L, in [−L, 0): a carry is the sign turning, so each step is an add and a select (two
-        // cycles of latency, like ε's) rather than an add, a compare, a select and a subtract.
-        let (l, s_part) = (l as i64, s_part as i64);
-        let (mut p, mut eps, mut r) = (f.p, f.eps, f.s_rem as i64 - l);
-        let (mut late, mut carries) = (0u64, 0u64);
-        for (len, start) in lens.iter_mut().zip(starts.iter_mut()) {
-            late += u64::from(r + eps >= 0);
-            let t = eps + lo_eps;
-            let short = t >= 0;
-            eps = if short { t } else { t + byte };
-            p += if short { lo_n } else { hi_n };
-            *len = if short { lo_len } else { hi_len };
-            *start = p;
-            let rem = r + s_part;
-            let carry = rem >= 0;
-            r = if carry { rem - l } else { rem };
-            carries += u64::from(carry);
+        let m = lens.len().min(starts.len());
+        let Some(long) = self.runs else { return each(self, f, &mut lens[..m], &mut starts[..m], overhead) };
+        let (lo_eps, byte) = (self.lo_eps, self.byte);
+        let hi_eps = lo_eps + byte;
+        let (mut late, mut done) = (0u64, 0usize);
+        while done < m {
+            let short = f.eps + lo_eps >= 0;
+            // Steps of the common length from here: long while ε + lo_eps < 0 (ε grows by hi_eps ≥ 0 each),
+            // short while ε + lo_eps ≥ 0 (ε falls by −lo_eps > 0 each); one of the other length, alone.
+            let q = match (short, long) {
+                (false, true) if hi_eps == 0 => m - done,
+                (false, true) => ((-lo_eps - f.eps - 1) / hi_eps + 1) as usize,
+                (true, false) => (f.eps / -lo_eps) as usize,
+                _ => 1,
+            };
+            let q = q.min(m - done);
+            let (n, d) = if short { (self.lo_n, lo_eps) } else { (self.hi_n, hi_eps) };
+            let (l, s_part) = (self.l as i64, self.s_part as i64);
+            late += same(
+                f,
+                &mut lens[done..done + q],
+                &mut starts[done..done + q],
+                (n, (n - overhead) as u32, d),
+                (l, s_part),
+            );
+            done += q;
         }
-        let m = lens.len().min(starts.len()) as u64;
-        f.p = p;
-        f.eps = eps;
-        f.s_rem = (r + l) as u64;
-        f.j += m;
-        f.s_ns += self.s_whole * m as i64 + carries as i64;
+        f.s_ns += self.s_whole * m as i64;
+        f.j += m as u64;
         late
+    }
+}
+
+/// Steps of one length `n` (L2 length `len`), ε moving by `d` each ([`Fine::run`]): the lengths and starts, ε,
+/// S's remainder and its carries into whole ns (the whole ns of δ are the caller's), and how many of the slots
+/// started 1 ns late (`⌊E⌋ − ⌊S⌋ = 1`: S's remainder and ε reach a whole ns).
+#[inline(never)]
+fn same(
+    f: &mut FineCursor,
+    lens: &mut [u32],
+    starts: &mut [u64],
+    (n, len, d): (u64, u32, i64),
+    (l, s_part): (i64, i64),
+) -> u64 {
+    // S's remainder less L, in [−L, 0): a carry is the sign turning.
+    let (mut p, mut eps, mut r) = (f.p, f.eps, f.s_rem as i64 - l);
+    let (mut late, mut carries) = (0u64, 0u64);
+    for (x, s) in lens.iter_mut().zip(starts.iter_mut()) {
+        late += u64::from(r + eps >= 0);
+        eps += d;
+        p += n;
+        *x = len;
+        *s = p;
+        let rem = r + s_part;
+        let carry = rem >= 0;
+        r = if carry { rem - l } else { rem };
+        carries += u64::from(carry);
+    }
+    f.p = p;
+    f.eps = eps;
+    f.s_rem = (r + l) as u64;
+    f.s_ns += carries as i64;
+    late
+}
+
+/// [`Fine::run`] slot by slot, where the two lengths alternate too often for runs.
+#[inline(always)]
+fn each(fine: &Fine, f: &mut FineCursor, lens: &mut [u32], starts: &mut [u64], overhead: u64) -> u64 {
+    let (l, s_part, lo_eps, byte) = (fine.l, fine.s_part, fine.lo_eps, fine.byte);
+    let (lo_n, hi_n) = (fine.lo_n, fine.hi_n);
+    let (lo_len, hi_len) = ((lo_n - overhead) as u32, (hi_n - overhead) as u32);
+    // S's remainder less L, in [−L, 0): a carry is the sign turning, so each step is an add and a select (two
+    // cycles of latency, like ε's) rather than an add, a compare, a select and a subtract.
+    let (l, s_part) = (l as i64, s_part as i64);
+    let (mut p, mut eps, mut r) = (f.p, f.eps, f.s_rem as i64 - l);
+    let (mut late, mut carries) = (0u64, 0u64);
+    for (len, start) in lens.iter_mut().zip(starts.iter_mut()) {
+        late += u64::from(r + eps >= 0);
+        let t = eps + lo_eps;
+        let short = t >= 0;
+        eps = if short { t } else { t + byte };
+        p += if short { lo_n } else { hi_n };
+        *len = if short { lo_len } else { hi_len };
+        *start = p;
+        let rem = r + s_part;
+        let carry = rem >= 0;
+        r = if carry { rem - l } else { rem };
+        carries += u64::from(carry);
+    }
+    let m = lens.len().min(starts.len()) as u64;
+    f.p = p;
+    f.eps = eps;
+    f.s_rem = (r + l) as u64;
+    f.j += m;
+    f.s_ns += fine.s_whole * m as i64 + carries as i64;
+    late
+}
+
+/// Runs shorter than this on average are posted slot by slot ([`each`]): a division per run costs more.
+const RUN_MIN: i64 = 8;
+
+/// Whether a fine step's lengths come in runs ([`Fine::runs`]): `Some(true)` for runs of long steps (ε moves by
+/// `hi_eps = lo_eps + byte`, at most `byte / RUN_MIN`), `Some(false)` for runs of short ones.
+fn runs_of(lo_eps: i64, byte: i64) -> Option<bool> {
+    let hi_eps = lo_eps + byte;
+    if hi_eps.saturating_mul(RUN_MIN) <= byte {
+        Some(true)
+    } else if lo_eps.saturating_neg().saturating_mul(RUN_MIN) <= byte {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A fine step with `L = l`, a schedule slot of `s_whole + s_part/L` ns and a byte of `byte/L` ns, `n₀ = lo_n`.
+    fn fine(l: u64, s_part: u64, byte: i64, lo_eps: i64, lo_n: u64) -> Fine {
+        Fine { l, s_part, s_whole: 6, lo_eps, lo_n, hi_n: lo_n + 1, byte, runs: runs_of(lo_eps, byte), ue: 1, us: 1 }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Runs of one length (a division per run, a constant length within it) post exactly what stepping slot by
+        /// slot posts: lengths, starts, late count and where it ends — near-integer slots (ε moving by a small
+        /// `hi_eps` or `lo_eps`, or not at all) and any other.
+        #[test]
+        fn runs_post_what_slot_by_slot_posts(
+            l in 1u64..1_000_000_000_000,
+            s_frac in 0.0f64..1.0,
+            byte_frac in 0.001f64..=1.0,
+            (near, eps_frac) in (0u8..4, 0.0f64..1.0),
+            (eps0_frac, rem_frac) in (0.0f64..1.0, 0.0f64..1.0),
+            m in 0usize..200,
+        ) {
+            let byte = ((l as f64 * byte_frac) as i64).clamp(1, l as i64);
+            // hi_eps = lo_eps + byte in [0, byte): 0 (a whole number of bytes), small, near a byte, or any.
+            let hi_eps = match near {
+                0 => 0,
+                1 => ((byte as f64 * eps_frac / 50.0) as i64).min(byte - 1),
+                2 => byte - 1 - ((byte as f64 * eps_frac / 50.0) as i64).min(byte - 1),
+                _ => ((byte as f64 * eps_frac) as i64).min(byte - 1),
+            };
+            let f = fine(l, ((l as f64 * s_frac) as u64).min(l - 1), byte, hi_eps - byte, 83);
+            let eps = ((byte as f64 * eps0_frac) as i64).min(byte - 1);
+            let start = FineCursor { p: 1000, j: 7, eps, s_ns: 100, s_rem: ((l as f64 * rem_frac) as u64).min(l - 1) };
+            let (mut a, mut b) = (start, start);
+            let (mut lens_a, mut lens_b) = (vec![0u32; m], vec![0u32; m]);
+            let (mut starts_a, mut starts_b) = (vec![0u64; m], vec![0u64; m]);
+            let late_a = f.run(&mut a, &mut lens_a, &mut starts_a, 20);
+            let late_b = each(&f, &mut b, &mut lens_b, &mut starts_b, 20);
+            prop_assert_eq!(late_a, late_b);
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(lens_a, lens_b);
+            prop_assert_eq!(starts_a, starts_b);
+        }
     }
 }
