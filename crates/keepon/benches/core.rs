@@ -1,7 +1,7 @@
 //! Benchmark of the sans-IO core alone (no I/O, no NIC): how fast the pacing loop turns slots over, and what
 //! one scheduled insertion costs.
 //!
-//! Run: `cargo bench -p keepon --bench core` (or `make bench`); `… --bench core -- profile pacing 31` (or
+//! Run: `cargo bench -p keepon --bench core` (or `make bench`); `… --bench core -- profile pacing 31 [PPT]` (or
 //! `profile insertion`) runs one part alone, silently, for a profiler.
 //!
 //! - **Pacing loop**: 64-byte slots at 100 Gb/s, batch 32, a 1024-slot ring, fillers only. Each iteration is
@@ -85,9 +85,15 @@ fn config(ring: u32, owned: bool) -> StationConfig {
 
 /// Slots per second of the pacing loop with `m` slots consumed per poll; `discipline`: each slot's length chosen
 /// to keep the wire on the schedule (the default), or every slot at the nominal size.
-fn pacing(m: u64, polls: u64, discipline: bool) -> f64 {
+/// `ppt`: the EPHC's rate that many parts per trillion off nominal, as a PTP servo sets it (a fast clock makes the
+/// disciplined 64-byte slots want to be shorter than a minimum frame: the wire falls behind by bytes and a filler
+/// now and then spans two schedule slots).
+fn pacing(m: u64, polls: u64, discipline: bool, ppt: i64) -> f64 {
     let mut st: Station<&'static [u8]> = Station::new(config(1024, false), Tai(0)).unwrap();
     st.set_discipline(discipline);
+    if ppt != 0 {
+        st.adjust_clock(keepon_core::ephc::ClockAdjust::Rate(ppt)).unwrap();
+    }
     let mut consumed = 0u64;
     let gaps = [];
     // Prime: the first poll posts `batch` slots.
@@ -169,9 +175,12 @@ fn main() {
     if let [p, what, rest @ ..] = args.as_slice() {
         if p == "profile" {
             match (what.as_str(), rest.first().and_then(|m| m.parse::<u64>().ok())) {
-                ("pacing", Some(m)) => drop(black_box(pacing(m, 1_000_000 / m.max(1), true))),
+                ("pacing", Some(m)) => {
+                    let ppt = rest.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+                    black_box(pacing(m, 1_000_000 / m.max(1), true, ppt));
+                }
                 ("insertion", _) => drop(black_box(insertion(200_000))),
-                _ => eprintln!("usage: core profile pacing M | core profile insertion"),
+                _ => eprintln!("usage: core profile pacing M [PPT] | core profile insertion"),
             }
             return;
         }
@@ -180,10 +189,13 @@ fn main() {
     println!("\npacing loop: 64 B slots @ 100 Gb/s, batch 32, ring 1024, fillers only");
     println!("  (disciplined: every slot sized to its schedule time; nominal: every slot 64 B; measured alternately)");
     for m in [1u64, 16, 31] {
-        let (mut best, mut nominal) = (0.0f64, 0.0f64);
+        let (mut best, mut nominal, mut fast, mut slow) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let polls = 2_000_000 / m.max(1) * 4;
         for _ in 0..5 {
-            best = best.max(pacing(m, 2_000_000 / m.max(1) * 4, true));
-            nominal = nominal.max(pacing(m, 2_000_000 / m.max(1) * 4, false));
+            best = best.max(pacing(m, polls, true, 0));
+            nominal = nominal.max(pacing(m, polls, false, 0));
+            fast = fast.max(pacing(m, polls, true, 1_000_000));
+            slow = slow.max(pacing(m, polls, true, -1_000_000));
         }
         println!(
             "  {m:>2} slots consumed per poll: {:>8.1} M slots/s disciplined ({:.2}× the 148.8 M/s 100 GbE \
@@ -194,6 +206,11 @@ fn main() {
             best / nominal,
             1e9 / best,
             1e9 / nominal
+        );
+        println!(
+            "      disciplined with the EPHC 1 ppm fast / slow (as PTP sets it): {:.1} / {:.1} M slots/s",
+            fast / 1e6,
+            slow / 1e6
         );
         let goal = match m {
             16 => " goal ≥ 200 M disciplined;",

@@ -488,14 +488,22 @@ impl<B: AsRef<[u8]>> Station<B> {
         let mut known: Option<i128> = None;
         let slot = self.cfg.geometry.slot_bytes();
         let mode = if self.discipline { Mode::Boundary } else { Mode::Fixed(u64::from(slot + WIRE_OVERHEAD_BYTES)) };
-        if self.step.as_ref().is_some_and(|s| !s.is_for(self.ephc.piece_id(self.track.end()), mode)) {
+        let piece = self.ephc.piece_id(self.track.end());
+        if self.step.as_ref().is_some_and(|s| !s.is_for(piece, mode)) {
             self.step = None;
         }
+        if self.clamp.as_ref().is_some_and(|s| !s.is_for(piece, self.clamp_mode())) {
+            self.clamp = None;
+        }
         // The steady state first (a step already where the wire is): usually all there is to post.
-        if self.post_steady(end) > 0 && self.ring.posted() >= end {
+        if (self.post_steady(end) > 0 || self.post_clamped(end) > 0) && self.ring.posted() >= end {
             return start..self.ring.posted();
         }
         while self.ring.posted() < end {
+            if self.post_clamped(end) > 0 {
+                known = None;
+                continue;
+            }
             let k = self.ring.posted();
             let p = self.position(k);
             let j = self.schedule_slot_of(k);
@@ -559,6 +567,14 @@ impl<B: AsRef<[u8]>> Station<B> {
             self.ring.set_len(k, len);
             let _ = self.ring.post_to(k + 1);
             self.track.push(u64::from(len + WIRE_OVERHEAD_BYTES), tag);
+            // As short as a filler may be, from the exact arithmetic: the next slots may be too (the clamped step).
+            if stepped.is_none()
+                && !skip
+                && self.discipline
+                && u64::from(len + WIRE_OVERHEAD_BYTES) == self.sizes.filler.0
+            {
+                self.seed_clamp(j + 1);
+            }
             if skip {
                 self.j_end = self.j_end.max(j + 2);
                 self.shift += 1;
@@ -603,6 +619,21 @@ impl<B: AsRef<[u8]>> Station<B> {
                 self.step = Step::new(mode, &self.ephc.line(p), &at, &self.schedule.line(j), &sched);
                 self.step.is_some()
             }
+        }
+    }
+
+    /// The clamped step's mode: every slot the shortest a disciplined filler may be.
+    pub(super) fn clamp_mode(&self) -> Mode {
+        Mode::Clamped(self.sizes.filler.0)
+    }
+
+    /// Put the clamped step where the exact cursors are (the next slot to post starts at `cursor`, schedule slot
+    /// `j` at `sched_cursor`), building it if it is of another piece.
+    fn seed_clamp(&mut self, j: u64) {
+        let (at, sched) = (self.cursor, self.sched_cursor);
+        if !self.clamp.as_mut().is_some_and(|s| s.seed(&at, &sched)) {
+            let p = at.count();
+            self.clamp = Step::new(self.clamp_mode(), &self.ephc.line(p), &at, &self.schedule.line(j), &sched);
         }
     }
 

@@ -225,6 +225,9 @@ pub struct Station<B> {
     sched_cursor: Exact,
     /// The O(1) step along the current clock piece that posts slots in the steady state ([`crate::wire::step`]).
     step: Option<crate::wire::step::Step>,
+    /// The O(1) step while the disciplined wire is late and its slots as short as they may be
+    /// ([`crate::wire::step::Mode::Clamped`], `station/steady.rs`).
+    clamp: Option<crate::wire::step::Step>,
     sizes: grid::Sizes,
     /// Unposted wire slot `k` carries schedule slot `k + shift`.
     shift: i64,
@@ -298,6 +301,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             cursor: ephc.exact(0),
             sched_cursor: schedule.exact(0),
             step: None,
+            clamp: None,
             sizes: grid::Sizes::of(&cfg.geometry, ring.len_range_filler()),
             ephc,
             clock_from: 0,

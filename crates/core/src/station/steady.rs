@@ -131,14 +131,17 @@ impl<B: AsRef<[u8]>> Station<B> {
         let (min, max) = self.sizes.filler;
         let step = self.step.as_mut()?;
         let (n0, n1) = step.distances();
-        if !(min <= n0 && n1 <= max) {
-            return None;
-        }
         let m = (end - start).min(step.room(at));
         let (fine, cursor) = step.fine_mut()?;
+        // A short slot shorter than a filler may be (64-byte slots on a clock PTP has made fast): the runs of long
+        // ones alone, the general loop posts it.
+        let short_ok = min <= n0;
+        if !(n1 <= max && (short_ok || (min <= n1 && fine.long_runs()))) {
+            return None;
+        }
         let first = self.ring.index(start);
         let (lens, _) = self.ring.lens_mut();
-        let late = fine_loop(&fine, cursor, lens, self.track.starts_mut(), (start, first), m);
+        let (m, late) = fine_loop(&fine, cursor, (lens, self.track.starts_mut()), (start, first), m, short_ok);
         self.align.record_bits(m, late);
         self.track.posted_run(m, j);
         if m > 0 {
@@ -147,6 +150,111 @@ impl<B: AsRef<[u8]>> Station<B> {
         let _ = self.ring.post_to(start + m);
         Some(m)
     }
+}
+
+impl<B: AsRef<[u8]>> Station<B> {
+    /// The clamped case of the steady state: fillers only on the disciplined wire, later than its schedule by
+    /// more than the slots can make up (the shortest filler still ends after the next schedule slot's start: a
+    /// 64-byte slot cannot shrink, so a clock PTP has made fast leaves the wire a little later every slot until a
+    /// filler spans two schedule slots — the general loop's skip). Posts, from the next unposted slot towards
+    /// `end`, the slots the general loop would post as they are — each the shortest filler, carrying the next
+    /// schedule slot, locked, its error recorded — and stops where that loop decides something else (not clamped
+    /// any more, or the next slot would start more than a byte time late). Returns how many it posted.
+    pub(super) fn post_clamped(&mut self, end: u64) -> u64 {
+        let start = self.ring.posted();
+        if !self.discipline || self.acquiring || start >= end || self.ring.real_frames() > 0 {
+            return 0;
+        }
+        let (j, at) = (self.schedule_slot_of(start), self.track.end());
+        if j < self.j_end || !self.clamp.as_ref().is_some_and(|s| s.is_at(at, j)) {
+            return 0;
+        }
+        let tol = self.sizes.tol;
+        let first = self.ring.index(start);
+        let ring = self.ring.len() as usize;
+        let Some(step) = self.clamp.as_mut() else { return 0 };
+        let max = (end - start).min(step.room(at));
+        let (lens, _) = self.ring.lens_mut();
+        let starts = self.track.starts_mut();
+        // Where a byte lasts at most a ns, a run of slots in closed form first (neither array wrapping); then
+        // slot by slot.
+        let (mut m, mut late) = (0, 0);
+        if let Some((fine, cursor)) = step.fine_mut() {
+            let si = ((start + 1) & (starts.len() as u64 - 1)) as usize;
+            let n = max as usize;
+            if let (Some(lens), Some(starts)) = (lens.get_mut(first..first + n), starts.get_mut(si..si + n)) {
+                let (q, l) = fine.run_clamped(cursor, lens, starts, u64::from(WIRE_OVERHEAD_BYTES));
+                (m, late) = (q as u64, l);
+            }
+        }
+        self.align.record_bits(m, late);
+        let mut run = Run::default();
+        let i = first + m as usize;
+        let at = (start + m, if i >= ring { i - ring } else { i });
+        m += clamped(step, (lens, starts, self.align.hist_mut()), &mut run, at, max - m, tol);
+        self.align.merge(&run);
+        self.track.posted_run(m, j);
+        if m > 0 {
+            self.j_end = j + m;
+        }
+        let _ = self.ring.post_to(start + m);
+        m
+    }
+}
+
+/// The clamped loop ([`Station::post_clamped`]): up to `max` slots from `(k, ring index)`; the lengths (ring),
+/// starts (track) and alignment histogram it writes; `tol`, a byte time in whole ns.
+#[inline(never)]
+fn clamped(
+    step: &mut Step,
+    (lens, starts, hist): (&mut [u32], &mut [u64], &mut [u64]),
+    run: &mut Run,
+    (k0, mut i): (u64, usize),
+    max: u64,
+    tol: i64,
+) -> u64 {
+    let overhead = u64::from(WIRE_OVERHEAD_BYTES);
+    let mut c = step.cursor();
+    let (ring, smask) = (lens.len(), starts.len() as u64 - 1);
+    let mut small = [0u64; 8];
+    let mut stats = *run;
+    let mut k = k0;
+    while k < k0 + max {
+        // This slot locked and clamped, the next one starting within a byte time: as the general loop posts it.
+        let e = c.error();
+        if !(0..=tol).contains(&e) || !step.clamped(&c) {
+            break;
+        }
+        let mut next = c;
+        let Some(n) = step.next_if(&mut next, |_| true) else { break };
+        if next.error() > tol {
+            break; // the general loop decides whether this filler spans two schedule slots
+        }
+        match small.get_mut(e as usize) {
+            Some(count) => *count += 1,
+            None => stats.record(hist, e),
+        }
+        if let Some(len) = lens.get_mut(i) {
+            *len = (n - overhead) as u32;
+        }
+        if let Some(s) = starts.get_mut(((k + 1) & smask) as usize) {
+            *s = next.p();
+        }
+        c = next;
+        k += 1;
+        i += 1;
+        if i == ring {
+            i = 0;
+        }
+    }
+    for (e, &count) in small.iter().enumerate() {
+        if count > 0 {
+            stats.record_many(hist, e as i64, count);
+        }
+    }
+    step.set_cursor(c);
+    *run = stats;
+    k - k0
 }
 
 /// The loop itself: up to `max` slots from `(k, ring index, j)`, the grid locked (not acquiring). `REAL`: the ring
@@ -238,11 +346,11 @@ fn steady<const REAL: bool, const BOUNDARY: bool>(
 fn fine_loop(
     fine: &Fine,
     cursor: &mut FineCursor,
-    lens: &mut [u32],
-    starts: &mut [u64],
+    (lens, starts): (&mut [u32], &mut [u64]),
     (k, mut i): (u64, usize),
     m: u64,
-) -> u64 {
+    short_ok: bool,
+) -> (u64, u64) {
     let overhead = u64::from(WIRE_OVERHEAD_BYTES);
     let (ring, cap) = (lens.len(), starts.len());
     // The start written for slot k is that of slot k + 1.
@@ -250,14 +358,19 @@ fn fine_loop(
     let m = m as usize;
     // Usually neither array wraps: one run.
     if let (Some(lens), Some(starts)) = (lens.get_mut(i..i + m), starts.get_mut(si..si + m)) {
-        return fine.run(cursor, lens, starts, overhead);
+        let (n, late) = fine.run(cursor, lens, starts, overhead, short_ok);
+        return (n as u64, late);
     }
     let mut late = 0u64;
     let mut done = 0usize;
     while done < m {
         let run = (m - done).min(ring - i).min(cap - si);
-        late += fine.run(cursor, &mut lens[i..i + run], &mut starts[si..si + run], overhead);
-        done += run;
+        let (n, l) = fine.run(cursor, &mut lens[i..i + run], &mut starts[si..si + run], overhead, short_ok);
+        late += l;
+        done += n;
+        if n < run {
+            break;
+        }
         i += run;
         if i == ring {
             i = 0;
@@ -267,5 +380,5 @@ fn fine_loop(
             si = 0;
         }
     }
-    late
+    (done as u64, late)
 }

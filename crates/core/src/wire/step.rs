@@ -38,6 +38,9 @@ pub(crate) enum Mode {
     Boundary,
     /// A fixed number of bytes.
     Fixed(u64),
+    /// A fixed number of bytes on the disciplined wire while it is later than its schedule and its slots are as
+    /// short as they may be (64-byte slots on a clock PTP has made fast): ε tracked, no longer within a byte.
+    Clamped(u64),
 }
 
 /// Where a [`Step`] is: a byte and its EPHC time, a schedule slot and its start, and the exact difference.
@@ -51,7 +54,8 @@ pub(crate) struct Cursor {
     j: u64,
     s_ns: i64,
     s_rem: u64,
-    /// `E(p) − S(j)` in `1/L` ns (`L = lcm(d_e, d_s)`), in `[0, byte)` (boundary mode only; 0 in fixed mode).
+    /// `E(p) − S(j)` in `1/L` ns (`L = lcm(d_e, d_s)`): in `[0, byte)` in boundary mode, any in clamped mode
+    /// (the caller stops within a few ns), 0 in fixed mode.
     eps: i64,
 }
 
@@ -136,8 +140,12 @@ impl Step {
             return None;
         }
         let byte = byte as i64;
-        // ε matters in boundary mode only; a fixed step leaves it alone (it would drift without bound).
-        let boundary = mode == Mode::Boundary;
+        // A clamped step's ε leaves [0, byte) by a few ns before its caller stops: headroom for that.
+        if matches!(mode, Mode::Clamped(_)) && (byte >= 1 << 56 || i128::from(ue) * e.d >= 1 << 56) {
+            return None;
+        }
+        // ε matters in boundary and clamped mode only; a fixed step leaves it alone (it would drift without bound).
+        let boundary = !matches!(mode, Mode::Fixed(_));
         let advance = |n: u64| -> Option<Advance> {
             let x = e.a.checked_mul(i128::from(n))?;
             let whole = i64::try_from(x / e.d).ok()?;
@@ -151,7 +159,7 @@ impl Step {
                 let n0 = u64::try_from((delta + b - 1) / b - 1).ok()?;
                 (advance(n0)?, advance(n0 + 1)?)
             }
-            Mode::Fixed(n) => {
+            Mode::Fixed(n) | Mode::Clamped(n) => {
                 let a = advance(n)?;
                 (a, a)
             }
@@ -194,7 +202,7 @@ impl Step {
         let l = i128::from(self.ue) * i128::from(self.de);
         let diff = i128::from(e_ns) - i128::from(s_ns);
         let eps = match self.mode {
-            Mode::Boundary => (|| {
+            Mode::Boundary | Mode::Clamped(_) => (|| {
                 let x = diff.checked_mul(l)?.checked_add(e_rem * i128::from(self.ue) - s_rem * i128::from(self.us))?;
                 i64::try_from(x).ok()
             })(),
@@ -283,6 +291,14 @@ impl Step {
         Some(n)
     }
 
+    /// In clamped mode: whether the slot at cursor `c` is clamped — the first byte at or after the next schedule
+    /// slot's start is less than the fixed count away (`E(p + n − 1) ≥ S(j + 1)`), so the boundary step would want
+    /// a shorter slot than the fixed one.
+    #[inline]
+    pub(crate) fn clamped(&self, c: &Cursor) -> bool {
+        c.eps + self.lo.eps - self.byte >= 0
+    }
+
     /// How many steps from cursor `c` surely stay on the EPHC piece (each is at most `n₀ + 1` bytes).
     #[inline]
     pub(crate) fn room(&self, p: u64) -> u64 {
@@ -352,7 +368,7 @@ impl Step {
     /// The fine step of a boundary step, where a byte lasts at most a nanosecond and `L` fits.
     fn fine_of(&self) -> Option<Fine> {
         let l = self.ue.checked_mul(self.de)?;
-        let fits = self.mode == Mode::Boundary && l < 1 << 62 && self.byte as u64 <= l;
+        let fits = matches!(self.mode, Mode::Boundary | Mode::Clamped(_)) && l < 1 << 62 && self.byte as u64 <= l;
         fits.then(|| Fine {
             l,
             s_part: self.s_part * self.us,
@@ -377,8 +393,8 @@ impl Fine {
 
     /// Back to a cursor of the step.
     fn leave(&self, _step: &Step, f: &FineCursor) -> Cursor {
-        // E = S + ε/L exactly: its whole ns and remainder from S's.
-        let e = self.error(f);
+        // E = S + ε/L exactly: its whole ns and remainder from S's (ε ≥ 0; beyond a ns only in clamped mode).
+        let e = ((f.s_rem + f.eps as u64) / self.l) as i64;
         let e_rem_l = f.s_rem + f.eps as u64 - e as u64 * self.l;
         Cursor {
             p: f.p,
@@ -403,16 +419,31 @@ impl Fine {
     ///
     /// Where steps of one length come in runs (a schedule slot within a small fraction of a byte of a whole number
     /// of bytes: the nominal rate, or any rate PTP sets near it), a run's length is one division and each slot of
-    /// it a constant length ([`same`]); otherwise slot by slot ([`each`]).
+    /// it a constant length ([`same`]); otherwise slot by slot ([`each`]). Without `short_ok` (only where
+    /// [`Fine::long_runs`]) it stops before the first short slot. Returns how many it posted and how many of them
+    /// were late.
     #[inline(always)]
-    pub(crate) fn run(&self, f: &mut FineCursor, lens: &mut [u32], starts: &mut [u64], overhead: u64) -> u64 {
+    pub(crate) fn run(
+        &self,
+        f: &mut FineCursor,
+        lens: &mut [u32],
+        starts: &mut [u64],
+        overhead: u64,
+        short_ok: bool,
+    ) -> (usize, u64) {
         let m = lens.len().min(starts.len());
-        let Some(long) = self.runs else { return each(self, f, &mut lens[..m], &mut starts[..m], overhead) };
+        // A few slots (a poll that posts one or two): slot by slot costs less than setting up a run.
+        let Some(long) = self.runs.filter(|_| m >= RUN_MIN as usize || !short_ok) else {
+            return (m, each(self, f, &mut lens[..m], &mut starts[..m], overhead));
+        };
         let (lo_eps, byte) = (self.lo_eps, self.byte);
         let hi_eps = lo_eps + byte;
         let (mut late, mut done) = (0u64, 0usize);
         while done < m {
             let short = f.eps + lo_eps >= 0;
+            if short && !short_ok {
+                break;
+            }
             // Steps of the common length from here: long while ε + lo_eps < 0 (ε grows by hi_eps ≥ 0 each),
             // short while ε + lo_eps ≥ 0 (ε falls by −lo_eps > 0 each); one of the other length, alone.
             let q = match (short, long) {
@@ -433,9 +464,50 @@ impl Fine {
             );
             done += q;
         }
-        f.s_ns += self.s_whole * m as i64;
-        f.j += m as u64;
-        late
+        f.s_ns += self.s_whole * done as i64;
+        f.j += done as u64;
+        (done, late)
+    }
+
+    /// Whether its slots come in runs of the long length, the short one alone between them ([`Fine::run`] can
+    /// then post the runs alone, where a short slot is shorter than a filler may be).
+    #[inline]
+    pub(crate) fn long_runs(&self) -> bool {
+        self.runs == Some(true)
+    }
+}
+
+impl Fine {
+    /// The clamped step's [`Fine::run`] (a [`Mode::Clamped`] step's fine form): every slot the fixed length `n`,
+    /// ε moving by `d = n·b − δ` each. Posts the slots that are surely as the clamped loop posts them — clamped
+    /// (`ε ≥ byte − d`, [`Step::clamped`]) and with `ε ≤ L`, so that no slot starts 2 ns late — up to the
+    /// arrays' length, and returns how many, and how many of them were 1 ns late. ε is monotone, so both bounds
+    /// are one division.
+    #[inline(always)]
+    pub(crate) fn run_clamped(
+        &self,
+        f: &mut FineCursor,
+        lens: &mut [u32],
+        starts: &mut [u64],
+        overhead: u64,
+    ) -> (usize, u64) {
+        let m = lens.len().min(starts.len()) as u64;
+        let (n, d, byte, l) = (self.lo_n, self.lo_eps, self.byte, self.l as i64);
+        let floor = byte - d;
+        if f.eps < floor || f.eps > l {
+            return (0, 0);
+        }
+        // Slots k = 0, 1, … with ε_k = ε + k·d ≥ floor (ε falling) and ε_(k+1) ≤ L (ε rising).
+        let q = match d.cmp(&0) {
+            core::cmp::Ordering::Less => ((f.eps - floor) / -d + 1) as u64,
+            core::cmp::Ordering::Greater => ((l - f.eps) / d) as u64,
+            core::cmp::Ordering::Equal => m,
+        };
+        let q = q.min(m) as usize;
+        let late = same(f, &mut lens[..q], &mut starts[..q], (n, (n - overhead) as u32, d), (l, self.s_part as i64));
+        f.s_ns += self.s_whole * q as i64;
+        f.j += q as u64;
+        (q, late)
     }
 }
 
@@ -559,12 +631,24 @@ mod tests {
             let (mut a, mut b) = (start, start);
             let (mut lens_a, mut lens_b) = (vec![0u32; m], vec![0u32; m]);
             let (mut starts_a, mut starts_b) = (vec![0u64; m], vec![0u64; m]);
-            let late_a = f.run(&mut a, &mut lens_a, &mut starts_a, 20);
+            let (n_a, late_a) = f.run(&mut a, &mut lens_a, &mut starts_a, 20, true);
+            prop_assert_eq!(n_a, m);
             let late_b = each(&f, &mut b, &mut lens_b, &mut starts_b, 20);
             prop_assert_eq!(late_a, late_b);
             prop_assert_eq!(a, b);
-            prop_assert_eq!(lens_a, lens_b);
-            prop_assert_eq!(starts_a, starts_b);
+            prop_assert_eq!(&lens_a, &lens_b);
+            prop_assert_eq!(&starts_a, &starts_b);
+            // Long runs alone: up to the first short slot, as slot by slot.
+            if f.long_runs() {
+                let mut c = start;
+                let (mut lens_c, mut starts_c) = (vec![0u32; m], vec![0u64; m]);
+                let (n_c, _) = f.run(&mut c, &mut lens_c, &mut starts_c, 20, false);
+                let first_short = lens_b.iter().position(|&len| u64::from(len) == f.lo_n - 20).unwrap_or(m);
+                prop_assert_eq!(n_c, first_short);
+                prop_assert_eq!(&lens_c[..n_c], &lens_b[..n_c]);
+                prop_assert_eq!(&starts_c[..n_c], &starts_b[..n_c]);
+                prop_assert_eq!(c.p, if n_c == 0 { start.p } else { starts_b[n_c - 1] });
+            }
         }
     }
 }
