@@ -16,7 +16,7 @@ i=1
 while [ "$i" -le "$rounds" ]; do
     for b in "$@"; do
         echo "== round $i: $b"
-        taskset -c "$cpu" "$b" | grep -E "consumed per poll|recorded|per insertion|throughput"
+        taskset -c "$cpu" "$b" | grep -E "consumed per poll|recorded|ppm|per insertion|throughput"
     done
     i=$((i + 1))
 done

@@ -44,6 +44,11 @@ const RECORDED: &[Recorded] = &[
         pacing: [(16, 185.0, Some(88.0)), (31, 254.0, Some(102.0))],
         p99: 126,
     },
+    Recorded {
+        what: "runs of one length (3f2a621), this 2-core VM beside 91285b1 at 202-262 / 304-337, noisy",
+        pacing: [(16, 200.0, Some(86.0)), (31, 260.0, Some(101.0))],
+        p99: 146,
+    },
 ];
 
 /// One recorded version: (slots per poll, disciplined M slots/s, nominal M slots/s) and insertion p99 (ns).
