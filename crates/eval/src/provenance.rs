@@ -1,9 +1,10 @@
 //! How every number of a report was obtained, and how much it moves when what was not measured moves.
 //!
-//! Every comparison table of every report carries a **how obtained** column with one of four words
+//! Every comparison table of every report carries a **how obtained** column with one of five words
 //! ([`Basis`]): *predicted* (from mechanisms and sourced constants), *fitted* (a constant was tuned so that this
-//! very number lands on the paper's), *chosen* (it rests on an assumption nobody measured) or *paper* (copied
-//! from the paper). A fitted match is not a reproduction.
+//! very number lands on the paper's), *chosen* (it rests on an assumption nobody measured), *measured* (timed or
+//! counted on the machine that ran it: wall clock, CPU time) or *paper* (copied from the paper). A fitted match is
+//! not a reproduction; a measured figure holds for that machine and its load.
 //!
 //! For every fitted or chosen constant the experiments sweep it over a physically plausible range and record the
 //! headline result at each value ([`Sens`]); stochastic results are recorded over [`SEEDS`] seeds (from the run's
@@ -24,6 +25,8 @@ pub enum Basis {
     Fitted,
     /// It rests on an assumption (a constant nobody measured), not tuned to the paper.
     Chosen,
+    /// Timed or counted on the machine that ran it (wall clock, CPU time): true of that machine and its load.
+    Measured,
     /// Copied from the paper.
     Paper,
 }
@@ -35,6 +38,7 @@ impl Basis {
             Basis::Predicted => "predicted",
             Basis::Fitted => "fitted",
             Basis::Chosen => "chosen",
+            Basis::Measured => "measured",
             Basis::Paper => "paper",
         }
     }
@@ -52,7 +56,8 @@ pub fn label(b: Basis, why: &str) -> String {
 /// The legend printed under every labelled table.
 pub const LEGEND: &str = "how obtained: *predicted* = from mechanisms and sourced constants; *fitted* = a constant \
 was tuned so that this number lands on the paper's (a fitted match is not a reproduction); *chosen* = rests on an \
-assumption; *paper* = copied from the paper.";
+assumption; *measured* = timed on the machine that ran it (true of that machine and its load); *paper* = copied \
+from the paper.";
 
 /// Median, smallest and largest of a sample (NaN-free).
 #[derive(Clone, Copy, Debug, PartialEq)]
