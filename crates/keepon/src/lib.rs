@@ -17,6 +17,7 @@ pub mod netrun;
 pub mod notify;
 pub mod pcap;
 pub mod ptpconf;
+pub mod ptproom;
 pub mod realtime;
 pub mod record;
 pub mod report;

@@ -31,7 +31,7 @@ pub const MAX_THRESHOLD: Nanos = Nanos::from_ms(1_000);
 pub const MAX_FLOOR_WINDOW: Nanos = Nanos::from_ms(600_000);
 
 /// The longest frame PTP sends, with FCS: an Announce (64 bytes) over UDPv4 (42 bytes of headers).
-const PTP_LONGEST_FRAME: u32 = 64 + 42 + 4;
+pub(crate) const PTP_LONGEST_FRAME: u32 = 64 + 42 + 4;
 
 /// `[ptp]` as written.
 #[derive(Deserialize, Debug, Clone)]
@@ -357,7 +357,7 @@ impl PtpConfig {
                 window.0, MAX_FLOOR_WINDOW.0
             )));
         }
-        Ok(Some(PtpConfig {
+        let p = PtpConfig {
             role,
             domain,
             transport,
@@ -380,7 +380,9 @@ impl PtpConfig {
             dual_clock: dual_clock.then(|| cfg.geometry.period()),
             profile,
             neighbor_prop_delay_thresh,
-        }))
+        };
+        crate::ptproom::check(cfg, &p, &s.class)?;
+        Ok(Some(p))
     }
 }
 

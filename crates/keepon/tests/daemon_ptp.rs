@@ -223,3 +223,21 @@ fn without_ptp_the_clock_runs_free_and_nothing_is_gated() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The schedule keeps room for synchronisation: a live change that would leave PTP's class fewer frames a second
+/// than PTP sends at its intervals is refused, naming the class and both rates; one that leaves enough is taken.
+#[test]
+fn a_schedule_change_that_starves_ptp_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = "[ptp]\nclass = \"ptp\"\nrole = \"master\"\nlog_announce_interval = -3\nlog_sync_interval = -3\n";
+    let mut d = Daemon::start(dir.path(), master);
+    let info = d.client.info().unwrap();
+    let at = info.cycle_start + 1_000 * 3_200_000;
+    // No slot left: 0 frames/s against Sync 8 + Follow_Up 8 + Announce 8 + Delay_Resp 1.
+    let none = d.client.change_schedule(at, vec![("ptp".into(), vec![])]).unwrap();
+    let e = none.expect_err("a change leaving PTP no slot");
+    assert!(e.contains("class \"ptp\" carries PTP") && e.contains("leaves it 0.0 frames/s, PTP needs 25.0"), "{e}");
+    assert!(e.contains("Sync 8/s"), "{e}");
+    // One slot a cycle (312.5 frames/s) is room enough; changes naming other classes are not PTP's business.
+    assert!(d.client.change_schedule(at, vec![("ptp".into(), vec![0])]).unwrap().is_ok());
+}

@@ -88,7 +88,7 @@ pub mod metrics;
 mod metricsfile;
 mod pause;
 mod requests;
-mod schedule;
+pub(crate) mod schedule;
 mod served;
 mod socket;
 mod sync;
@@ -430,6 +430,7 @@ fn serve_bound<N: Nic, S: Served>(
         }
         driver.nic.wait(cfg.poll_period);
     }
+    let keep_ptp = setup.as_ref().map(|(p, _)| crate::ptproom::Keep::new(cfg, p));
     let mut ptp: Option<(Sync, Tai)> = match setup {
         Some((p, link)) => {
             let now = driver.nic.now();
@@ -567,6 +568,8 @@ fn serve_bound<N: Nic, S: Served>(
                     schedule::MAX_AHEAD.0 / 1_000_000_000,
                     driver.station.ephc_at(now).0
                 ))
+            } else if let Some(Err(why)) = keep_ptp.as_ref().map(|k| k.check(cfg, &change)) {
+                Err(why)
             } else {
                 driver.station.change_schedule(uid, base_time, &change)
             };
