@@ -99,11 +99,73 @@ fn fresh_id() -> u64 {
 
 fn floor_div(x: i128, y: i128) -> i128 {
     let q = x / y;
-    if (x % y != 0) && ((x < 0) != (y < 0)) {
+    if (x - q * y != 0) && ((x < 0) != (y < 0)) {
         q - 1
     } else {
         q
     }
+}
+
+/// `x` as an `f64`, to within a few units in its last place, in a few instructions (`as f64` on an `i128` is a
+/// library call).
+#[inline]
+fn approx(x: i128) -> f64 {
+    let m = x.unsigned_abs();
+    let v = ((m >> 64) as u64 as f64) * 18_446_744_073_709_551_616.0 + (m as u64 as f64);
+    if x < 0 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// `⌊x / y⌋` for `y > 0`, from `inv_y` (the bits of `1/y` as an `f64`): a floating-point estimate corrected by
+/// one exact multiplication, without 128-bit division (a library call of some hundred instructions) where the
+/// estimate is within one of the quotient — always while the quotient stays below 2^52 — and otherwise refined
+/// once more on the remainder ([`floor_div_far`]).
+#[inline(always)]
+fn floor_div_by(x: i128, y: i128, inv_y: u64) -> i128 {
+    let inv = f64::from_bits(inv_y);
+    // Truncated (this crate has no floating-point floor): the correction takes it to the floor.
+    let q0 = approx(x) * inv;
+    if q0.abs() < 4_503_599_627_370_496.0 {
+        let q = q0 as i64 as i128;
+        let r = x - q * y;
+        if r < 0 {
+            if r >= -y {
+                return q - 1;
+            }
+        } else if r < y {
+            return q;
+        } else if r < 2 * y {
+            return q + 1;
+        }
+    }
+    floor_div_far(x, y, inv)
+}
+
+/// [`floor_div_by`] where the estimate is further off: once more on the remainder while the quotient is within
+/// ±2^62, exactly beyond.
+#[cold]
+#[inline(never)]
+fn floor_div_far(x: i128, y: i128, inv: f64) -> i128 {
+    let q0 = approx(x) * inv;
+    if q0.abs() < 4_611_686_018_427_387_904.0 {
+        let mut q = q0 as i64 as i128;
+        let mut r = x - q * y;
+        let dq = (approx(r) * inv) as i64 as i128;
+        q += dq;
+        r -= dq * y;
+        if r < 0 {
+            (q, r) = (q - 1, r + y);
+        } else if r >= y {
+            (q, r) = (q + 1, r - y);
+        }
+        if (0..y).contains(&r) {
+            return q;
+        }
+    }
+    floor_div(x, y)
 }
 
 impl Segment {
@@ -121,7 +183,7 @@ impl Segment {
     fn exact_at(&self, k: u64) -> (i64, i128) {
         let dk = i128::from(k) - i128::from(self.start);
         let x = self.frac + dk * self.a;
-        let q = floor_div(x, self.d);
+        let q = floor_div_by(x, self.d, self.inv_d);
         // Beyond ±2^63 ns (about 292 years from 1970) the time saturates; nothing keepon schedules gets there (the
         // configuration bounds every span), but slot numbers derived from untrusted times must not wrap.
         let ns = i64::try_from(i128::from(self.ns) + q).unwrap_or(if q < 0 { i64::MIN } else { i64::MAX });
@@ -136,7 +198,7 @@ impl Segment {
     /// count's range.
     fn first_at_or_after(&self, t: Tai) -> Option<u64> {
         let need = (i128::from(t.0) - i128::from(self.ns)) * self.d - self.frac;
-        let dk = -floor_div(-need, self.a);
+        let dk = -floor_div_by(-need, self.a, self.inv_a);
         u64::try_from((i128::from(self.start) + dk).max(0)).ok()
     }
 
@@ -144,7 +206,7 @@ impl Segment {
     fn slot_of(&self, t: Tai) -> Option<u64> {
         // time_of(k) ≤ t  ⇔  frac + dk·a < (t − ns + 1)·d  ⇔  dk ≤ ⌊((t − ns + 1)·d − frac − 1) / a⌋
         let r = i128::from(t.0) - i128::from(self.ns);
-        let dk = floor_div((r + 1) * self.d - self.frac - 1, self.a);
+        let dk = floor_div_by((r + 1) * self.d - self.frac - 1, self.a, self.inv_a);
         u64::try_from(i128::from(self.start) + dk).ok()
     }
 }
@@ -496,7 +558,12 @@ impl Ephc {
     /// `ns` of the oscillator's time (the slots' own clock) at slot `k`, in this clock's time: what the clock
     /// advances while the oscillator runs `ns` without counting slots (a gap in the stream).
     pub fn scaled(&self, k: u64, ns: i128) -> i128 {
-        ns + ns * i128::from(self.rate_at(k)) / PPT_ONE
+        let rate = self.rate_at(k);
+        // Within a slot or a gap of a few seconds the product fits 64 bits: a division by a constant, no call.
+        match i64::try_from(ns).ok().and_then(|n| n.checked_mul(rate)) {
+            Some(x) => ns + i128::from(x / PPT_ONE as i64),
+            None => ns + ns * i128::from(rate) / PPT_ONE,
+        }
     }
 
     /// The inverse of [`Ephc::scaled`]: `ns` of this clock's time at slot `k`, in the oscillator's time.
@@ -686,6 +753,17 @@ mod tests {
     }
 
     proptest! {
+
+        /// The division without 128-bit division ([`floor_div_by`]) is the floor, for quotients of any size and
+        /// divisors of every scale the clocks use.
+        #[test]
+        fn floor_div_by_is_the_floor(x in any::<i128>(), y in 1i128..(1i128 << 100), shift in 0u32..100) {
+            let x = x >> shift;
+            let y = (y >> shift).max(1);
+            let inv = (1.0 / y as f64).to_bits();
+            prop_assert_eq!(floor_div_by(x, y, inv), floor_div(x, y));
+            prop_assert_eq!(floor_div_by(x % (y * 1000), y, inv), floor_div(x % (y * 1000), y));
+        }
         /// Clock continuity: random rate changes and slews never move the time of the slot they are applied at,
         /// never change the count↔time bijection, and time stays strictly increasing.
         #[test]
