@@ -11,6 +11,8 @@
 //! - **One client, 64 frames in flight**: best-effort frames (class `tc-2`, the 29 unowned ring slots of 32, so the
 //!   link carries at most 90 625 of them per second), a new one submitted as each outcome arrives, for 3 s: frames
 //!   per second as a share of that, and the latency from submit to outcome (p50, p99).
+//! - **1, 2 and 8 clients**, 64 frames in flight in all, each client on its own connection and thread: the same
+//!   figures summed over the clients (this build, batch 16).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -104,9 +106,29 @@ fn idle(d: &Daemon, window: Duration) -> (f64, Option<f64>, f64) {
     ((c1 - c0) as f64 / hz / dt.as_secs_f64() * 100.0, wake, u1 - u0)
 }
 
-/// Frames per second and latency quantiles (µs) of one client keeping `depth` frames in flight for `window`.
-fn one_client(d: &Daemon, depth: u64, window: Duration) -> (f64, f64, f64, u64) {
-    let mut c = Client::connect(&d.sock).unwrap();
+/// Frames per second and latency quantiles (µs) of `clients` clients, each on its own connection and thread keeping
+/// `depth` frames in flight for `window`; and the frames refused.
+fn load(d: &Daemon, clients: u64, depth: u64, window: Duration) -> (f64, f64, f64, u64) {
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let sock = d.sock.clone();
+            std::thread::spawn(move || one_client(&sock, i, depth, window))
+        })
+        .collect();
+    let (mut done, mut rejected, mut lat, mut secs) = (0u64, 0u64, Vec::new(), 0.0f64);
+    for t in threads {
+        let (n, r, l, s) = t.join().expect("client thread");
+        (done, rejected, secs) = (done + n, rejected + r, secs.max(s));
+        lat.extend(l);
+    }
+    lat.sort_unstable();
+    let q = |p: usize| lat[(lat.len() * p / 100).min(lat.len() - 1)] as f64 / 1e3;
+    (done as f64 / secs, q(50), q(99), rejected)
+}
+
+/// One client keeping `depth` frames in flight for `window`: frames sent, refused, latencies (ns), seconds.
+fn one_client(sock: &Path, id: u64, depth: u64, window: Duration) -> (u64, u64, Vec<u64>, f64) {
+    let mut c = Client::connect(sock).unwrap();
     c.set_timeout(Some(Duration::from_secs(10))).unwrap();
     let frame = |tag: u64| {
         let mut b = vec![0u8; 100];
@@ -114,6 +136,7 @@ fn one_client(d: &Daemon, depth: u64, window: Duration) -> (f64, f64, f64, u64) 
         b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         b[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
         b[14..22].copy_from_slice(&tag.to_le_bytes());
+        b[22..30].copy_from_slice(&id.to_le_bytes());
         b
     };
     let mut sent_at: HashMap<u64, Instant> = HashMap::new();
@@ -139,10 +162,7 @@ fn one_client(d: &Daemon, depth: u64, window: Duration) -> (f64, f64, f64, u64) 
             other => panic!("{other:?}"),
         }
     }
-    let rate = done as f64 / start.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    let q = |p: usize| lat[(lat.len() * p / 100).min(lat.len() - 1)] as f64 / 1e3;
-    (rate, q(50), q(99), rejected)
+    (done, rejected, lat, start.elapsed().as_secs_f64())
 }
 
 fn main() {
@@ -166,13 +186,28 @@ fn main() {
             let d = start(bin, batch, pause);
             std::thread::sleep(Duration::from_millis(500));
             let (cpu, wake, under) = idle(&d, Duration::from_secs(4));
-            let (rate, p50, p99, rej) = one_client(&d, 64, Duration::from_secs(3));
+            let (rate, p50, p99, rej) = load(&d, 1, 64, Duration::from_secs(3));
             println!(
                 "  round {round}, batch {batch:>2}{}, {name:>14}: idle {cpu:5.1} % of a core, {} wake-ups/s, {under} underruns; one client \
                  (64 in flight): {:.1} k frames/s = {:.2}× the link's best effort, latency p50 {p50:.0} µs, p99 \
                  {p99:.0} µs, {rej} rejected",
                 if pause { " + idle_pause" } else { "" },
                 wake.map_or("(not reported)".into(), |w| format!("{w:.0}")),
+                rate / 1e3,
+                rate / LINK_BE_PER_S
+            );
+        }
+    }
+    // 64 frames in flight in all, from 1, 2 and 8 clients (issue 33), this build at batch 16.
+    for round in 0..2 {
+        for clients in [1u64, 2, 8] {
+            let d = start(&bins[0].1, 16, false);
+            std::thread::sleep(Duration::from_millis(500));
+            let (rate, p50, p99, rej) = load(&d, clients, 64 / clients, Duration::from_secs(3));
+            println!(
+                "  round {round}, batch 16, this build: {clients} client(s), {} in flight each: {:.1} k frames/s = \
+                 {:.2}× the link's best effort, latency p50 {p50:.0} µs, p99 {p99:.0} µs, {rej} rejected",
+                64 / clients,
                 rate / 1e3,
                 rate / LINK_BE_PER_S
             );
