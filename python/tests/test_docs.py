@@ -543,6 +543,7 @@ COVERAGE: dict[str, Run | Covered | NotRun] = {
         MEASUREMENT, ("crates/keepon/benches/daemon_cost.rs",)
     ),
     "cargo bench -p keepon --bench core --no-run": NotRun(MEASUREMENT, ("crates/keepon/benches/core.rs",)),
+    "cargo bench -p keepon --bench daemon_cost": NotRun(MEASUREMENT, ("crates/keepon/benches/daemon_cost.rs",)),
     "cargo build --release -p keepon-core --example pace --example insert": Covered(
         "Makefile", ("clippy --workspace --all-targets",)
     ),
