@@ -299,16 +299,19 @@ pub fn talk(
         }
         let Some(frame) = source.take() else { break };
         // Frames meant to be late (txtime before their due time) are not counted.
-        if let Some(lead) = frame.txtime.map(|t| (t - due).0).filter(|&lead| lead > 0) {
-            if (net_now() - due).0 > lead / 2 {
-                ledger.out.behind += 1;
-            }
-        }
+        let lead = frame.txtime.map(|t| (t - due).0).filter(|&lead| lead > 0);
         let (flow, _) = split_id(frame.id);
         let class = cfg.flows[usize::from(flow)].class_name.clone();
         let submit = Request::Submit { tag: frame.id.0, class, txtime: frame.txtime.map(|t| t.0), frame: frame.data };
         match client.send(&submit) {
-            Ok(()) => ledger.submitted(frame.id, frame.txtime.map(|t| t.0)),
+            Ok(()) => {
+                // Behind schedule: handed over more than half its lead late — judged once the daemon has it, so
+                // that a stall of this process between taking the frame and sending it counts too.
+                if lead.is_some_and(|lead| (net_now() - due).0 > lead / 2) {
+                    ledger.out.behind += 1;
+                }
+                ledger.submitted(frame.id, frame.txtime.map(|t| t.0))
+            }
             // The frame may be half written: the frames before it still get `grace` for their outcomes.
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
                 ledger.out.stopped = true;

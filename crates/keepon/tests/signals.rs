@@ -121,11 +121,14 @@ fn sigint_stops_a_talk_with_every_record_whole() {
     assert_eq!(recs.len() as u64, frames, "one record per frame submitted");
     assert!(frames > 100 && frames < 200_000, "{frames} frames before the signal");
     // Every frame sent, but those the talker itself submitted behind schedule (a stalled host), which may be
-    // `late`; an underrun of the simulated link may cost a few more (`underrun`).
+    // `late`; an underrun of the simulated link may cost a few more (`underrun`). The talker judges "behind" on its
+    // side of the socket, the daemon reads it up to a poll period (and a host stall) later: a frame handed over
+    // just inside half its lead can still be late — a few, at most 0.5 % of the frames (CI once saw 18 late
+    // against 17 behind).
     let behind = number_before(&out, "submitted behind schedule").expect("talk summary");
     let late = recs.iter().filter(|r| r.reason == "late").count() as u64;
     assert!(
-        late <= behind,
+        late <= behind + frames / 200,
         "{late} late, {behind} submitted behind schedule
 {out}"
     );
