@@ -31,10 +31,18 @@ struct Daemon {
     dir: tempfile::TempDir,
     sock: PathBuf,
     proc: Proc,
+    /// One daemon at a time: two daemons' `SCHED_FIFO` poll loops on this 2-core machine would starve root's
+    /// real-time writer (`SCHED_FIFO` below them), which measures the test's scheduling, not the daemon (CI once
+    /// saw root's frames handed over 50 ms late that way).
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held by each test's daemon ([`Daemon`]).
+static ONE_DAEMON: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A `keepon daemon` on the simulated NIC: root may use every class, the operator tc-1, nobody best effort.
 fn start(daemon_extra: &str) -> Daemon {
+    let one = ONE_DAEMON.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     support::chmod(dir.path(), 0o755);
     let sock = dir.path().join("keepon.sock");
@@ -60,7 +68,7 @@ classes = ["tc-2"]"#
     );
     let up = wait_until(Duration::from_secs(10), || Client::connect(&sock).and_then(|mut c| c.info()).is_ok());
     assert!(up, "daemon did not come up\n{}", proc.output());
-    Daemon { dir, sock, proc }
+    Daemon { dir, sock, proc, _one: one }
 }
 
 impl Daemon {
