@@ -499,10 +499,12 @@ fn master_for_ptp4l(tag: &str, profile: &str, file: &str, thresh: Option<u32>) {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["sync"]["ptp"]["profile"], profile, "{tag}: {json}");
     assert_eq!(json["sync"]["ptp"]["as_capable"], true, "{tag}: {json}");
-    // The neighbour rate ratio: ptp4l's clock (the host's) over keepon's EPHC, which runs `ppm` fast.
+    // The neighbour rate ratio: ptp4l's clock (the host's) over keepon's EPHC, which runs `ppm` fast — to within
+    // 5 ppm of the injected 50: software stamps on a loaded VM are tens of µs off (CI once saw 115 µs), and the
+    // ratio is measured over a few Pdelay intervals (a 2 ppm bound failed once by 0.14 ppm).
     let want = 1.0 / (1.0 + ppm * 1e-6);
     let ratio = json["sync"]["ptp"]["neighbor_rate_ratio"].as_f64();
-    assert!(ratio.is_some_and(|r| (r - want).abs() < 2e-6), "{tag}: rate ratio {ratio:?}, want {want:.9}");
+    assert!(ratio.is_some_and(|r| (r - want).abs() < 5e-6), "{tag}: rate ratio {ratio:?}, want {want:.9}");
     // With Announce (gPTP), ptp4l names keepon's clock (EUI-64 from kp0's MAC) as grandmaster, in its own notation.
     if profile == "gptp" {
         let theirs = seen.last().map_or(String::new(), |s| s.2.replace('.', ""));
