@@ -9,7 +9,6 @@
 
 use serde::Deserialize;
 
-use keepon_core::bytes::windows::Rat;
 use keepon_core::isolation::ClassId;
 use keepon_core::time::Nanos;
 use keepon_nic::Timing;
@@ -309,9 +308,7 @@ impl PtpConfig {
         }
         if bytes {
             let windows = crate::run::byte_config(cfg).windows;
-            let b = cfg.geometry.rate().byte_time();
-            let wire = u64::from(PTP_LONGEST_FRAME + keepon_core::time::WIRE_OVERHEAD_BYTES);
-            let span = Rat { num: i128::from(b.num()) * i128::from(wire), den: i128::from(b.den()) };
+            let span = crate::ptproom::longest_frame(cfg);
             if windows.longest(class) < span {
                 return Err(ConfigError(format!(
                     "ptp.class = \"{}\": its longest window is shorter than PTP's longest frame ({PTP_LONGEST_FRAME} B, \

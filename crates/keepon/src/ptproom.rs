@@ -178,7 +178,7 @@ impl Keep {
 }
 
 /// PTP's longest frame on the wire, ns (exact).
-fn longest_frame(cfg: &Config) -> Rat {
+pub(crate) fn longest_frame(cfg: &Config) -> Rat {
     let b = cfg.geometry.rate().byte_time();
     let wire = i128::from(crate::ptpconf::PTP_LONGEST_FRAME + WIRE_OVERHEAD_BYTES);
     Rat { num: i128::from(b.num()) * wire, den: i128::from(b.den()) }
