@@ -7,7 +7,7 @@
 //! Read in this order: [`time`] (integer TAI ns, the exact slot period), [`ephc`] (the slot-counting clock),
 //! [`ring`] (the CP-PMD phases), [`isolation`] (slot ownership), [`insert`] (scheduled insertion and its
 //! checks), [`prebuffer`] (frames waiting for the window), [`outcome`] (one outcome per frame), [`wire`] (the
-//! wire clock's O(1) step and the record of posted slots), [`station`] (all of it together), [`testframe`] (the
+//! wire clock's O(1) step and the record of posted slots), [`station`] (all of it together), [`face`] (the one face of both timings), [`testframe`] (the
 //! payload header of keepon test traffic), [`dualclock`] (the RX slot clock and the merge rule).
 //!
 //! ## Adding a backend
@@ -22,6 +22,7 @@ extern crate alloc;
 pub mod bytes;
 pub mod dualclock;
 pub mod ephc;
+pub mod face;
 pub mod frer;
 pub mod insert;
 pub mod isolation;

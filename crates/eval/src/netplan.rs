@@ -38,11 +38,11 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
 use keepon_core::bytes::ByteConfig;
 use keepon_core::ephc::ClockAdjust;
+use keepon_core::face::StationFace;
 use keepon_core::isolation::{ClassId, Ownership};
 use keepon_core::station::StationConfig;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, NoFrames, Source};
-use keepon_nic::engine::Engine;
 use keepon_nic::sim::{Oracle, Oscillator, SimConfig, SimNic};
 use keepon_nic::source::{split_id, FlowSource, FlowSpec, Pattern};
 use keepon_nic::Nic;
@@ -291,7 +291,7 @@ struct Talker<'a> {
 }
 
 impl Talker<'_> {
-    fn run<S: Engine>(
+    fn run<S: StationFace>(
         self,
         mut d: Driver<SimNic, S>,
         epoch_of: impl FnOnce(&Driver<SimNic, S>, Tai) -> Option<Tai>,

@@ -204,30 +204,6 @@ pub struct Info {
     pub host: u32,
 }
 
-/// A class's windows in the cycle: runs of consecutive ring slots it owns, as (offset, length) in whole ns —
-/// `⌈i·δ⌉` to `⌈(i + m)·δ⌉` — with `δ = num/den` ns.
-pub fn windows(slots: &[u32], num: u64, den: u64) -> Vec<(u64, u64)> {
-    let at = |i: u64| (u128::from(i) * u128::from(num)).div_ceil(u128::from(den)) as u64;
-    let mut sorted = slots.to_vec();
-    sorted.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut run: Option<(u32, u32)> = None;
-    for s in sorted {
-        run = match run {
-            Some((a, b)) if b + 1 == s => Some((a, s)),
-            Some((a, b)) => {
-                out.push((at(u64::from(a)), at(u64::from(b) + 1) - at(u64::from(a))));
-                Some((s, s))
-            }
-            None => Some((s, s)),
-        };
-    }
-    if let Some((a, b)) = run {
-        out.push((at(u64::from(a)), at(u64::from(b) + 1) - at(u64::from(a))));
-    }
-    out
-}
-
 /// Whether the EPHC is network time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncState {
@@ -991,15 +967,6 @@ mod tests {
         // One byte over the reply limit is refused.
         let mut buf = ((MAX_REPLY + 1) as u32).to_le_bytes().to_vec();
         assert!(split_messages(&mut buf).unwrap_err().0.contains("exceeds"));
-    }
-
-    /// Windows are runs of owned ring slots, at whole ns rounded up from `i·δ`: exact for whole-ns slots, and at
-    /// 10 Gb/s with 64-byte slots (δ = 67.2 ns) the boundaries 0, 67.2, 134.4, … become 0, 68, 135, ….
-    #[test]
-    fn windows_are_runs_of_owned_slots() {
-        assert_eq!(windows(&[5, 0, 1, 2, 9], 10_000, 1), vec![(0, 30_000), (50_000, 10_000), (90_000, 10_000)]);
-        assert_eq!(windows(&[], 10_000, 1), vec![]);
-        assert_eq!(windows(&[1, 2], 336, 5), vec![(68, 134)]);
     }
 
     proptest::proptest! {

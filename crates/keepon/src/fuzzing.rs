@@ -16,7 +16,7 @@ use keepon_core::station::{Observation, Station, StationConfig};
 use keepon_core::testframe::TestHeader;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 
-use keepon_nic::engine::Engine;
+use keepon_core::face::StationFace;
 
 use crate::api::{split_messages, Request, Response};
 use crate::config::Config;
@@ -173,7 +173,7 @@ pub fn station(data: &[u8]) {
 }
 
 /// The operations of [`station`] on either timing.
-fn drive<S: Engine>(mut s: S, ops: &[u8], mut now: Tai) {
+fn drive<S: StationFace>(mut s: S, ops: &[u8], mut now: Tai) {
     let (mut consumed, mut submitted, mut outcomes) = (0u64, 0u64, 0u64);
     for op in ops.chunks_exact(11) {
         let v = i64::from_le_bytes([op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]]);

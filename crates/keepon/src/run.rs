@@ -6,11 +6,11 @@ use std::sync::atomic::AtomicBool;
 
 use keepon_core::bytes::windows::Windows;
 use keepon_core::bytes::{ByteConfig, ByteStation};
+use keepon_core::face::StationFace;
 use keepon_core::outcome::{Counters, FrameId};
 use keepon_core::station::{Station, StationConfig, Underrun};
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::driver::{Driver, DriverError, Event, LoopConfig, DRAIN_GRACE};
-use keepon_nic::engine::Engine;
 use keepon_nic::sim::{SimNic, WireStats};
 use keepon_nic::source::{split_id, FlowSource, Pattern};
 use keepon_nic::{Nic, Timing};
@@ -269,7 +269,7 @@ pub fn byte_config(cfg: &Config) -> ByteConfig {
 
 /// [`drive_with`] on one station: bring the link up, take the flows' epoch (`epoch_of`), run the flows, and
 /// report how the wire kept to the schedule (`grid_of`).
-fn drive_engine<N: Nic, S: Engine>(
+fn drive_engine<N: Nic, S: StationFace>(
     cfg: &Config,
     mut driver: Driver<N, S>,
     opts: &RunOptions,

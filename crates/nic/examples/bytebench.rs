@@ -26,6 +26,7 @@ use std::time::Instant;
 use keepon_core::bytes::windows::{ClassWindows, Window, Windows};
 use keepon_core::bytes::ByteConfig;
 use keepon_core::ephc::{ClockAdjust, EphcError};
+use keepon_core::face::{NextPlace, StationFace};
 use keepon_core::insert::Policy;
 use keepon_core::isolation::{ClassId, ClassSpec, Ownership};
 use keepon_core::outcome::{Counters, Frame, FrameId, Outcome, Reason};
@@ -34,7 +35,6 @@ use keepon_core::station::StationConfig;
 use keepon_core::station::{Observation, Poll};
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
 use keepon_nic::driver::{Driver, Event, LoopConfig, Source};
-use keepon_nic::engine::Engine;
 use keepon_nic::sim::{SimConfig, SimNic};
 use keepon_nic::Nic;
 
@@ -84,7 +84,7 @@ impl<S> Timed<S> {
     }
 }
 
-impl<S: Engine> Engine for Timed<S> {
+impl<S: StationFace> StationFace for Timed<S> {
     fn submit(&mut self, frame: Frame<Vec<u8>>, now: Tai) -> Result<(), Reason> {
         self.time(|s| s.submit(frame, now))
     }
@@ -104,8 +104,44 @@ impl<S: Engine> Engine for Timed<S> {
     fn ring(&self) -> &Ring {
         self.inner.ring()
     }
-    fn grid_of(&self, k: u64) -> Option<(Tai, bool)> {
-        self.inner.grid_of(k)
+    fn carried_time(&self, k: u64) -> Option<(Tai, bool)> {
+        self.inner.carried_time(k)
+    }
+    fn ephc(&self) -> &keepon_core::ephc::Ephc {
+        self.inner.ephc()
+    }
+    fn clock_at(&self, host: Tai) -> Tai {
+        self.inner.clock_at(host)
+    }
+    fn wire_position(&self, k: u64) -> u64 {
+        self.inner.wire_position(k)
+    }
+    fn alignment(&self) -> &keepon_core::station::Alignment {
+        self.inner.alignment()
+    }
+    fn base_time(&self) -> Tai {
+        self.inner.base_time()
+    }
+    fn cycle(&self) -> keepon_core::bytes::windows::Rat {
+        self.inner.cycle()
+    }
+    fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai> {
+        self.inner.cycle_start_at_or_after(t)
+    }
+    fn next_place(&self, class: ClassId, lead: Nanos, len: usize, after: Option<i128>) -> Option<NextPlace> {
+        self.inner.next_place(class, lead, len, after)
+    }
+    fn schedule_windows(&self) -> keepon_core::bytes::windows::Windows {
+        self.inner.schedule_windows()
+    }
+    fn pending_windows(&self) -> Option<(Tai, keepon_core::bytes::windows::Windows)> {
+        self.inner.pending_windows()
+    }
+    fn pad_to(&self) -> usize {
+        self.inner.pad_to()
+    }
+    fn ptp_lead(&self) -> Nanos {
+        self.inner.ptp_lead()
     }
     fn ephc_at(&self, host: Tai) -> Tai {
         self.inner.ephc_at(host)
@@ -158,7 +194,7 @@ struct Point {
     lead: Nanos,
 }
 
-fn drive<S: Engine>(mut d: Driver<SimNic, Timed<S>>, seconds: u64, lead: Nanos) -> Point {
+fn drive<S: StationFace>(mut d: Driver<SimNic, Timed<S>>, seconds: u64, lead: Nanos) -> Point {
     d.bring_up(&mut |_| {}).unwrap();
     let first = T0 + Nanos::from_ms(2) + Nanos(((d.nic.now().0 - T0.0) / PERIOD + 1) * PERIOD);
     let mut src = Stream { first, i: 0, n: seconds * 10_000 };
@@ -250,7 +286,7 @@ fn bytes(mbps: u64, seconds: u64) -> Point {
 }
 
 /// The same driver with its station's calls timed.
-fn timed<S: Engine>(d: Driver<SimNic, S>, poll: Nanos) -> Driver<SimNic, Timed<S>> {
+fn timed<S: StationFace>(d: Driver<SimNic, S>, poll: Nanos) -> Driver<SimNic, Timed<S>> {
     let cfg = LoopConfig { poll_period: poll, max_duration: Nanos(i64::MAX) };
     let Driver { nic, station, .. } = d;
     Driver::with_station(nic, Timed { inner: station, ns: 0, calls: 0 }, cfg)

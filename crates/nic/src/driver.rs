@@ -37,8 +37,8 @@ use keepon_core::ring::{RingError, SlotKind};
 use keepon_core::station::{Observation, Station, StationConfig, StationError, Underrun};
 use keepon_core::time::{Nanos, Tai};
 
-use crate::engine::Engine;
 use crate::{Nic, NicError, WireEvent};
+use keepon_core::face::StationFace;
 
 /// Frames an application hands to the station over time.
 pub trait Source {
@@ -112,7 +112,7 @@ pub struct LoopConfig {
 pub const DRAIN_GRACE: Nanos = Nanos::from_ms(1_000);
 
 /// A station bound to a NIC: the slot station by default, or the byte clock ([`Driver::bytes`]).
-pub struct Driver<N: Nic, S: Engine = Station<Vec<u8>>> {
+pub struct Driver<N: Nic, S: StationFace = Station<Vec<u8>>> {
     /// The backend.
     pub nic: N,
     /// The driver model.
@@ -154,7 +154,7 @@ impl<N: Nic> Driver<N, ByteStation<Vec<u8>>> {
     }
 }
 
-impl<N: Nic, S: Engine> Driver<N, S> {
+impl<N: Nic, S: StationFace> Driver<N, S> {
     /// A built station bound to `nic`, nothing in flight yet (for a station built elsewhere, or wrapped: the
     /// byte benchmark times the station's calls apart from the simulated NIC's).
     pub fn with_station(nic: N, station: S, cfg: LoopConfig) -> Self {
@@ -238,7 +238,7 @@ impl<N: Nic, S: Engine> Driver<N, S> {
             let start = self.wire_time(&w);
             w.start.get_or_insert(start);
             w.ephc = Some(start);
-            let grid = self.station.grid_of(w.nic_slot);
+            let grid = self.station.carried_time(w.nic_slot);
             w.grid = grid.map(|g| g.0);
             w.locked = grid.is_some_and(|g| g.1);
             w.released_ephc = w.released.map(|t| self.station.ephc_at(t));

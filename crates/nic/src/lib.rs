@@ -20,7 +20,6 @@
 
 pub mod driver;
 pub mod emulation;
-pub mod engine;
 pub mod faults;
 #[cfg(target_os = "linux")]
 pub mod linux;

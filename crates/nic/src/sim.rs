@@ -577,7 +577,7 @@ impl Oracle {
     }
 
     /// Steer `station` (the slot station or the byte clock) if it is time.
-    pub fn steer<S: crate::engine::Engine>(&mut self, nic: &SimNic, station: &mut S) {
+    pub fn steer<S: keepon_core::face::StationFace>(&mut self, nic: &SimNic, station: &mut S) {
         use keepon_core::ephc::{ClockAdjust, MAX_PPT};
         let now = nic.now();
         if self.next.is_some_and(|t| now < t) {

@@ -82,8 +82,15 @@ impl EphcClock {
         EphcClock { ephc, count, at: None, pending: Vec::new() }
     }
 
+    /// The clock of `station` as its servo sees it at host time `now`: the EPHC from the byte the NIC is on, reading
+    /// the station's current clock ([`StationFace::clock_at`]).
+    pub fn of_station<S: keepon_core::face::StationFace>(station: &S, now: Tai) -> EphcClock {
+        EphcClock::new(station.ephc().clone(), station.wire_position(station.ring().consumed()))
+            .reading(station.clock_at(now))
+    }
+
     /// The same clock reading `now` at present (the driver converts the host clock through the station's host
-    /// grid, [`keepon_core::station::Station::clock_at`]); steps move it. Without this, `now` is the start of
+    /// grid, [`keepon_core::face::StationFace::clock_at`]); steps move it. Without this, `now` is the start of
     /// the current slot.
     pub fn reading(mut self, now: Tai) -> EphcClock {
         self.at = Some(now);

@@ -8,8 +8,8 @@
 //! statime's Kalman filter, a PI servo, the paper's moving-average frequency filter), [`engine`] (statime's
 //! port and BMCA behind our own sans-IO interface: messages, exact TX times and timers in, messages and timers
 //! out; E2E or P2P delay), [`port`] (the engine on a station: PTP frames through the insertion path with exact TX
-//! times, one-step Sync where the slot time is the TX time, adjustments through `Station::adjust_clock`),
-//! [`station`] (what the port needs of a station; the slot station and the byte clock both carry PTP), [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
+//! times, one-step Sync where the slot time is the TX time, adjustments through `StationFace::adjust_clock`, on either timing),
+//! [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
 //! granularity/jitter study), [`dual`] (the dual clock's steering: RX
 //! slot count, merge rule, PTP on the RX clock, a local loop on the EPHC), [`dualsim`] (two stations back to back,
 //! single vs dual clock), [`wire`] (PTP over
@@ -37,5 +37,4 @@ pub mod igmp;
 pub mod port;
 pub mod servo;
 pub mod sim;
-pub mod station;
 pub mod wire;

@@ -1,5 +1,5 @@
-//! A PTP port on a keepon station, sans-IO: the glue between the [`PtpEngine`] and a station ([`PtpStation`]:
-//! the slot station or the byte clock).
+//! A PTP port on a keepon station, sans-IO: the glue between the [`PtpEngine`] and a station (either timing,
+//! [`StationFace`]: the slot station or the byte clock).
 //!
 //! - Event and general messages become frames of the configured [`Transport`], scheduled through the station's
 //!   normal insertion path in the PTP class, each in its own place `lead` ahead (a slot the class owns, or on the
@@ -8,7 +8,7 @@
 //! - Received frames are handed in with their RX time already converted to EPHC time; the configured RX
 //!   latency is subtracted (with exact TX, an uncalibrated RX latency biases the slave by half of it).
 //! - The engine's clock is a mirror of the station's EPHC, refreshed before every engine call; whatever the
-//!   servo did to it is applied to the station with [`PtpStation::steer`] (the schedule's grid moves too).
+//!   servo did to it is applied to the station with [`StationFace::adjust_clock`] (the schedule's grid moves too).
 //! - With [`PtpPort::hold_adjustments`], the servo's adjustments are kept for the caller instead
 //!   ([`PtpPort::take_adjustments`]): a dual clock lets PTP discipline its RX slot clock's phase and steers the
 //!   station's EPHC with a loop of its own.
@@ -41,8 +41,8 @@ use crate::engine::{EngineConfig, Output, PtpEngine, Timer, TxToken};
 use crate::gptp::policy::{Inbound, ProfilePolicy, ProfileStatus};
 use crate::igmp::{self, Membership};
 use crate::servo::ServoStatus;
-use crate::station::{Place, PtpStation};
 use crate::wire::{make_one_step, sequence_id, Class, Transport, WireError, IP_PTP, MAC_PTP_PDELAY};
+use keepon_core::face::{NextPlace, StationFace};
 
 /// Frame ids with this bit set belong to the PTP port.
 pub const PTP_ID_BIT: u64 = 1 << 63;
@@ -170,8 +170,8 @@ const TIMER_ORDER: [Timer; 6] =
 
 impl PtpPort {
     /// A port on `station` (which must be up), at host time `now`.
-    pub fn new<S: PtpStation>(cfg: PortConfig, station: &mut S, now: Tai, seed: u64) -> PtpPort {
-        let clock = Rc::new(RefCell::new(station.servo_clock(now)));
+    pub fn new<S: StationFace>(cfg: PortConfig, station: &mut S, now: Tai, seed: u64) -> PtpPort {
+        let clock = Rc::new(RefCell::new(EphcClock::of_station(station, now)));
         let (engine, outs) = PtpEngine::new(cfg.engine, clock.clone(), seed);
         let mut p = PtpPort {
             cfg,
@@ -213,7 +213,7 @@ impl PtpPort {
     }
 
     /// Send the membership report if one is due (into the next PTP place, like any PTP frame).
-    fn report_membership<S: PtpStation>(&mut self, station: &mut S, now: Tai) {
+    fn report_membership<S: StationFace>(&mut self, station: &mut S, now: Tai) {
         let (Some(m), Transport::UdpV4 { src }) = (self.membership, self.cfg.transport) else { return };
         if !m.due(now) {
             return;
@@ -247,8 +247,8 @@ impl PtpPort {
     }
 
     /// Refresh the engine's clock from the station at host time `now`.
-    fn mirror<S: PtpStation>(&mut self, station: &S, now: Tai) {
-        *self.clock.borrow_mut() = station.servo_clock(now);
+    fn mirror<S: StationFace>(&mut self, station: &S, now: Tai) {
+        *self.clock.borrow_mut() = EphcClock::of_station(station, now);
     }
 
     /// Keep the servo's clock adjustments for the caller ([`PtpPort::take_adjustments`]) instead of applying them
@@ -272,7 +272,7 @@ impl PtpPort {
         self.held.as_mut().map(core::mem::take).unwrap_or_default()
     }
 
-    fn apply<S: PtpStation>(&mut self, station: &mut S) {
+    fn apply<S: StationFace>(&mut self, station: &mut S) {
         let adj = self.clock.borrow_mut().take_adjustments();
         for (_, a) in &adj {
             // The neighbour's rate ratio is read on this clock: a step or a change beyond 1 ppm restarts it.
@@ -293,13 +293,13 @@ impl PtpPort {
             return;
         }
         for (_, a) in adj {
-            if station.steer(a).is_err() {
+            if station.adjust_clock(a).is_err() {
                 self.errors.push(PortError::Adjust);
             }
         }
     }
 
-    fn outputs<S: PtpStation>(&mut self, outs: Vec<Output>, station: &mut S, now: Tai) {
+    fn outputs<S: StationFace>(&mut self, outs: Vec<Output>, station: &mut S, now: Tai) {
         for mut o in outs {
             if let Output::SendEvent { data, .. } | Output::SendGeneral { data } = &mut o {
                 if !self.policy.outbound(data) {
@@ -332,7 +332,7 @@ impl PtpPort {
 
     /// Send `sync` one-step: into the next place, carrying its EPHC time plus the TX constant, and tell the
     /// engine it left then (no Follow_Up). A Sync that cannot carry its time goes two-step.
-    fn one_step_sync<S: PtpStation>(&mut self, sync: &mut [u8], token: TxToken, station: &mut S, now: Tai) {
+    fn one_step_sync<S: StationFace>(&mut self, sync: &mut [u8], token: TxToken, station: &mut S, now: Tai) {
         // The frame's length decides its place on the byte clock; writing the time does not change it.
         let Some(probe) = self.frame_of(sync, station) else { return };
         let Some(place) = self.place(probe.len(), station) else { return };
@@ -354,7 +354,7 @@ impl PtpPort {
     }
 
     /// The next place for a PTP frame of `len` bytes at least `lead` ahead (after the last one taken).
-    fn place<S: PtpStation>(&mut self, len: usize, station: &S) -> Option<Place> {
+    fn place<S: StationFace>(&mut self, len: usize, station: &S) -> Option<NextPlace> {
         let Some(p) = station.next_place(self.cfg.class, self.cfg.lead, len, self.last) else {
             self.errors.push(PortError::NoSlot);
             return None;
@@ -364,7 +364,7 @@ impl PtpPort {
     }
 
     /// The frame carrying `msg` (padded to what the station fills anyway).
-    fn frame_of<S: PtpStation>(&mut self, msg: &[u8], station: &S) -> Option<Vec<u8>> {
+    fn frame_of<S: StationFace>(&mut self, msg: &[u8], station: &S) -> Option<Vec<u8>> {
         match self.cfg.transport.emit_for_slot(self.cfg.mac, msg, station.pad_to()) {
             // 802.1AS over L2: every message to the link-local address, not only peer delay (the profiles refuse
             // UDPv4).
@@ -381,17 +381,23 @@ impl PtpPort {
     }
 
     /// Schedule a message into the next place.
-    fn submit<S: PtpStation>(&mut self, msg: &[u8], station: &mut S, now: Tai) -> Option<FrameId> {
+    fn submit<S: StationFace>(&mut self, msg: &[u8], station: &mut S, now: Tai) -> Option<FrameId> {
         let data = self.frame_of(msg, station)?;
         let place = self.place(data.len(), station)?;
         self.hand_in(data, place, station, now)
     }
 
     /// Hand a frame in at `place` (from [`PtpPort::place`]).
-    fn hand_in<S: PtpStation>(&mut self, data: Vec<u8>, place: Place, station: &mut S, now: Tai) -> Option<FrameId> {
+    fn hand_in<S: StationFace>(
+        &mut self,
+        data: Vec<u8>,
+        place: NextPlace,
+        station: &mut S,
+        now: Tai,
+    ) -> Option<FrameId> {
         self.next_id += 1;
         let id = FrameId(PTP_ID_BIT | self.next_id);
-        match station.hand_in(Frame { id, class: self.cfg.class, txtime: Some(place.txtime), data }, now) {
+        match station.submit(Frame { id, class: self.cfg.class, txtime: Some(place.txtime), data }, now) {
             Ok(()) => Some(id),
             Err(why) => {
                 self.errors.push(PortError::Rejected(why));
@@ -402,7 +408,7 @@ impl PtpPort {
 
     /// A frame arrived; `rx` is its arrival in EPHC time (before the RX latency correction).
     /// An IGMP query (over UDPv4) is taken as by [`PtpPort::on_igmp`].
-    pub fn on_rx<S: PtpStation>(&mut self, frame: &[u8], rx: Tai, station: &mut S, now: Tai) {
+    pub fn on_rx<S: StationFace>(&mut self, frame: &[u8], rx: Tai, station: &mut S, now: Tai) {
         if self.on_igmp(frame, now) {
             return;
         }
@@ -440,7 +446,7 @@ impl PtpPort {
     }
 
     /// An outcome from the station: if it is a PTP frame's, it is consumed here (returns true).
-    pub fn on_outcome<S: PtpStation>(&mut self, o: &Outcome, station: &mut S, now: Tai) -> bool {
+    pub fn on_outcome<S: StationFace>(&mut self, o: &Outcome, station: &mut S, now: Tai) -> bool {
         if o.id.0 & PTP_ID_BIT == 0 {
             return false;
         }
@@ -492,7 +498,7 @@ impl PtpPort {
     /// The backend released frame `id` at host time `released` (`None`: it does not say; `stamped`: the time
     /// is the kernel's TX timestamp): if it is a PTP event message waiting for its TX time, hand the engine the
     /// later of its slot time and its release, converted to EPHC time (returns true for PTP frames).
-    pub fn on_released<S: PtpStation>(
+    pub fn on_released<S: StationFace>(
         &mut self,
         id: FrameId,
         released: Option<Tai>,
@@ -504,7 +510,7 @@ impl PtpPort {
             return false;
         }
         if let Some((token, slot_time)) = self.awaiting.remove(&id) {
-            let left = released.map(|r| station.wire_clock_at(r));
+            let left = released.map(|r| station.ephc_at(r));
             if let Some(left) = left {
                 self.lag.add((left - slot_time).0, stamped);
             }
@@ -519,7 +525,7 @@ impl PtpPort {
     }
 
     /// Fire the timers due at host time `now`.
-    pub fn poll<S: PtpStation>(&mut self, station: &mut S, now: Tai) {
+    pub fn poll<S: StationFace>(&mut self, station: &mut S, now: Tai) {
         let mut due: Vec<(Tai, usize, Timer)> = TIMER_ORDER
             .iter()
             .enumerate()

@@ -1,7 +1,7 @@
 //! PTP on the byte clock, end to end on the simulated NIC (simulated time): two `keepon-nic` drivers on
 //! `ByteStation`s back to back, each with a `keepon_ptp::port::PtpPort`. Event and general messages go inside the
 //! PTP class's windows (two of 30 µs in a 250 µs cycle), each on the byte nearest the txtime the port chose,
-//! unpadded; an event message's TX time is known before it is handed in (`PtpStation::next_place`) and is its
+//! unpadded; an event message's TX time is known before it is handed in (`StationFace::next_place`) and is its
 //! `Sent` time. RX timestamps are ideal hardware ones: the receiving station's EPHC at the true arrival (from the
 //! true start and EPHC time of its own latest descriptor), so that the test judges the byte clock's TX path and
 //! the servo on it, not a software RX model (`link.rs` has that, on slots).
@@ -18,6 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use keepon_core::bytes::windows::{ClassWindows, Rat, Window, Windows};
 use keepon_core::bytes::{ByteConfig, ByteStation};
 use keepon_core::ephc::ClockAdjust;
+use keepon_core::face::StationFace;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::ClassId;
 use keepon_core::outcome::FrameId;
@@ -30,7 +31,6 @@ use keepon_ptp::gptp::{Profile, DEFAULT_THRESHOLD};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort};
 use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
-use keepon_ptp::station::PtpStation;
 use keepon_ptp::wire::{Transport, WireError};
 
 const T0: Tai = Tai(1_700_000_000_000_000_000);

@@ -165,7 +165,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// The map that governs unposted slot `k`.
-    pub(super) fn own_for(&self, k: u64) -> &Ownership {
+    pub(crate) fn own_for(&self, k: u64) -> &Ownership {
         match &self.pending {
             Some(p) if self.schedule_slot_of(k) >= p.slot => &p.ownership,
             _ => &self.cfg.ownership,

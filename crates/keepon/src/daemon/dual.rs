@@ -22,7 +22,7 @@
 //! - frames the socket dropped for lack of buffer (`PACKET_STATISTICS`) were in the stream too: they are
 //!   counted when the receiver reports them, after the frames it did deliver (a full buffer drops the newest);
 //! - the TX reading is the start of the schedule slot the EPHC is in now, as the wire has it
-//!   (`PtpStation::wire_clock_at`: on a host-paced link, the clock the host releases slots by), so that it lags
+//!   (`StationFace::ephc_at`: on a host-paced link, the clock the host releases slots by), so that it lags
 //!   the truth by less than a slot as the count does (the master's slots are on the same grid); the RX reading is
 //!   the start of the slot after the last one fully arrived — on a host-paced link (veth), where a frame arrives
 //!   as soon as it is sent, of the last one received.

@@ -444,7 +444,7 @@ fn serve_bound<N: Nic, S: Served>(
         None => None,
     };
     let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
-    let mut windows = driver.station.windows();
+    let mut windows = served::class_windows(&driver.station.schedule_windows());
     // Whether a schedule change is pending.
     let (mut change_pending, mut schedule_changes) = (false, 0u64);
     let allowed = |uid, gid| {
@@ -496,14 +496,14 @@ fn serve_bound<N: Nic, S: Served>(
                 ephc_now: driver.station.ephc_at(now).0,
                 host_now: driver.nic.host_time(now).0,
                 offset: None,
-                freq_ppt: driver.station.rate_ppt(),
+                freq_ppt: driver.station.ephc().rate_ppt(),
                 path_delay: None,
-                alignment: driver.station.alignment(),
+                alignment: sync::quantiles(driver.station.alignment()),
             },
         };
         if change_pending && driver.station.pending_windows().is_none() {
             change_pending = false;
-            windows = driver.station.windows();
+            windows = served::class_windows(&driver.station.schedule_windows());
             eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
         }
         // Read and answer requests.
@@ -511,7 +511,7 @@ fn serve_bound<N: Nic, S: Served>(
             // A cycle start at least a ring of slots ahead of the NIC.
             let st = &driver.station;
             let ahead = st.ephc_at(now) + st.ring_span();
-            let cycle = st.cycle();
+            let cycle = served::cycle_of(st.cycle());
             Info {
                 rate_bps: cfg.geometry.rate().bps(),
                 slot_bytes: cfg.geometry.slot_bytes(),
@@ -616,7 +616,7 @@ fn serve_bound<N: Nic, S: Served>(
                 stats: &stats,
                 queued: feed.per_class(),
                 open_connections: conns.map.len(),
-                schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, w)),
+                schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, served::class_windows(&w))),
                 schedule_changes,
                 wakeups_per_s: wakeups.per_s,
                 ptp_profile: ptp.as_ref().map(|(p, _)| p.profile_view()),

@@ -111,8 +111,3 @@ pub fn apply(
     let change = station.change_schedule(Tai(base_time), own).map_err(|e| e.to_string())?;
     Ok(Scheduled { time: change.time.0, rejected: change.rejected })
 }
-
-/// Each class's windows in the cycle under `own` (what `Info` reports), `δ` the slot period.
-pub fn windows(own: &Ownership, delta: SlotPeriod) -> Vec<Vec<(u64, u64)>> {
-    (0..own.classes()).map(|i| crate::api::windows(own.owned(ClassId(i as u8)), delta.num(), delta.den())).collect()
-}

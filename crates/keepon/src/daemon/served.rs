@@ -1,15 +1,13 @@
-//! What the daemon needs of a station beyond what the station loop does ([`Engine`]) and PTP does
-//! ([`PtpStation`]): the schedule `Info` reports, the clock's rate and alignment for `Time`, and live schedule
-//! change. The slot station and the byte clock both serve.
+//! What the daemon needs of a station beyond the face both timings share ([`StationFace`]): a live schedule change as a
+//! client asks for it (ring slots or windows, by class name, checked against the asking user), and the alignment
+//! line of the status report. The slot station and the byte clock both serve.
 
 use keepon_core::bytes::windows::{Rat, Window, Windows};
 use keepon_core::bytes::ByteStation;
+use keepon_core::face::StationFace;
 use keepon_core::isolation::ClassId;
 use keepon_core::station::Station;
-use keepon_core::time::Nanos;
-use keepon_core::time::Tai;
-use keepon_nic::engine::Engine;
-use keepon_ptp::station::PtpStation;
+use keepon_core::time::{Nanos, Tai};
 
 use crate::api::Scheduled;
 
@@ -20,45 +18,14 @@ use super::{schedule, sync};
 pub type ClassWindows = Vec<Vec<(u64, u64)>>;
 
 /// A station the daemon can serve.
-pub trait Served: Engine + PtpStation {
-    /// The cycle time, `num / den` ns exactly.
-    fn cycle(&self) -> (u64, u64);
-    /// The base time: a cycle starts there.
-    fn base_time(&self) -> Tai;
-    /// The first cycle start at or after `t` (whole ns, rounded up), `None` beyond the clock's range.
-    fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai>;
-    /// The windows in force.
-    fn windows(&self) -> ClassWindows;
-    /// A schedule change not yet in force: when it takes effect and its windows.
-    fn pending_windows(&self) -> Option<(Tai, ClassWindows)>;
-    /// Change the schedule at a client's request (uid `uid`): the classes named get these ring slots or windows.
+pub trait Served: StationFace {
+    /// Apply a live schedule change for `uid` from `base_time` on.
     fn change_schedule(&mut self, uid: u32, base_time: i64, change: &Change) -> Result<Scheduled, String>;
-    /// The EPHC's rate correction, ppt.
-    fn rate_ppt(&self) -> i64;
-    /// How far the wire kept to the schedule (median, p99, max of |slot start − schedule time|, ns).
-    fn alignment(&self) -> Option<(i64, i64, i64)>;
-    /// The same for the status line, in words.
+    /// How far the wire kept to the schedule, for the status line.
     fn grid_line(&self) -> String;
 }
 
 impl Served for Station<Vec<u8>> {
-    fn cycle(&self) -> (u64, u64) {
-        let c = self.cycle_time();
-        (c.num(), c.den())
-    }
-    fn base_time(&self) -> Tai {
-        Station::base_time(self)
-    }
-    fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai> {
-        Station::cycle_start_at_or_after(self, t)
-    }
-    fn windows(&self) -> ClassWindows {
-        schedule::windows(self.ownership(), self.config().geometry.period())
-    }
-    fn pending_windows(&self) -> Option<(Tai, ClassWindows)> {
-        let delta = self.config().geometry.period();
-        self.pending_change().map(|(t, own)| (t, schedule::windows(own, delta)))
-    }
     fn change_schedule(&mut self, uid: u32, base_time: i64, change: &Change) -> Result<Scheduled, String> {
         match change {
             Change::Slots(classes) => schedule::apply(self, uid, base_time, classes),
@@ -69,51 +36,33 @@ impl Served for Station<Vec<u8>> {
             }
         }
     }
-    fn rate_ppt(&self) -> i64 {
-        self.ephc().rate_ppt()
-    }
-    fn alignment(&self) -> Option<(i64, i64, i64)> {
-        sync::alignment_of(self)
-    }
     fn grid_line(&self) -> String {
         sync::grid_line(self)
     }
 }
 
-/// Each class's windows in whole ns (as `Info` reports them).
-fn class_windows(w: &Windows) -> ClassWindows {
+/// Each class's windows as `Info` reports them: (offset, length) in whole ns, each edge rounded up (a slot mask's
+/// run of slots `i..i + m` is `⌈i·δ⌉` to `⌈(i + m)·δ⌉`).
+pub fn class_windows(w: &Windows) -> ClassWindows {
     (0..w.classes())
         .map(|c| w.of_class(ClassId(c as u8)).map(|(o, e)| (ceil_ns(o), ceil_ns(e) - ceil_ns(o))).collect())
         .collect()
 }
 
-/// Whole ns, rounded up (as slot windows are reported: `⌈i·δ⌉`).
 fn ceil_ns(t: Rat) -> u64 {
     u64::try_from(t.ceil()).unwrap_or(u64::MAX)
 }
 
-/// Why the byte clock refuses a change given as ring slots.
+/// The schedule's cycle as `Info` reports it: `num/den` ns.
+pub fn cycle_of(c: Rat) -> (u64, u64) {
+    (u64::try_from(c.num).unwrap_or(u64::MAX), u64::try_from(c.den).unwrap_or(1))
+}
+
 pub const BYTES_NO_SLOTS: &str = "the byte clock (link.timing = \"bytes\") keeps no ring slots: give the change as \
      windows (ScheduleWindows; `keepon schedule apply` sends a byte-clock config's windows, or a gate list's with \
      --windows)";
 
 impl Served for ByteStation<Vec<u8>> {
-    fn cycle(&self) -> (u64, u64) {
-        let c = ByteStation::windows(self).cycle();
-        (u64::try_from(c.num).unwrap_or(u64::MAX), u64::try_from(c.den).unwrap_or(1))
-    }
-    fn base_time(&self) -> Tai {
-        ByteStation::windows(self).base_time()
-    }
-    fn cycle_start_at_or_after(&self, t: Tai) -> Option<Tai> {
-        i64::try_from(ByteStation::windows(self).cycle_start_at_or_after(t).ceil()).ok().map(Tai)
-    }
-    fn windows(&self) -> ClassWindows {
-        class_windows(ByteStation::windows(self))
-    }
-    fn pending_windows(&self) -> Option<(Tai, ClassWindows)> {
-        self.pending_change().map(|(t, w)| (t, class_windows(w)))
-    }
     fn change_schedule(&mut self, uid: u32, base_time: i64, change: &Change) -> Result<Scheduled, String> {
         schedule::permitted(uid)?;
         let Change::Windows(named) = change else { return Err(BYTES_NO_SLOTS.into()) };
@@ -153,13 +102,7 @@ impl Served for ByteStation<Vec<u8>> {
         let change = self.change_windows(Tai(base_time), windows).map_err(|e| e.to_string())?;
         Ok(Scheduled { time: change.time.0, rejected: change.rejected })
     }
-    fn rate_ppt(&self) -> i64 {
-        self.ephc().rate_ppt()
-    }
     /// Sent real-time frames' |wire start − txtime| (the byte clock keeps no grid: each frame is its own).
-    fn alignment(&self) -> Option<(i64, i64, i64)> {
-        sync::quantiles(ByteStation::alignment(self))
-    }
     fn grid_line(&self) -> String {
         match sync::quantiles(ByteStation::alignment(self)) {
             Some((p50, p99, max)) => format!(
@@ -168,5 +111,29 @@ impl Served for ByteStation<Vec<u8>> {
             ),
             None => "byte clock (no real-time frame sent yet)".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keepon_core::bytes::windows::Windows;
+    use keepon_core::isolation::{ClassSpec, Ownership};
+    use keepon_core::time::{LinkRate, SlotGeometry, Tai};
+
+    fn reported(gbps: u64, slot: u32, ring: u32, owned: &[u32]) -> Vec<(u64, u64)> {
+        let geometry = SlotGeometry::new(LinkRate::from_bps(gbps * 1_000_000_000).unwrap(), slot).unwrap();
+        let own = Ownership::new(ring, &[ClassSpec { name: "tc-0".into(), slots: owned.to_vec() }]).unwrap();
+        super::class_windows(&Windows::from_slots(Tai(0), geometry, &own)).remove(0)
+    }
+
+    /// A slot mask's windows as `Info` reports them: runs of owned ring slots, at whole ns rounded up from `i·δ` —
+    /// exact for whole-ns slots, and at 10 Gb/s with 64-byte slots (δ = 67.2 ns) the boundaries 0, 67.2, 134.4, …
+    /// become 0, 68, 135, ….
+    #[test]
+    fn a_slot_masks_windows_are_runs_of_owned_slots_rounded_up() {
+        // 1 Gb/s, 1 230-byte slots: δ = 10 µs.
+        assert_eq!(reported(1, 1230, 10, &[5, 0, 1, 2, 9]), vec![(0, 30_000), (50_000, 10_000), (90_000, 10_000)]);
+        assert_eq!(reported(1, 1230, 10, &[]), vec![]);
+        assert_eq!(reported(10, 64, 8, &[1, 2]), vec![(68, 134)]);
     }
 }

@@ -23,7 +23,6 @@
 use keepon_core::outcome::{FrameId, Outcome};
 use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
-use keepon_nic::engine::Engine;
 use keepon_nic::Nic;
 use keepon_ptp::engine::{EngineConfig, MeasurementRecord};
 use keepon_ptp::port::{PortConfig, PortError, PtpPort, TxLag};
@@ -277,9 +276,9 @@ impl Sync {
         if let Some(d) = &mut self.dual {
             d.dropped(self.rx.dropped());
             let mut adjust = d.ptp(self.port.take_adjustments());
-            adjust.extend(d.poll(now, station.wire_clock_at(now), station.base_time()));
+            adjust.extend(d.poll(now, station.ephc_at(now), station.base_time()));
             for a in adjust {
-                if let Err(e) = station.steer(a) {
+                if let Err(e) = station.adjust_clock(a) {
                     self.errors += 1;
                     self.last_error = Some(format!("dual clock: {a:?}: {e:?}"));
                 }
@@ -332,7 +331,7 @@ impl Sync {
             self.synced_at = Some(now);
         }
         if !d.tracking() && self.synchronised {
-            d.take_over(now, station.rate_ppt());
+            d.take_over(now, station.ephc().rate_ppt());
             self.port.hold_adjustments();
             eprintln!("keepon daemon: ptp: synchronised on the single clock: the dual clock takes over");
         } else if d.tracking() && self.synced_at.is_some_and(|t| now - t > FALL_BACK) {
@@ -412,12 +411,12 @@ impl Sync {
                 ServoState::Stepping => ServoCode::Stepping,
                 ServoState::Locked => ServoCode::Locked,
             },
-            ephc_now: Engine::ephc_at(station, now).0,
+            ephc_now: station.ephc_at(now).0,
             host_now: host.0,
             offset: st.offset.map(|o| o.0),
-            freq_ppt: station.rate_ppt(),
+            freq_ppt: station.ephc().rate_ppt(),
             path_delay: st.mean_delay.map(|d| d.0),
-            alignment: station.alignment(),
+            alignment: quantiles(station.alignment()),
         }
     }
 
@@ -438,9 +437,9 @@ impl Sync {
                 w => format!(" (delay floor over {} s)", w.0 as f64 / 1e9),
             },
             ns(st.offset),
-            station.rate_ppt() as f64 / 1e6,
+            station.ephc().rate_ppt() as f64 / 1e6,
             ns(st.mean_delay),
-            (Engine::ephc_at(station, now) - now).0,
+            (station.ephc_at(now) - now).0,
             station.grid_line(),
             match self.port.tx_lag() {
                 l @ TxLag { n: 1.., .. } => format!(
@@ -520,13 +519,9 @@ impl Sync {
     }
 }
 
-/// How far the wire kept to the schedule, for `Time`: |slot start − schedule time| on the EPHC of the slots posted
-/// while the grid was locked, (median, p99, max) ns; `None` before any.
-pub fn alignment_of(station: &Station<Vec<u8>>) -> Option<(i64, i64, i64)> {
-    quantiles(station.alignment())
-}
-
-/// Median, 99th percentile and maximum magnitude of `a`, ns (`None` before anything is recorded).
+/// Median, 99th percentile and maximum magnitude of `a`, ns (`None` before anything is recorded): for `Time`, how
+/// far the wire kept to the schedule (slots: |slot start − schedule time| of the slots posted while the grid was
+/// locked; bytes: |frame start − txtime|).
 pub fn quantiles(a: &keepon_core::station::Alignment) -> Option<(i64, i64, i64)> {
     let q = |p| a.quantile_abs(p).map(|v| v as i64);
     Some((q(500)?, q(990)?, a.max_abs() as i64))
@@ -534,7 +529,7 @@ pub fn quantiles(a: &keepon_core::station::Alignment) -> Option<(i64, i64, i64)>
 
 /// The grid's alignment for the status line.
 pub fn grid_line(station: &Station<Vec<u8>>) -> String {
-    match alignment_of(station) {
+    match quantiles(station.alignment()) {
         Some((p50, p99, max)) => format!(
             "|slot − schedule| p50 {p50} ns, p99 {p99} ns, max {max} ns ({} acquisitions, {} skips, {} spacers)",
             station.alignment().acquisitions,
