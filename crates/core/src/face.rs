@@ -201,7 +201,8 @@ impl<B: AsRef<[u8]>> StationFace<B> for Station<B> {
         if let Some(last) = after {
             k = k.max(u64::try_from(last).ok()? + 1);
         }
-        let k = (k..k + n).find(|&j| self.own_for(j).owner_of((j + phase) % n) == Some(class))?;
+        // Two cycles: across a pending change the class's next slot under the new map can be up to 2N away.
+        let k = (k..k + 2 * n).find(|&j| self.own_for(j).owner_of((j + phase) % n) == Some(class))?;
         let j = u64::try_from(i128::from(k) + i128::from(self.schedule_shift())).ok()?;
         Some(NextPlace { txtime: self.schedule().time_of(j), tx: self.slot_time(k), mark: i128::from(k) })
     }

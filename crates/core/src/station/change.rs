@@ -312,6 +312,28 @@ mod tests {
             .any(|o| o.id.0 >= 1000 && o.result.is_ok_and(|s| s.ring_slot == 0 && s.time >= at(10, 0))));
     }
 
+    /// A PTP port asks for its class's next places one after another ([`crate::face::StationFace::next_place`]):
+    /// they follow the map that governs each slot — ring slot 0 until the change, ring slot 8 from its cycle on —
+    /// never a slot the pending change takes away (which would be refused `schedule-change`).
+    #[test]
+    fn the_next_places_follow_a_pending_change() {
+        use crate::face::StationFace;
+        let mut s = station();
+        poll(&mut s, 0, BASE - 1_000);
+        s.change_schedule(at(10, 0), map(&[8])).unwrap();
+        let (mut after, mut times) = (None, Vec::new());
+        while times.last().is_none_or(|t| *t < at(12, 0)) {
+            let p = s.next_place(ClassId(0), Nanos(0), 60, after).expect("a place");
+            assert!(after.is_none_or(|a| p.mark > a));
+            after = Some(p.mark);
+            times.push(p.txtime);
+        }
+        let first = (times[0].0 - BASE) / CYCLE;
+        let want: Vec<Tai> = (first..10).map(|n| at(n, 0)).chain([at(10, 8), at(11, 8), at(12, 8)]).collect();
+        assert_eq!(times, want);
+        assert_eq!(s.submit(rt(1, at(10, 8)), Tai(BASE)), Ok(()));
+    }
+
     /// A frame already placed in the insertion window for a slot the change takes away is rejected when the change
     /// is made, and the change reports it.
     #[test]
