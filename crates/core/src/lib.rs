@@ -5,7 +5,7 @@
 //! hardware (or to the simulator).
 //!
 //! Read in this order: [`time`] (integer TAI ns, the exact slot period), [`ephc`] (the slot-counting clock),
-//! [`ring`] (the CP-PMD phases), [`isolation`] (slot ownership), [`insert`] (scheduled insertion and its
+//! [`ring`] (the CP-PMD phases), [`isolation`] (slot ownership), [`schedule`] (windows and their live change, both timings), [`insert`] (scheduled insertion and its
 //! checks), [`prebuffer`] (frames waiting for the window), [`outcome`] (one outcome per frame), [`wire`] (the
 //! wire clock's O(1) step and the record of posted slots), [`station`] (all of it together), [`face`] (the one face of both timings), [`testframe`] (the
 //! payload header of keepon test traffic), [`dualclock`] (the RX slot clock and the merge rule).
@@ -29,6 +29,7 @@ pub mod isolation;
 pub mod outcome;
 pub mod prebuffer;
 pub mod ring;
+pub mod schedule;
 pub mod station;
 pub mod testframe;
 pub mod time;

@@ -64,8 +64,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             // the clock puts them, not where a stretch opens): it could never go.
             let wire = wire_bytes(len);
             // While a change waits, a frame that fits either side's stretches may go.
-            let free = match &self.pending {
-                Some(p) => windows.longest_free().zip(p.windows.longest_free()).map(|(a, b)| a.max(b)),
+            let free = match &self.changes.pending {
+                Some(p) => windows.longest_free().zip(p.list.longest_free()).map(|(a, b)| a.max(b)),
                 None => windows.longest_free(),
             };
             if free.is_some_and(|free| self.span_of(wire + 2) > free) {
@@ -90,7 +90,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             return Err(self.passed(t));
         }
         let mut start = first;
-        let spans = windows.spans().max(self.pending.as_ref().map_or(0, |p| p.windows.spans()));
+        let spans = windows.spans().max(self.changes.pending.as_ref().map_or(0, |p| p.list.spans()));
         for _ in 0..=self.rt.len() + 2 * spans {
             let end = start + span;
             let moved = start != first;

@@ -18,23 +18,16 @@
 //! moves the schedule grid itself, which takes a restart); a switch the wire has already passed is refused (Qbv's
 //! `config-change-error`); a new change replaces one still pending.
 
-use alloc::format;
-
 use super::windows::{Rat, Windows};
 use super::ByteStation;
 use crate::isolation::ClassId;
 use crate::outcome::Reason;
-use crate::station::{ChangeError, ScheduleChange};
+use crate::schedule::{same_classes, ChangeError, ScheduleChange};
 use crate::time::Tai;
 
-/// Windows and when they govern: the change waiting for its switch, or the one that last took effect.
-#[derive(Clone, Debug)]
-pub(super) struct Switch {
-    /// The first time they govern (a cycle start).
-    pub(super) at: Rat,
-    /// Pending: the new windows; done: the windows before the switch (to name the frames they displaced).
-    pub(super) windows: Windows,
-}
+/// The change waiting for its switch (a cycle start), and the last done with the windows before it (to name the
+/// frames they displaced) ([`crate::schedule::Admin`]).
+pub(super) type Changes = crate::schedule::Admin<Rat, Windows>;
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Take `windows` from the first cycle start at or after network time `at` on. Frames already submitted for
@@ -45,30 +38,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         if windows.cycle() != running.cycle() {
             return Err(ChangeError::Cycle { running: running.cycle().ceil(), new: windows.cycle().ceil() });
         }
-        if windows.classes() != running.classes() {
-            return Err(ChangeError::Classes(format!(
-                "{} classes instead of {}",
-                windows.classes(),
-                running.classes()
-            )));
-        }
-        for i in 0..running.classes() {
-            let c = ClassId(i as u8);
-            if windows.name(c) != running.name(c) {
-                return Err(ChangeError::Classes(format!(
-                    "class {i} is {:?}, running {:?}",
-                    windows.name(c),
-                    running.name(c)
-                )));
-            }
-            if windows.is_best_effort(c) != running.is_best_effort(c) {
-                return Err(ChangeError::Classes(format!(
-                    "class {:?} would change between real time and best effort (a real-time class keeps at least \
-                     one window)",
-                    running.name(c)
-                )));
-            }
-        }
+        same_classes(running, &windows)?;
         // On the running grid (the cycle is the same, the base time may name any cycle of it).
         let switch = running.cycle_start_at_or_after(at);
         let posted = self.time_at(self.next_pos());
@@ -80,7 +50,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             });
         }
         let before = self.counters.rejected[Reason::ScheduleChange.index()];
-        self.pending = Some(Switch { at: switch, windows });
+        self.changes.set(switch, windows);
         self.redecide_waiting();
         let rejected = self.counters.rejected[Reason::ScheduleChange.index()] - before;
         Ok(ScheduleChange { slot: 0, time: Tai(i64::try_from(switch.ceil()).unwrap_or(i64::MAX)), rejected })
@@ -89,7 +59,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// The change waiting for its switch, if any: when it takes effect and the windows it brings (Qbv's admin
     /// list while `ConfigPending`).
     pub fn pending_change(&self) -> Option<(Tai, &Windows)> {
-        self.pending.as_ref().map(|p| (Tai(i64::try_from(p.at.ceil()).unwrap_or(i64::MAX)), &p.windows))
+        self.changes.pending.as_ref().map(|p| (Tai(i64::try_from(p.at.ceil()).unwrap_or(i64::MAX)), &p.list))
     }
 
     /// Real-time frames waiting: each in its window again under the windows as they now stand (cached bytes
@@ -120,13 +90,13 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Once the wire is posted up to the switch, the new windows are the running ones; best-effort frames they
     /// leave no stretch long enough for are rejected `schedule-change`.
     pub(super) fn promote_change(&mut self) {
-        let due = self.pending.as_ref().is_some_and(|p| self.time_at(self.next_pos()) >= p.at);
-        if !due {
+        if self.changes.pending.is_none() {
             return;
         }
-        let Some(p) = self.pending.take() else { return };
-        let old = core::mem::replace(&mut self.cfg.windows, p.windows);
-        self.previous = Some(Switch { at: p.at, windows: old });
+        let posted = self.time_at(self.next_pos());
+        if !self.changes.promote(&mut self.cfg.windows, |at| posted >= at) {
+            return;
+        }
         let free = self.cfg.windows.longest_free();
         let mut waiting = alloc::vec::Vec::with_capacity(self.be.len());
         while let Some(f) = self.be.pop() {
@@ -147,17 +117,14 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// The windows that govern time `t`.
     #[inline]
     pub(super) fn windows_at(&self, t: Rat) -> &Windows {
-        match &self.pending {
-            Some(p) if t >= p.at => &p.windows,
-            _ => &self.cfg.windows,
-        }
+        self.changes.governing(&self.cfg.windows, t)
     }
 
     /// The window of class `c` that holds all of `[start, end)` under the windows that govern `start`, as its
     /// absolute `(open, close)`; a window open across a pending switch closes there.
     pub(super) fn window_of(&self, c: ClassId, start: Rat, end: Rat) -> Option<(Rat, Rat)> {
         let (open, close) = self.windows_at(start).admitting(c, start, end)?;
-        match &self.pending {
+        match &self.changes.pending {
             Some(p) if start < p.at && p.at < close => (end <= p.at).then_some((open, p.at)),
             _ => Some((open, close)),
         }
@@ -165,10 +132,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The opening of the first window of class `c` at or after `t` under the windows that govern it.
     pub(super) fn opening_after(&self, c: ClassId, t: Rat) -> Option<Rat> {
-        match &self.pending {
+        match &self.changes.pending {
             Some(p) if t < p.at => match self.cfg.windows.next_opening(c, t) {
                 Some(o) if o < p.at => Some(o),
-                _ => p.windows.next_opening(c, p.at),
+                _ => p.list.next_opening(c, p.at),
             },
             _ => self.windows_at(t).next_opening(c, t),
         }
@@ -177,9 +144,9 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// The first window of any class that `[start, end)` enters ([`Windows::first_reserved`]), either side of a
     /// pending switch.
     pub(super) fn reserved_in(&self, start: Rat, end: Rat) -> Option<Rat> {
-        match &self.pending {
+        match &self.changes.pending {
             Some(p) if start < p.at && p.at < end => {
-                self.cfg.windows.first_reserved(start, p.at).or_else(|| p.windows.first_reserved(p.at, end))
+                self.cfg.windows.first_reserved(start, p.at).or_else(|| p.list.first_reserved(p.at, end))
             }
             _ => self.windows_at(start).first_reserved(start, end),
         }
@@ -188,10 +155,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// The earliest time at or after `start` from which `span` is free of windows ([`Windows::next_free`]): before a
     /// pending switch if a stretch ends by it, else from the switch on.
     pub(super) fn free_from(&self, start: Rat, span: Rat) -> Option<Rat> {
-        match &self.pending {
+        match &self.changes.pending {
             Some(p) if start < p.at => match self.cfg.windows.next_free(start, span) {
                 Some(t) if t + span <= p.at => Some(t),
-                _ => p.windows.next_free(p.at, span),
+                _ => p.list.next_free(p.at, span),
             },
             _ => self.windows_at(start).next_free(start, span),
         }
@@ -200,11 +167,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// A frame of class `c` for `[start, end)` that no window admits: `schedule-change` if the windows before the
     /// last switch (pending or done) gave it one, else `not-owned`.
     pub(super) fn refused_window(&self, c: ClassId, start: Rat, end: Rat) -> Reason {
-        let before = match (&self.pending, &self.previous) {
-            (Some(p), _) if start >= p.at => Some(&self.cfg.windows),
-            (None, Some(p)) if start >= p.at => Some(&p.windows),
-            _ => None,
-        };
+        let before = self.changes.last_change(&self.cfg.windows).filter(|&(_, _, at)| start >= at).map(|(b, _, _)| b);
         if before.is_some_and(|w| w.admitting(c, start, end).is_some()) {
             Reason::ScheduleChange
         } else {

@@ -32,7 +32,7 @@ mod admit;
 mod change;
 mod place;
 mod post;
-pub mod windows;
+pub use crate::schedule::windows;
 
 pub use place::Place;
 
@@ -157,8 +157,7 @@ pub struct ByteStation<B> {
     /// and moves after an underrun or under the relaxed policy).
     deviation: Alignment,
     /// A change of windows waiting for its switch ([`ByteStation::change_windows`]), and the last one done.
-    pending: Option<change::Switch>,
-    previous: Option<change::Switch>,
+    changes: change::Changes,
     /// EPHC intervals the wire lost to its latest underruns (idle, or posted and then moved later): a frame
     /// due in one is rejected `underrun`, not `late`.
     lost: VecDeque<(Tai, Tai)>,
@@ -196,8 +195,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             stride: None,
             lead_bytes: (cfg.lead.0 as u128 * u128::from(byte.den())).div_ceil(u128::from(byte.num())) as u64,
             lost: VecDeque::new(),
-            pending: None,
-            previous: None,
+            changes: change::Changes::new(),
             deviation: Alignment::default(),
             cfg,
         })

@@ -34,7 +34,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let span = self.span_of(wire_bytes(len));
         let last = Rat::ns(i128::from(from.0)) + windows.cycle();
         let mut start = Rat::ns(i128::from(from.0));
-        let spans = windows.spans().max(self.pending.as_ref().map_or(0, |p| p.windows.spans()));
+        let spans = windows.spans().max(self.changes.pending.as_ref().map_or(0, |p| p.list.spans()));
         for _ in 0..=2 * spans + 1 {
             // Frames are handed in at whole ns: the first at or after `start`.
             let at = Rat::ns(start.ceil());

@@ -11,84 +11,15 @@
 //! `config-change-error`); a new change replaces one still pending. The ring size (cycle time), the slot size and
 //! the classes stay as configured: changing those moves the schedule grid itself, which takes a restart.
 
-use core::fmt;
-
 use super::Station;
 use crate::insert::Policy;
 use crate::isolation::Ownership;
 use crate::outcome::Reason;
+use crate::schedule::{same_classes, ChangeError, ScheduleChange};
 use crate::time::Tai;
 
-/// A schedule change waiting for its slot.
-#[derive(Clone, Debug)]
-pub(super) struct Pending {
-    /// First schedule slot the new map governs.
-    pub(super) slot: u64,
-    pub(super) ownership: Ownership,
-}
-
-/// An accepted change ([`Station::change_schedule`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScheduleChange {
-    /// The first schedule slot under the new map.
-    pub slot: u64,
-    /// Its start: the network time the change takes effect (the requested time, rounded up to a slot start).
-    pub time: Tai,
-    /// Frames already submitted that the change left without a slot, rejected [`Reason::ScheduleChange`].
-    pub rejected: u64,
-}
-
-/// Why a schedule change was refused. Nothing changes when it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ChangeError {
-    /// The new map's ring (cycle) differs from the running one's.
-    Ring {
-        /// Ring slots of the running map.
-        running: u32,
-        /// Ring slots of the new map.
-        new: u32,
-    },
-    /// The new windows' cycle differs from the running one's (byte clock), whole ns rounded up.
-    Cycle {
-        /// The running cycle.
-        running: i128,
-        /// The new cycle.
-        new: i128,
-    },
-    /// The classes differ: names, order, or which are best effort.
-    Classes(alloc::string::String),
-    /// The change time's slot is already posted to the NIC, or has passed (Qbv's `config-change-error`).
-    InThePast {
-        /// Requested time.
-        at: Tai,
-        /// The earliest time a change can take effect now.
-        earliest: Tai,
-    },
-}
-
-impl fmt::Display for ChangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ChangeError::Ring { running, new } => write!(
-                f,
-                "the new schedule has {new} ring slots and the running one {running}: a change of cycle time takes a \
-                 restart"
-            ),
-            ChangeError::Cycle { running, new } => write!(
-                f,
-                "the new windows' cycle is {new} ns and the running one {running} ns: a change of cycle time takes a \
-                 restart"
-            ),
-            ChangeError::Classes(why) => write!(f, "the new schedule's classes differ from the running ones: {why}"),
-            ChangeError::InThePast { at, earliest } => write!(
-                f,
-                "base time {} ns has passed or its slot is already with the NIC: the earliest a change can take \
-                 effect now is {} ns",
-                at.0, earliest.0
-            ),
-        }
-    }
-}
+/// The change waiting for its first schedule slot, and the last done ([`crate::schedule::Admin`]).
+pub(super) type Changes = crate::schedule::Admin<u64, Ownership>;
 
 impl<B: AsRef<[u8]>> Station<B> {
     /// Take `ownership` from the first schedule slot that starts at or after network time `at` on. Frames already
@@ -99,30 +30,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         if ownership.ring() != running.ring() {
             return Err(ChangeError::Ring { running: running.ring(), new: ownership.ring() });
         }
-        if ownership.classes() != running.classes() {
-            return Err(ChangeError::Classes(alloc::format!(
-                "{} classes instead of {}",
-                ownership.classes(),
-                running.classes()
-            )));
-        }
-        for i in 0..running.classes() {
-            let c = crate::isolation::ClassId(i as u8);
-            if ownership.name(c) != running.name(c) {
-                return Err(ChangeError::Classes(alloc::format!(
-                    "class {i} is {:?}, running {:?}",
-                    ownership.name(c),
-                    running.name(c)
-                )));
-            }
-            if ownership.is_best_effort(c) != running.is_best_effort(c) {
-                return Err(ChangeError::Classes(alloc::format!(
-                    "class {:?} would change between real time and best effort (a real-time class keeps at least \
-                     one slot)",
-                    running.name(c)
-                )));
-            }
-        }
+        same_classes(running, &ownership)?;
         // The first schedule slot no posted slot has carried: the earliest a change can govern.
         let earliest = self.j_end.max(self.schedule_slot_of(self.first_placeable()));
         let slot = self.schedule.slot_at_or_after(at).unwrap_or(u64::MAX);
@@ -130,7 +38,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             return Err(ChangeError::InThePast { at, earliest: self.schedule.time_of(earliest) });
         }
         let before = self.counters.rejected[Reason::ScheduleChange.index()];
-        self.pending = Some(Pending { slot, ownership });
+        self.changes.set(slot, ownership);
         // Frames accepted under the old map: those in the window move or go now; strict frames pre-buffered for a
         // slot the change takes from their class go now too (relaxed ones search again when their slot comes).
         self.follow_mapping(Reason::ScheduleChange);
@@ -156,7 +64,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// The change waiting for its slot, if any: when it takes effect and the map it brings (Qbv's admin list
     /// while `ConfigPending`).
     pub fn pending_change(&self) -> Option<(Tai, &Ownership)> {
-        self.pending.as_ref().map(|p| (self.schedule.time_of(p.slot), &p.ownership))
+        self.changes.pending.as_ref().map(|p| (self.schedule.time_of(p.at), &p.list))
     }
 
     /// The map in force now (Qbv's oper list): the configured one, or the last change that took effect.
@@ -166,33 +74,29 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// The map that governs unposted slot `k`.
     pub(crate) fn own_for(&self, k: u64) -> &Ownership {
-        match &self.pending {
-            Some(p) if self.schedule_slot_of(k) >= p.slot => &p.ownership,
+        match &self.changes.pending {
+            Some(p) if self.schedule_slot_of(k) >= p.at => &p.list,
             _ => &self.cfg.ownership,
         }
     }
 
     /// The wire slot where a pending change starts, under the current mapping.
     pub(super) fn change_at(&self) -> Option<u64> {
-        let p = self.pending.as_ref()?;
-        u64::try_from(i128::from(p.slot) - i128::from(self.shift)).ok()
+        let p = self.changes.pending.as_ref()?;
+        u64::try_from(i128::from(p.at) - i128::from(self.shift)).ok()
     }
 
     /// Once every slot before the change is posted, the new map is the running one (the old one is kept to name
     /// the frames it displaced).
     pub(super) fn promote_change(&mut self) {
-        if self.pending.as_ref().is_some_and(|p| self.j_end > p.slot) {
-            if let Some(p) = self.pending.take() {
-                let old = core::mem::replace(&mut self.cfg.ownership, p.ownership);
-                self.previous = Some(Pending { slot: p.slot, ownership: old });
-                // A map without best-effort slots leaves the best-effort frames still waiting no slot ever (new
-                // ones get `no-capacity` at admission): each gets its outcome now.
-                if self.cfg.ownership.unowned().is_empty() {
-                    while let Some(f) = self.be.pop() {
-                        self.dequeued(f.class);
-                        self.reject(f.id, f.class, Reason::ScheduleChange);
-                    }
-                }
+        let j_end = self.j_end;
+        // A map without best-effort slots leaves the best-effort frames still waiting no slot ever (new ones get
+        // `no-capacity` at admission): each gets its outcome now.
+        if self.changes.promote(&mut self.cfg.ownership, |slot| j_end > slot) && self.cfg.ownership.unowned().is_empty()
+        {
+            while let Some(f) = self.be.pop() {
+                self.dequeued(f.class);
+                self.reject(f.id, f.class, Reason::ScheduleChange);
             }
         }
     }
@@ -201,11 +105,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// for it is rejected [`Reason::ScheduleChange`], not `not-owned`.
     pub(super) fn taken_by_change(&self, class: crate::isolation::ClassId, k: u64) -> bool {
         let j = self.schedule_slot_of(k);
-        let (before, after, from) = match (&self.pending, &self.previous) {
-            (Some(p), _) => (&self.cfg.ownership, &p.ownership, p.slot),
-            (None, Some(p)) => (&p.ownership, &self.cfg.ownership, p.slot),
-            (None, None) => return false,
-        };
+        let Some((before, after, from)) = self.changes.last_change(&self.cfg.ownership) else { return false };
         j >= from && before.owner_of(j) == Some(class) && after.owner_of(j) != Some(class)
     }
 }

@@ -59,8 +59,8 @@ use crate::prebuffer::{BeQueues, RtQueue};
 use crate::ring::{Ring, RingError, SlotKind, SlotView};
 use crate::time::{Nanos, SlotGeometry, Tai, MAX_SLOT_BYTES};
 
+pub use crate::schedule::{ChangeError, ScheduleChange};
 pub use alignment::Alignment;
-pub use change::{ChangeError, ScheduleChange};
 pub use grid::Carried;
 
 /// A txtime further than this in the past is `late` without looking for its slot (a day: any slot that old is long
@@ -271,10 +271,9 @@ pub struct Station<B> {
     /// report that comes after slots have already been consumed must not leave the grid a fraction of a byte
     /// off the schedule for the rest of the run.
     link_up_gap: Option<u64>,
-    /// A schedule change waiting for its slot ([`Station::change_schedule`]).
-    pending: Option<change::Pending>,
-    /// The map before the last change that took effect, from the slot it took effect at.
-    previous: Option<change::Pending>,
+    /// A schedule change waiting for its slot ([`Station::change_schedule`]), and the map before the last one that
+    /// took effect, from the slot it took effect at.
+    changes: change::Changes,
     started: bool,
     draining: bool,
 }
@@ -332,8 +331,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             provisional: false,
             expected_gap: None,
             link_up_gap: None,
-            pending: None,
-            previous: None,
+            changes: change::Changes::new(),
             started: false,
             draining: false,
             cfg,

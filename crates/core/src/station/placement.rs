@@ -16,7 +16,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     pub(super) fn insert(&mut self, frame: Frame<B>, target: u64, from: u64) -> Result<(), Reason> {
         let own = self.own_for(target);
         let mut d = decide(&self.ring, own, self.phase, self.cfg.policy, frame.class, target, from);
-        if self.pending.is_some() {
+        if self.changes.pending.is_some() {
             d = self.across_change(d, frame.class, target);
         }
         if d == Decision::Reject(Reason::NotOwned) && self.taken_by_change(frame.class, target) {
@@ -107,7 +107,7 @@ impl<B: AsRef<[u8]>> Station<B> {
                     Ok(target) => {
                         let (own, phase, policy) = (self.own_for(target), self.phase, self.cfg.policy);
                         let mut d = decide(&self.ring, own, phase, policy, class, target, target);
-                        if self.pending.is_some() {
+                        if self.changes.pending.is_some() {
                             d = self.across_change(d, class, target);
                         }
                         match d {
