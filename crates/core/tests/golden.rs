@@ -244,7 +244,9 @@ fn outputs_are_byte_identical_to_the_recorded_ones() {
 /// The byte clock's exact outputs, pinned the same way: every posted descriptor's length, start byte and time,
 /// what it carried, every outcome and underrun, over seeded runs with rate changes, steps, reported and detected
 /// underruns, real-time frames in two classes' windows and best effort between them, at byte times above and below
-/// a nanosecond. Recorded on the code before the byte clock's cursor stride and filler runs (issue 30).
+/// a nanosecond. Recorded on the code before the byte clock's cursor stride and filler runs (issue 30); the two
+/// 1 Gb/s cases re-recorded when the byte clock's link-up was snapped onto the schedule's byte grid, as the slot
+/// station's is (an intended change: the other rates' bytes are not whole ns, and their hashes did not move).
 mod bytes {
     use super::{fnv, Rng, DATA};
     use std::fmt::Write;
@@ -378,8 +380,8 @@ mod bytes {
 
     /// The hashes of every case, as recorded (see the module doc).
     const RECORDED: [u64; 10] = [
-        0xfea668f537d608f5,
-        0x0dda4fd605f294ea,
+        0xe08a3e49783dea03,
+        0xde1616bd857856eb,
         0xc5383dcf5f4cb636,
         0x42d55392591130f2,
         0x499c0e16af480389,

@@ -140,6 +140,9 @@ pub struct ByteStation<B> {
     counters: Counters,
     /// A gap is expected at this descriptor (link-up, or an underrun the station detected itself).
     expected_gap: Option<u64>,
+    /// The descriptor the link came up at, until the backend reports that start (a gap there) or a later gap shows
+    /// it never will: its restart is snapped onto the schedule's byte grid ([`crate::wire::snap_to_bytes`]).
+    link_up_gap: Option<u64>,
     draining: bool,
     /// The real-time frame at the head whose target byte was last checked against its window, the clock
     /// generation it was found in, and the byte: the posting loop asks for the head once per descriptor.
@@ -188,6 +191,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             outcomes: Vec::new(),
             counters: Counters::default(),
             expected_gap: None,
+            link_up_gap: None,
             draining: false,
             checked: None,
             clock_gen: 0,
@@ -282,6 +286,11 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.track.end()
     }
 
+    /// The link comes up at `t` (by the host clock): onto the schedule's byte grid ([`crate::wire::snap_to_bytes`]).
+    fn snap(&self, t: Tai) -> Tai {
+        crate::wire::snap_to_bytes(t, self.cfg.rate.byte_time(), self.cfg.windows.base_time())
+    }
+
     /// The EPHC's time at host time `host`.
     pub fn ephc_at(&self, host: Tai) -> Tai {
         let p = self.host.slot_of(host).unwrap_or(0);
@@ -345,18 +354,26 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let mut underruns = Vec::new();
         let land = obs.now + self.cfg.post_latency;
         if !self.started {
+            let land = self.snap(land);
             self.host.set_time(land, self.next_pos());
             self.ephc.set_time(land, self.next_pos());
             self.clock_moved();
             self.started = true;
             self.expected_gap = Some(self.ring.posted());
+            self.link_up_gap = Some(self.ring.posted());
         }
         for gap in obs.gaps {
             let expected = self.expected_gap == Some(gap.at);
             if expected {
                 self.expected_gap = None;
             }
-            let moved = self.reanchor(gap.at, gap.restart, !expected, !expected);
+            // The link's real start, reported: snapped onto the schedule's byte grid as the estimate was.
+            let link_up = self.link_up_gap == Some(gap.at);
+            if self.link_up_gap.is_some_and(|k| k <= gap.at) {
+                self.link_up_gap = None;
+            }
+            let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
+            let moved = self.reanchor(gap.at, restart, !expected, !expected);
             if !expected {
                 self.counters.underruns += 1;
                 underruns.push(Underrun {

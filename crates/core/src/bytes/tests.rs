@@ -641,3 +641,37 @@ fn host_times_inside_a_reported_gap_read_back_from_the_restart() {
         assert_eq!(st.ephc_at(t), at_restart - Nanos::from_us(us), "{us} µs before the restart");
     }
 }
+
+/// The link comes up off the schedule's byte grid (the schedule's base 37 ns past a byte boundary of the first poll,
+/// bytes of 80 ns at 100 Mb/s): the byte clock snaps its EPHC onto the schedule's grid, as the slot station does
+/// (`station::tests::a_late_report_of_the_link_up_keeps_the_byte_grid_on_the_schedule`), so a frame due on that
+/// grid starts exactly at its txtime — not 37 ns early, on the nearest byte of a grid anchored at the first poll.
+/// The backend's later report of the real start is snapped too.
+#[test]
+fn the_link_up_is_snapped_onto_the_schedules_byte_grid() {
+    let rate = LinkRate::from_mbps(100).unwrap();
+    let base = T0 + Nanos(37);
+    let windows = Windows::new(base, Nanos::from_us(100), &classes(&[(0, 50_000)]), rate).unwrap();
+    let frames: Vec<_> = (0..20u64)
+        .map(|i| {
+            let t = base + Nanos::from_us(1000 + 100 * i as i64 + 4);
+            (T0, frame(i, 0, Some(t), 100))
+        })
+        .collect();
+    let (_, outcomes) = run(config(100, windows.clone()), frames, Nanos::from_ms(4), Nanos::from_us(20));
+    assert_eq!(outcomes.len(), 20);
+    for o in &outcomes {
+        let sent = o.result.unwrap_or_else(|e| panic!("{:?}: {e:?}", o.id));
+        assert_eq!(Some(sent.time), sent.scheduled, "{:?} off its txtime", o.id);
+    }
+    // A backend that reports where the link really came up (3 ns after the estimate): snapped too.
+    let mut st = ByteStation::new(config(100, windows), T0).unwrap();
+    let p = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    assert!(p.post.end > 0);
+    let on_grid = |st: &ByteStation<Vec<u8>>| (st.ephc().time_of(0).0 - base.0).rem_euclid(80);
+    assert_eq!(on_grid(&st), 0);
+    let gap = crate::station::Gap { at: 0, restart: T0 + Nanos(3) };
+    let _ = st.poll(Observation { consumed: 1, now: T0 + Nanos(2_000), gaps: &[gap] }).unwrap();
+    assert_eq!(on_grid(&st), 0, "EPHC of byte 0: {:?}", st.ephc().time_of(0));
+    assert_eq!(st.ephc().time_of(0), base, "the first grid byte at or after the reported start");
+}

@@ -309,18 +309,9 @@ impl<B: AsRef<[u8]>> Station<B> {
         moved
     }
 
-    /// The link comes up at `t` (by the host clock): the EPHC is anchored there, rounded up by less than one byte
-    /// time so that its byte boundaries meet the schedule's slot starts (`base_time + j·δ`, δ a whole number of
-    /// bytes) — the EPHC of a station without synchronisation is its own clock, anchored to `CLOCK_TAI` at start,
-    /// and this keeps its slots exactly on their schedule times rather than up to a byte after. (Links whose byte
-    /// time is not a whole number of ns keep `t`.)
+    /// The link comes up at `t` (by the host clock): [`crate::wire::snap_to_bytes`] onto the schedule's byte grid.
     pub(super) fn snap(&self, t: Tai) -> Tai {
-        let byte = self.cfg.geometry.rate().byte_time();
-        if byte.den() != 1 {
-            return t;
-        }
-        let off = (i128::from(self.schedule.time_of(0).0) - i128::from(t.0)).rem_euclid(i128::from(byte.num()));
-        Tai(sat_i64(i128::from(t.0) + off))
+        crate::wire::snap_to_bytes(t, self.cfg.geometry.rate().byte_time(), self.schedule.time_of(0))
     }
 
     /// The phase is to be (re)acquired from the next slot on.

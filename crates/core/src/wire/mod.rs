@@ -5,3 +5,18 @@
 
 pub(crate) mod step;
 pub(crate) mod track;
+
+use crate::time::{SlotPeriod, Tai};
+
+/// The link comes up at host time `t`: the EPHC is anchored there, moved later by less than a byte time so that its
+/// byte boundaries meet the schedule's (`origin + m·byte`). The EPHC of a station without synchronisation is its own
+/// clock, anchored to the host's at start; this keeps frames and slots due on the schedule's byte grid exactly on
+/// it rather than up to a byte off. Links whose byte time is not whole ns (2.5, 10, 25 Gb/s, …) keep `t`.
+/// Both timings snap their link-up (and a backend's later report of it) here.
+pub(crate) fn snap_to_bytes(t: Tai, byte: SlotPeriod, origin: Tai) -> Tai {
+    if byte.den() != 1 {
+        return t;
+    }
+    let off = (i128::from(origin.0) - i128::from(t.0)).rem_euclid(i128::from(byte.num()));
+    Tai(crate::station::sat_i64(i128::from(t.0) + off))
+}
