@@ -48,11 +48,13 @@ impl<B> Ord for Waiting<B> {
 pub struct RtQueue<B> {
     heap: BinaryHeap<Waiting<B>>,
     seq: u64,
+    /// At least the latest txtime waiting (`None`: nothing waits).
+    latest: Option<Tai>,
 }
 
 impl<B> Default for RtQueue<B> {
     fn default() -> Self {
-        RtQueue { heap: BinaryHeap::new(), seq: 0 }
+        RtQueue { heap: BinaryHeap::new(), seq: 0, latest: None }
     }
 }
 
@@ -60,6 +62,7 @@ impl<B> RtQueue<B> {
     /// Queue a frame (it must have a txtime).
     pub fn push(&mut self, frame: Frame<B>) {
         self.seq += 1;
+        self.latest = self.latest.max(frame.txtime);
         self.heap.push(Waiting { frame, seq: self.seq });
     }
     /// The earliest txtime waiting.
@@ -68,7 +71,11 @@ impl<B> RtQueue<B> {
     }
     /// Take the earliest frame.
     pub fn pop(&mut self) -> Option<Frame<B>> {
-        self.heap.pop().map(|w| w.frame)
+        let w = self.heap.pop()?;
+        if self.heap.is_empty() {
+            self.latest = None;
+        }
+        Some(w.frame)
     }
     /// Frames waiting.
     pub fn len(&self) -> usize {
@@ -80,7 +87,23 @@ impl<B> RtQueue<B> {
     }
     /// Take every frame (for shutdown).
     pub fn drain(&mut self) -> impl Iterator<Item = Frame<B>> + '_ {
+        self.latest = None;
         self.heap.drain().map(|w| w.frame)
+    }
+    /// Take out the frames due at or after `from` that `lost` picks; the others keep their order. When every frame
+    /// waiting is due before `from` (a schedule change beyond all of them) nothing is looked at.
+    pub fn take_from(&mut self, from: Tai, mut lost: impl FnMut(&Frame<B>) -> bool) -> Vec<Frame<B>> {
+        if self.latest.is_none_or(|l| l < from) {
+            return Vec::new();
+        }
+        let all = core::mem::take(&mut self.heap).into_vec();
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|w| w.frame.txtime.is_some_and(|t| t >= from) && lost(&w.frame));
+        self.heap = BinaryHeap::from(kept);
+        if self.heap.is_empty() {
+            self.latest = None;
+        }
+        gone.into_iter().map(|w| w.frame).collect()
     }
 }
 
@@ -147,6 +170,37 @@ mod tests {
 
     fn f(id: u64, t: i64) -> Frame<()> {
         Frame { id: FrameId(id), class: ClassId(0), txtime: Some(Tai(t)), data: () }
+    }
+
+    /// A schedule change takes out the frames it leaves without a slot: only frames due from its time on are
+    /// looked at (none when every frame waiting is due before it), and the rest keep their order.
+    #[test]
+    fn take_from_looks_only_at_frames_from_its_time_on() {
+        let mut q = RtQueue::default();
+        for (id, t) in [(1, 50), (2, 10), (3, 30), (4, 30), (5, 70)] {
+            q.push(f(id, t));
+        }
+        let mut looked = 0;
+        assert!(q
+            .take_from(Tai(71), |_| {
+                looked += 1;
+                true
+            })
+            .is_empty());
+        assert_eq!(looked, 0, "every frame is due before the change");
+        let mut seen = Vec::new();
+        let gone = q.take_from(Tai(30), |fr| {
+            seen.push(fr.id.0);
+            fr.id.0 != 4
+        });
+        seen.sort_unstable();
+        assert_eq!(seen, [1, 3, 4, 5]);
+        let mut gone: Vec<u64> = gone.iter().map(|fr| fr.id.0).collect();
+        gone.sort_unstable();
+        assert_eq!(gone, [1, 3, 5]);
+        let order: Vec<u64> = core::iter::from_fn(|| q.pop()).map(|fr| fr.id.0).collect();
+        assert_eq!(order, [2, 4]);
+        assert!(q.take_from(Tai(i64::MIN), |_| panic!("empty: nothing to look at")).is_empty());
     }
 
     #[test]

@@ -327,18 +327,33 @@ fn a_planted_metrics_symlink_never_reaches_its_victim() {
 }
 
 /// Issue 29 point 6: a burst of 1 000 `Schedule` requests from the daemon's own user while 4 000 frames of a class
-/// the changes never touch wait in the station. Changes are applied one per poll (each re-decides every waiting
-/// frame), so the loop never stalls: every one of the 4 000 frames is sent in its slot, every change answered.
+/// the changes never touch wait in the station. Changes are applied one per poll, so the loop never stalls: every
+/// one of the 4 000 frames is sent in its slot, every change answered — with the changes beyond every waiting frame
+/// (the station looks at none of them) and in the middle of them (each change re-decides the half due after it).
 #[test]
 fn a_burst_of_schedule_changes_does_not_stall_the_loop() {
+    for cycles in [200, 65] {
+        burst_of_schedule_changes(cycles);
+    }
+}
+
+/// [`a_burst_of_schedule_changes_does_not_stall_the_loop`] with the changes `cycles` after the first frame's.
+fn burst_of_schedule_changes(cycles: i64) {
     // One daemon at a time, as in [`start`] (CI once lost 11 frames to an underrun when this daemon's poll loop
     // shared the two cores with the flood test's).
     let _one = ONE_DAEMON.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("keepon.sock");
     let cfg = dir.path().join("d.toml");
+    // A lookahead of 24 slots (2.4 ms): this 2-core VM now and then loses a vCPU for about a millisecond with no
+    // change in flight (one run in six lost frames to an underrun 600 ms after the burst at batch 8), which is the
+    // host, not the daemon. A change's cost grows with the frames it looks at: the loop's share of it is what this
+    // measures (1000 changes beyond every frame were answered in ~21 ms, in the middle of them in ~100 ms, debug
+    // build; before the station looked only at frames due from the change on, ~200 ms and one run in four lost
+    // frames at batch 8).
     let text = daemon_config(&sock, "20us", "max_advance = \"2s\"", "max_queued = 8192")
-        .replace("slot_masks = \"0x01,0x20002,0\"", "slot_masks = \"0x01,0xfffffffe,0\"");
+        .replace("slot_masks = \"0x01,0x20002,0\"", "slot_masks = \"0x01,0xfffffffe,0\"")
+        .replace("batch = 8", "batch = 24");
     std::fs::write(&cfg, text).unwrap();
     let d = Proc::spawn(
         "daemon",
@@ -372,7 +387,7 @@ fn a_burst_of_schedule_changes_does_not_stall_the_loop() {
     // 1 000 changes of tc-0 (its own slot 0 each time: nothing moves but every waiting frame is re-decided).
     let mut changes = Client::connect(&sock).unwrap();
     changes.set_timeout(Some(Duration::from_secs(30))).unwrap();
-    let base = first + 200 * CYCLE;
+    let base = first + cycles * CYCLE;
     let mut burst = Vec::new();
     for _ in 0..1000 {
         let req = Request::Schedule { base_time: base, classes: vec![("tc-0".into(), vec![0])] };
@@ -399,6 +414,9 @@ fn a_burst_of_schedule_changes_does_not_stall_the_loop() {
             None => panic!("closed"),
         }
     }
-    println!("1000 changes answered in {took:?}; tc-1 sent {sent}/4000; others {:?}", &other[..other.len().min(5)]);
+    println!(
+        "changes {cycles} cycles on: 1000 answered in {took:?}; tc-1 sent {sent}/4000; others {:?}",
+        &other[..other.len().min(5)]
+    );
     assert_eq!(sent, 4000, "{other:?}\n{}", d.output());
 }

@@ -50,8 +50,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             });
         }
         let before = self.counters.rejected[Reason::ScheduleChange.index()];
+        // From the earlier of this switch and one it replaces: frames decided under that one are decided again.
+        let from = self.changes.pending.as_ref().map_or(switch, |p| p.at.min(switch));
         self.changes.set(switch, windows);
-        self.redecide_waiting();
+        self.redecide_waiting(from);
         let rejected = self.counters.rejected[Reason::ScheduleChange.index()] - before;
         Ok(ScheduleChange { slot: 0, time: Tai(i64::try_from(switch.ceil()).unwrap_or(i64::MAX)), rejected })
     }
@@ -63,10 +65,13 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     }
 
     /// Real-time frames waiting: each in its window again under the windows as they now stand (cached bytes
-    /// found afresh), or rejected `schedule-change`.
-    fn redecide_waiting(&mut self) {
+    /// found afresh), or rejected `schedule-change`. Only frames due from a cycle before `at` (the switch, or an
+    /// earlier one it replaced) on can be touched (a window is at most a cycle long): those before keep their
+    /// windows, and are not looked at.
+    fn redecide_waiting(&mut self, at: Rat) {
         self.checked = None;
-        let keys: alloc::vec::Vec<_> = self.rt.keys().copied().collect();
+        let from = Tai(i64::try_from((at - self.cfg.windows.cycle()).floor()).unwrap_or(i64::MIN));
+        let keys: alloc::vec::Vec<_> = self.rt.range((from, crate::outcome::FrameId(0))..).map(|(k, _)| *k).collect();
         for key in keys {
             let Some(w) = self.rt.get(&key) else { continue };
             let start = Rat::ns(i128::from(key.0 .0));

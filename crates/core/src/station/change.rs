@@ -38,23 +38,24 @@ impl<B: AsRef<[u8]>> Station<B> {
             return Err(ChangeError::InThePast { at, earliest: self.schedule.time_of(earliest) });
         }
         let before = self.counters.rejected[Reason::ScheduleChange.index()];
+        // Frames from the earlier of this change and one it replaces can lose their slot.
+        let from = self.changes.pending.as_ref().map_or(slot, |p| p.at.min(slot));
         self.changes.set(slot, ownership);
         // Frames accepted under the old map: those in the window move or go now; strict frames pre-buffered for a
         // slot the change takes from their class go now too (relaxed ones search again when their slot comes).
         self.follow_mapping(Reason::ScheduleChange);
-        let waiting: alloc::vec::Vec<_> = self.rt.drain().collect();
-        for f in waiting {
-            let lost = match f.txtime.and_then(|t| self.slot_of(t)) {
-                Some(k) => {
-                    self.cfg.policy == Policy::Strict && self.own_for(k).owner_of(k + self.phase) != Some(f.class)
-                }
-                None => false,
-            };
-            if lost {
+        // None if every frame waiting is due before that.
+        if self.cfg.policy == Policy::Strict {
+            let mut rt = core::mem::take(&mut self.rt);
+            let lost = rt.take_from(self.schedule.time_of(from), |f| {
+                f.txtime
+                    .and_then(|t| self.slot_of(t))
+                    .is_some_and(|k| self.own_for(k).owner_of(k + self.phase) != Some(f.class))
+            });
+            self.rt = rt;
+            for f in lost {
                 self.dequeued(f.class);
                 self.reject(f.id, f.class, Reason::ScheduleChange);
-            } else {
-                self.rt.push(f);
             }
         }
         let rejected = self.counters.rejected[Reason::ScheduleChange.index()] - before;
@@ -210,6 +211,24 @@ mod tests {
         assert!(outcomes
             .iter()
             .any(|o| o.id.0 >= 1000 && o.result.is_ok_and(|s| s.ring_slot == 0 && s.time >= at(10, 0))));
+    }
+
+    /// A change that replaces a pending one, later: frames admitted for the first one's slots before the second's
+    /// time are the running map's again, and lose their slot at once (`schedule-change`); those from the second's
+    /// time on keep it.
+    #[test]
+    fn a_later_change_replacing_a_pending_one_redecides_from_the_earlier() {
+        let mut s = station();
+        poll(&mut s, 0, BASE - 1_000);
+        s.change_schedule(at(10, 0), map(&[8])).unwrap();
+        for n in 10..=20 {
+            assert_eq!(s.submit(rt(n as u64, at(n, 8)), Tai(BASE)), Ok(()), "cycle {n}");
+        }
+        let change = s.change_schedule(at(15, 0), map(&[8])).unwrap();
+        assert_eq!(change.rejected, 5, "cycles 10 to 14");
+        let lost: Vec<u64> =
+            s.drain_outcomes().filter(|o| o.result == Err(Reason::ScheduleChange)).map(|o| o.id.0).collect();
+        assert_eq!(lost, (10..15).collect::<Vec<u64>>());
     }
 
     /// A PTP port asks for its class's next places one after another ([`crate::face::StationFace::next_place`]):
