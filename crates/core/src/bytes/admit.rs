@@ -40,7 +40,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     #[allow(clippy::type_complexity)]
     fn admit(&self, frame: &Frame<B>, now: Tai) -> Result<Option<(Tai, Rat, Rat, u64)>, Reason> {
         let windows = &self.cfg.windows;
-        if self.draining {
+        if self.life.is_draining() {
             return Err(Reason::Shutdown);
         }
         if !windows.has_class(frame.class) {

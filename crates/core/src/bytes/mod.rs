@@ -127,7 +127,6 @@ pub struct ByteStation<B> {
     ephc: Ephc,
     /// The wire by the host clock, at the nominal byte time (see [`crate::station::Station`]'s).
     host: Ephc,
-    started: bool,
     /// The wire's record of the descriptors posted and not long consumed (the last two rings of consumed ones
     /// too): the byte each starts at and its EPHC time; its end is the byte the next descriptor starts at.
     track: Track<Tai>,
@@ -138,12 +137,9 @@ pub struct ByteStation<B> {
     queued: Vec<usize>,
     outcomes: Vec<Outcome>,
     counters: Counters,
-    /// A gap is expected at this descriptor (link-up, or an underrun the station detected itself).
-    expected_gap: Option<u64>,
-    /// The descriptor the link came up at, until the backend reports that start (a gap there) or a later gap shows
-    /// it never will: its restart is snapped onto the schedule's byte grid ([`crate::wire::snap_to_bytes`]).
-    link_up_gap: Option<u64>,
-    draining: bool,
+    /// Down, up (anchor provisional or final) or draining, and the gaps the station expects
+    /// ([`crate::wire::lifecycle`], as on the slot station).
+    life: crate::wire::lifecycle::Lifecycle,
     /// The real-time frame at the head whose target byte was last checked against its window, the clock
     /// generation it was found in, and the byte: the posting loop asks for the head once per descriptor.
     checked: Option<((Tai, FrameId), u64, u64)>,
@@ -183,16 +179,13 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             ring: Ring::with_max_filler(cfg.ring, cfg.max_frame, cfg.max_frame),
             ephc: Ephc::new(byte, 0, t0),
             host: Ephc::new(byte, 0, t0),
-            started: false,
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: BTreeMap::new(),
             be: BeQueues::new(cfg.windows.classes()),
             queued: alloc::vec![0; cfg.windows.classes()],
             outcomes: Vec::new(),
             counters: Counters::default(),
-            expected_gap: None,
-            link_up_gap: None,
-            draining: false,
+            life: crate::wire::lifecycle::Lifecycle::new(),
             checked: None,
             clock_gen: 0,
             cursor: Ephc::new(byte, 0, t0).exact(0),
@@ -245,7 +238,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// clock has no grid to acquire (a frame goes on the byte nearest its time from the first descriptor on), so
     /// the two answer the same question.
     pub fn schedule_settled(&self) -> bool {
-        self.started && (self.expected_gap.is_none() || self.ring.consumed() > 0)
+        self.life.anchored()
     }
 
     /// Descriptor `k` (posted or being posted) for handing to the NIC.
@@ -260,7 +253,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// Shut down: frames not yet posted are rejected `shutdown`, and nothing more is posted.
     pub fn shutdown(&mut self) {
-        self.draining = true;
+        self.life.drain();
         let rt = core::mem::take(&mut self.rt);
         for w in rt.into_values() {
             self.reject(w.frame.id, w.frame.class, Reason::Shutdown);
@@ -272,7 +265,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// Shut down and every posted frame has left.
     pub fn drained(&self) -> bool {
-        self.draining && self.in_flight() == 0
+        self.life.is_draining() && self.in_flight() == 0
     }
 
     /// EPHC time descriptor `k` starts at (posted ones as posted; later ones: where the next would start).
@@ -353,28 +346,19 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let done = self.ring.observe(obs.consumed)?;
         let mut underruns = Vec::new();
         let land = obs.now + self.cfg.post_latency;
-        if !self.started {
+        if self.life.is_down() {
             let land = self.snap(land);
             self.host.set_time(land, self.next_pos());
             self.ephc.set_time(land, self.next_pos());
             self.clock_moved();
-            self.started = true;
-            self.expected_gap = Some(self.ring.posted());
-            self.link_up_gap = Some(self.ring.posted());
+            self.life.link_up(self.ring.posted());
         }
         for gap in obs.gaps {
-            let expected = self.expected_gap == Some(gap.at);
-            if expected {
-                self.expected_gap = None;
-            }
             // The link's real start, reported: snapped onto the schedule's byte grid as the estimate was.
-            let link_up = self.link_up_gap == Some(gap.at);
-            if self.link_up_gap.is_some_and(|k| k <= gap.at) {
-                self.link_up_gap = None;
-            }
-            let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
-            let moved = self.reanchor(gap.at, restart, !expected, !expected);
-            if !expected {
+            let seen = self.life.gap(gap.at);
+            let restart = if seen.link_up { self.snap(gap.restart) } else { gap.restart };
+            let moved = self.reanchor(gap.at, restart, !(seen.expected || seen.link_up), !seen.expected);
+            if !seen.expected {
                 self.counters.underruns += 1;
                 underruns.push(Underrun {
                     at_slot: gap.at,
@@ -385,15 +369,16 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
         }
         self.reclaim(done);
+        self.life.consumed(self.ring.consumed());
         let posted = self.ring.posted();
         let idle = self.ring.consumed() == posted && self.host.time_of(self.next_pos()) <= obs.now;
-        if idle && !self.draining && posted > 0 {
+        if idle && !self.life.is_draining() && posted > 0 {
             let moved = self.reanchor(posted, land, false, true);
-            self.expected_gap = Some(posted);
+            self.life.underrun_detected(posted);
             self.counters.underruns += 1;
             underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
         }
-        if self.draining {
+        if self.life.is_draining() {
             return Ok(Poll { post: posted..posted, underruns });
         }
         self.promote_change();

@@ -32,7 +32,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// The checks that need no slot: class, length, txtime presence and horizon, capacity.
     fn admit(&self, frame: &Frame<B>, now: crate::time::Tai) -> Result<(), Reason> {
         let own = &self.cfg.ownership;
-        if self.draining {
+        if self.life.is_draining() {
             return Err(Reason::Shutdown);
         }
         if !own.has_class(frame.class) {

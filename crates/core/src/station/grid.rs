@@ -685,11 +685,11 @@ impl<B: AsRef<[u8]>> Station<B> {
         self.ephc = ephc;
         let before = self.counters.rejected[Reason::ClockStep.index()];
         if let ClockAdjust::Step(by) = adj {
-            if by != Nanos::ZERO && self.started {
+            if by != Nanos::ZERO && !self.life.is_down() {
                 self.start_acquiring();
             }
         }
-        if self.started && self.next_error().abs() > self.tolerance() {
+        if !self.life.is_down() && self.next_error().abs() > self.tolerance() {
             self.remap(matches!(adj, ClockAdjust::Step(_)), Reason::ClockStep);
         }
         Ok(ClockAdjusted { from_slot: from, rejected: self.counters.rejected[Reason::ClockStep.index()] - before })

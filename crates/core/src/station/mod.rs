@@ -261,21 +261,14 @@ pub struct Station<B> {
     counters: Counters,
     /// Frames waiting outside the ring, per class (pre-buffered, displaced, best-effort queue).
     queued: Vec<usize>,
-    /// The EPHC's anchor was set from an estimate of when the link came up; the backend's report of the real
-    /// start (a gap at the first slot) will replace it.
-    provisional: bool,
-    /// Station slot at which the station itself expects the wire to restart after an underrun it detected.
-    expected_gap: Option<u64>,
-    /// Station slot at which the link came up, until the backend reports that start (a gap there) or a later
-    /// gap shows it never will. Its restart is snapped onto the schedule's byte grid whenever it arrives: a
-    /// report that comes after slots have already been consumed must not leave the grid a fraction of a byte
-    /// off the schedule for the rest of the run.
-    link_up_gap: Option<u64>,
+    /// Down, up (the anchor provisional until the backend reports the link's start, or slots leave) or draining,
+    /// and the gaps the station expects ([`crate::wire::lifecycle`]). The link's start is snapped onto the
+    /// schedule's byte grid whenever its report arrives: a report that comes after slots have already been consumed
+    /// must not leave the grid a fraction of a byte off the schedule for the rest of the run.
+    life: crate::wire::lifecycle::Lifecycle,
     /// A schedule change waiting for its slot ([`Station::change_schedule`]), and the map before the last one that
     /// took effect, from the slot it took effect at.
     changes: change::Changes,
-    started: bool,
-    draining: bool,
 }
 
 impl<B: AsRef<[u8]>> Station<B> {
@@ -328,12 +321,8 @@ impl<B: AsRef<[u8]>> Station<B> {
             outcomes: Vec::new(),
             counters: Counters::default(),
             queued: alloc::vec![0; cfg.ownership.classes()],
-            provisional: false,
-            expected_gap: None,
-            link_up_gap: None,
+            life: crate::wire::lifecycle::Lifecycle::new(),
             changes: change::Changes::new(),
-            started: false,
-            draining: false,
             cfg,
         })
     }
@@ -390,7 +379,7 @@ impl<B> Station<B> {
     /// slots have left without such a report), and a slot has started within a byte of its schedule time (an
     /// undisciplined station, [`Station::set_discipline`], does not wait for that).
     pub fn schedule_settled(&self) -> bool {
-        self.started && !self.provisional && (!self.acquiring || !self.discipline)
+        self.life.anchored() && (!self.acquiring || !self.discipline)
     }
 
     /// Unposted wire slot `k` carries schedule slot `k + schedule_shift()`.
@@ -415,7 +404,7 @@ impl<B> Station<B> {
 
     /// True once shut down and every posted slot is consumed.
     pub fn drained(&self) -> bool {
-        self.draining && self.ring.consumed() == self.ring.posted()
+        self.life.is_draining() && self.ring.consumed() == self.ring.posted()
     }
 }
 
@@ -463,27 +452,18 @@ impl<B: AsRef<[u8]>> Station<B> {
             reals += self.reclaim(from..split);
             from = split;
             // The link's real start: its byte grid is made to meet the schedule's (see `Station::snap`).
-            let link_up = self.link_up_gap == Some(at);
-            if self.link_up_gap.is_some_and(|s| s <= at) {
-                self.link_up_gap = None;
-            }
-            let restart = if link_up { self.snap(gap.restart) } else { gap.restart };
-            let expected = self.expected_gap == Some(at) || link_up;
-            let moved = self.reanchor(at, restart, !expected);
+            let seen = self.life.gap(at);
+            let restart = if seen.link_up { self.snap(gap.restart) } else { gap.restart };
+            let moved = self.reanchor(at, restart, !(seen.expected || seen.link_up));
             moved_any |= moved != 0;
-            self.provisional &= self.expected_gap != Some(at);
-            if self.expected_gap == Some(at) {
-                self.expected_gap = None;
-            } else {
+            if !seen.expected {
                 self.counters.underruns += 1;
                 underruns.push(Underrun { at_slot: at, detected: obs.now, restart: gap.restart, shift: Nanos(moved) });
             }
         }
         reals += self.reclaim(from..done.end);
         self.counters.fillers_sent += (done.end - done.start).saturating_sub(reals);
-        if self.ring.consumed() > 0 {
-            self.provisional = false; // slots have left: the anchor they set is the EPHC's
-        }
+        self.life.consumed(self.ring.consumed());
 
         // Underrun detected by the station itself (for backends that cannot see the wire).
         let land = obs.now + self.cfg.post_latency;
@@ -493,19 +473,16 @@ impl<B: AsRef<[u8]>> Station<B> {
                                     // ended: the wire is idle now. (A gap that opens while slots are still in flight is only visible to a
                                     // backend that sees the wire; it arrives as a reported gap above, and also refines the restart here.)
         let idle = self.ring.consumed() == posted && self.host.time_of(end) <= obs.now;
-        if !self.started {
+        if self.life.is_down() {
             // The link comes up.
             let land = self.snap(land);
             let _ = self.reanchor(posted, land, false);
-            self.provisional = true;
-            self.expected_gap = Some(posted);
-            self.link_up_gap = Some(posted);
-            self.started = true;
+            self.life.link_up(posted);
             moved_any = true;
-        } else if idle && !self.draining {
+        } else if idle && !self.life.is_draining() {
             let moved = self.reanchor(posted, land, false);
             moved_any |= moved != 0;
-            self.expected_gap = Some(posted);
+            self.life.underrun_detected(posted);
             self.counters.underruns += 1;
             underruns.push(Underrun { at_slot: posted, detected: obs.now, restart: land, shift: Nanos(moved) });
         }
@@ -518,7 +495,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         let c = self.ring.consumed();
         self.forget_before(c);
 
-        if self.draining {
+        if self.life.is_draining() {
             return Ok(Poll { post: posted..posted, underruns });
         }
 
@@ -537,7 +514,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// Stop accepting frames: everything not yet posted is rejected with [`Reason::Shutdown`]; later polls
     /// post nothing, so the NIC drains and the posted frames still get their `Sent` outcomes.
     pub fn shutdown(&mut self) {
-        self.draining = true;
+        self.life.drain();
         let rt: Vec<_> = self.rt.drain().collect();
         for f in rt {
             self.reject(f.id, f.class, Reason::Shutdown);

@@ -1,8 +1,11 @@
 //! The wire clock: byte positions on the wire against the EPHC and the schedule.
 //!
-//! So far it holds the O(1) step the pacing loop posts slots with ([`step`]); the rest of the wire clock (host
-//! view, re-anchoring, the link's lifecycle) is still in `station/grid.rs` and `bytes/` (issue 30).
+//! It holds the O(1) step the pacing loop posts slots with ([`step`]), the record of posted slots ([`track`]), the
+//! link's lifecycle and the meaning of each reported gap ([`lifecycle`]) and the link-up's snap onto the schedule's
+//! byte grid, for both timings; the rest of the wire clock (host view, re-anchoring) is still in
+//! `station/grid.rs` and `bytes/` (issue 30).
 
+pub(crate) mod lifecycle;
 pub(crate) mod step;
 pub(crate) mod track;
 
