@@ -86,29 +86,24 @@ pub trait Classes {
     fn best_effort(&self, c: ClassId) -> bool;
 }
 
-impl Classes for Ownership {
-    fn count(&self) -> usize {
-        self.classes()
-    }
-    fn class_name(&self, c: ClassId) -> &str {
-        self.name(c)
-    }
-    fn best_effort(&self, c: ClassId) -> bool {
-        self.is_best_effort(c)
-    }
+/// Both kinds of schedule answer under the same names.
+macro_rules! classes_by_name {
+    ($($t:ty),*) => {$(
+        impl Classes for $t {
+            fn count(&self) -> usize {
+                self.classes()
+            }
+            fn class_name(&self, c: ClassId) -> &str {
+                self.name(c)
+            }
+            fn best_effort(&self, c: ClassId) -> bool {
+                self.is_best_effort(c)
+            }
+        }
+    )*};
 }
 
-impl Classes for Windows {
-    fn count(&self) -> usize {
-        self.classes()
-    }
-    fn class_name(&self, c: ClassId) -> &str {
-        self.name(c)
-    }
-    fn best_effort(&self, c: ClassId) -> bool {
-        self.is_best_effort(c)
-    }
-}
+classes_by_name!(Ownership, Windows);
 
 /// A change keeps the classes: the same number, names and order, and each real-time or best effort as it was (a
 /// real-time class keeps at least one slot or window). Otherwise [`ChangeError::Classes`], naming the first that
