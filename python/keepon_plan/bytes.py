@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from . import __version__
 from .deadline import Deadline, check
-from .emit import _q, resolve_base_time
+from .emit import _q, ptp_lines, resolve_base_time
 from .model import FlowSet, InputError
 from .params import RingChoice, max_data_age, pick_batch
 from .units import PREAMBLE_SFD_IFG_BYTES, ceil_frac, floor_frac, format_duration, format_rate, lcm_all, slot_period
@@ -329,6 +329,7 @@ def runtime_config(
             lines.append("instance_offsets = [" + ", ".join(_q(format_duration(t)) for t in times) + "]")
             lines.append(f"repeat = {_q(format_duration(plan.cycle))}")
         lines += [f"frame_bytes = {f.frame_bytes}", f"count = {count}", f"lead = {_q(format_duration(choice.lead))}"]
+    lines += ptp_lines(fs)
     return "\n".join(lines) + "\n"
 
 

@@ -7,11 +7,12 @@ import math
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 # Only light modules here: the solver (ortools, numpy) is imported by the synthesis stages that need it, so
 # `--help`, `params`, `verify` and plans decided without CP-SAT do not pay for it.
-from . import __version__
+from . import __version__, ptproom
 from .deadline import Deadline, TimeLimitExceeded, backstop, command_reserve, process_start
 from .emit import gate_list, runtime_config
 from .model import MAX_BASE_TIME, InputError, load_flowset, to_problem
@@ -127,15 +128,25 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 f"{len(problem.flows)} flows in {len(problem.classes)} classes, utilisation "
                 f"{float(problem.utilisation) * 100:.1f} %, horizon {problem.horizon} slots"
             )
+            room = ptproom.room(fs, choice.slot_bytes, choice.slots)
+            planned = problem
+            if room is not None:
+                _say(ptproom.note(room))
+                reason = ptproom.capacity_reason(problem, room, fs)
+                if reason is not None:
+                    _say(f"infeasible (proven): {reason}")
+                    return EXIT_INFEASIBLE
+                planned = ptproom.reserve(problem, room)
             deadline.enter("synthesis")
             from .isolation import INFEASIBLE, PLAN, synthesize
 
             progress = _say if args.verbose else _throttled(_say, 5.0)
             before = deadline.elapsed()
-            budget = deadline.until(export_seconds(problem))
-            outcome = synthesize(problem, time_limit=budget, seed=args.seed, workers=args.workers, progress=progress)
+            budget = deadline.until(export_seconds(planned))
+            outcome = synthesize(planned, time_limit=budget, seed=args.seed, workers=args.workers, progress=progress)
             if outcome.status == INFEASIBLE:
-                _say(f"infeasible (proven): {outcome.reason}")
+                reason = outcome.reason if room is None else ptproom.explain(outcome.reason, room)
+                _say(f"infeasible (proven): {reason}")
                 return EXIT_INFEASIBLE
             if outcome.status != PLAN:
                 kept = args.time_limit - before - budget
@@ -146,12 +157,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 )
                 return EXIT_UNKNOWN
             assert outcome.schedule is not None
-            found = f"the plan found by {outcome.schedule.method} after {deadline.elapsed():.3f} s"
+            schedule = outcome.schedule if room is None else ptproom.release(problem, room, outcome.schedule)
+            found = f"the plan found by {schedule.method} after {deadline.elapsed():.3f} s"
             deadline.enter("export of " + found)
-            text = runtime_config(
-                fs, choice, problem, outcome.schedule, f"from {args.flows}", deadline, base_time=base_time
-            )
-            gcl_text = gate_list(fs, choice, outcome.schedule, deadline, base_time=base_time)
+            text = runtime_config(fs, choice, problem, schedule, f"from {args.flows}", deadline, base_time=base_time)
+            gcl_text = gate_list(fs, choice, schedule, deadline, base_time=base_time)
             deadline.enter("verification of " + found)
             violations = verify_plan_text(fs, text, deadline=deadline)
     except TimeLimitExceeded as exc:
@@ -161,7 +171,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if isinstance(written, int):
         return written
     out, gcl = written
-    _say(f"plan ({outcome.schedule.method}) written to {out}, gate list to {gcl}; verified")
+    _say(f"plan ({schedule.method}) written to {out}, gate list to {gcl}; verified")
     _say(f"done in {deadline.elapsed():.3f} s of the {args.time_limit:g} s limit")
     return EXIT_OK
 
@@ -176,6 +186,10 @@ def cmd_solve_bytes(args: argparse.Namespace) -> int:
             deadline.enter("reading the flow set")
             fs = load_flowset(args.flows)
             choice = byteplan.choose_ring(fs)
+            ptp = ptproom.bytes_flows(fs)
+            planned = fs if ptp is None else ptp[0]
+            if ptp is not None:
+                _say(ptproom.note_bytes(fs, ptp[1], ptp[2]))
             for note in choice.notes:
                 _say(note)
             base_time = fs.base_time if args.base_time is None else args.base_time
@@ -189,7 +203,7 @@ def cmd_solve_bytes(args: argparse.Namespace) -> int:
             before = deadline.elapsed()
             budget = deadline.until(SOLVER_OVERRUN + EXPORT_SECONDS)
             outcome = byteplan.plan_bytes(
-                fs,
+                planned,
                 guard=args.guard,
                 time_limit=budget,
                 seed=args.seed,
@@ -198,7 +212,8 @@ def cmd_solve_bytes(args: argparse.Namespace) -> int:
                 stop=time.monotonic() + budget,
             )
             if outcome.status == byteplan.INFEASIBLE:
-                _say(f"infeasible (proven): {outcome.reason}")
+                reason = outcome.reason if ptp is None else ptproom.explain_bytes(outcome.reason, fs, ptp[1], ptp[2])
+                _say(f"infeasible (proven): {reason}")
                 return EXIT_INFEASIBLE
             if outcome.status != byteplan.PLAN:
                 _say(
@@ -208,6 +223,7 @@ def cmd_solve_bytes(args: argparse.Namespace) -> int:
                 return EXIT_UNKNOWN
             plan = outcome.plan
             assert plan is not None
+            plan = replace(plan, times=plan.times[: len(fs.flows)])  # PTP's frames stay as windows only
             found = f"the byte-clock plan found after {deadline.elapsed():.3f} s"
             deadline.enter("export of " + found)
             text = byteplan.runtime_config(fs, choice, plan, f"from {args.flows}", deadline, base_time=base_time)
@@ -240,9 +256,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _say(
             f"valid: {args.plan} (byte clock) satisfies windows inside the cycle and disjoint, (1) every frame in a "
             "window of its class, (2) jitter, (3) no two frames overlapping, phases, periodicity and lead"
+            + (", PTP's room" if fs.ptp is not None else "")
         )
         return EXIT_OK
-    _say(f"valid: {args.plan} satisfies (1) ownership, (2) jitter, (3) no collision, phases, ring and lead")
+    room = ", PTP's room" if fs.ptp is not None else ""
+    _say(f"valid: {args.plan} satisfies (1) ownership, (2) jitter, (3) no collision, phases, ring and lead{room}")
     return EXIT_OK
 
 

@@ -9,6 +9,7 @@ in ``s`` again (see :func:`keepon_plan.units.slot_start_ns`).
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -130,7 +131,24 @@ def runtime_config(
             f"count = {count}",
             f"lead = {_q(format_duration(choice.lead))}",
         ]
+    lines += ptp_lines(fs)
     return "\n".join(lines) + "\n"
+
+
+def ptp_lines(fs: FlowSet) -> list[str]:
+    """The flow set's ``[ptp]`` table, unchanged (values are strings, integers and booleans), or nothing."""
+    if fs.ptp is None:
+        return []
+    out = ["", "# PTP: its class keeps room for PTP's messages beyond its flows' (keepon-plan, ptproom)", "[ptp]"]
+    for key, value in fs.ptp.table.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        else:
+            text = json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+        out.append(f"{key} = {text}")
+    return out
 
 
 def gate_list(

@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from .ptpinput import PtpError, PtpInput, parse_ptp
 from .units import (
     ValueError_,
     ceil_frac,
@@ -157,6 +158,8 @@ class FlowSet:
     """TAI ns at which ring cycle 0 starts (802.1Qbv AdminBaseTime); written to ``[schedule]`` and the gate list."""
     path: str | None = None
     source: SourceMap | None = field(default=None, compare=False, repr=False)
+    ptp: PtpInput | None = None
+    """The ``[ptp]`` table (:mod:`keepon_plan.ptpinput`): the planner keeps room for PTP in its class."""
 
     def error(self, message: str, where: tuple = ()) -> InputError:
         line = self.source.line(where) if self.source and where else None
@@ -175,7 +178,7 @@ class FlowSet:
         return math.gcd(*(f.period for f in self.flows))
 
 
-_TOP_KEYS = {"link", "ring", "params", "class", "flow", "version", "base_time"}
+_TOP_KEYS = {"link", "ring", "params", "class", "flow", "version", "base_time", "ptp"}
 _RING_KEYS = {"slot_bytes", "slots", "batch", "policy"}
 _PARAM_KEYS = {
     "sync_budget",
@@ -336,7 +339,15 @@ def parse_flowset(text: str, path: str | None = None) -> FlowSet:
             )
         count = get(f, "count", w, integer(1, 2**62))
         flows.append(Flow(name, cls, period, jitter, frame, phase, count))
-    return FlowSet(rate, slot_bytes, slots, batch, policy, tuple(classes), tuple(flows), params, base_time, path, src)
+    ptp = None
+    if "ptp" in doc:
+        try:
+            ptp = parse_ptp(doc["ptp"], tuple(classes))
+        except PtpError as exc:
+            raise err(str(exc), ("ptp", exc.key) if exc.key else ("ptp",)) from exc
+    return FlowSet(
+        rate, slot_bytes, slots, batch, policy, tuple(classes), tuple(flows), params, base_time, path, src, ptp
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------

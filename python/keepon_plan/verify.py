@@ -16,9 +16,12 @@ the transmission time, and checks over ``T = lcm(H, N)`` slots (the ring and the
 - phase: a flow with a fixed phase ``φ`` sends instance ``l`` within ``[φ + l·p, φ + l·p + j]``;
 - the ring and classes: masks disjoint and inside the ring, the plan's flows are the flow set's, the schedule
   repeats every ``T`` slots, and the lead covers the batch (``lead ≥ batch·δ``);
-- ``[schedule]``: ``base_time`` an integer in ``0 ≤ base_time < 2^62`` and ``cycle_time``, if given, exactly ``N·δ``.
+- ``[schedule]``: ``base_time`` an integer in ``0 ≤ base_time < 2^62`` and ``cycle_time``, if given, exactly ``N·δ``;
+- PTP (the flow set's ``[ptp]``): the plan carries the table unchanged, and its class owns at least
+  ``⌈rate × N·δ⌉`` ring slots that no flow instance uses, ``rate`` PTP's frames a second at its intervals.
 
-Only :mod:`keepon_plan.units` and the flow-set parser are shared with the planner.
+Only :mod:`keepon_plan.units` and the flow-set parser (with its ``[ptp]`` reader, :mod:`keepon_plan.ptpinput`)
+are shared with the planner.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from fractions import Fraction
 
 from .deadline import Deadline, check
 from .model import FlowSet, InputError, read_input
+from .ptpinput import needs, slots_per_cycle, table_problem
 from .units import ValueError_, parse_duration, parse_mask, parse_rate, slot_period
 
 MAX_REPORTED = 20
@@ -268,10 +272,32 @@ def _verify(fs: FlowSet, doc: dict, deadline: Deadline | None) -> list[Violation
                 )
             else:
                 occupied[u] = (f.name, l)
+    _ptp_room(fs, doc, owned, {u % n for u in occupied}, n * delta, bad)
     for constraint, k in counts.items():
         if k > MAX_REPORTED:
             out.append(Violation(constraint, f"... {k - MAX_REPORTED} more"))
     return out
+
+
+def _ptp_room(fs: FlowSet, doc: dict, owned: dict[str, set[int]], used: set[int], cycle: Fraction, bad) -> None:
+    """PTP's class keeps ``⌈rate × cycle⌉`` ring slots a cycle that no flow instance uses (``used``: the ring
+    slots of every instance), ``rate`` PTP's frames a second at the flow set's intervals."""
+    mismatch = table_problem(fs.ptp, doc.get("ptp"))
+    if mismatch is not None:
+        bad("ptp", mismatch)
+    if fs.ptp is None:
+        return
+    rate, what = needs(fs.ptp)
+    k = slots_per_cycle(rate, cycle)
+    free = len(owned.get(fs.ptp.cls, set()) - used)
+    if free < k:
+        carried = float(free * Fraction(10**9) / cycle)
+        bad(
+            "ptp room",
+            f"class {fs.ptp.cls!r} (ptp.class) keeps {free} ring slot{'s' * (free != 1)} a cycle that no flow uses "
+            f"({carried:g} frames/s); PTP needs {float(rate):g} frames/s at its intervals ({what}): "
+            f"{k} a cycle of {float(cycle):.12g} ns",
+        )
 
 
 def _instance_times(pf: dict, count: int, what: str) -> list[int]:

@@ -13,7 +13,11 @@ fractions of a ns at 10 Gb/s):
   ``periodicity`` (instance ``l + M`` is instance ``l`` plus one cycle, ``M = cycle/p``), ``lead > batch·δ``, and
   the plan's flows, rate, classes and frame sizes are the flow set's (frames at most ``link.max_frame``).
 
-Shares only :mod:`keepon_plan.units` and the flow-set parser with the planner (not :mod:`keepon_plan.bytes`).
+- ``ptp room`` (the flow set's ``[ptp]``): the plan carries the table unchanged, and the PTP class's windows hold
+  ``⌈rate × cycle⌉`` of PTP's longest frames (110 B) in the gaps its flows' frames leave.
+
+Shares only :mod:`keepon_plan.units` and the flow-set parser (with :mod:`keepon_plan.ptpinput`) with the planner
+(not :mod:`keepon_plan.bytes`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from fractions import Fraction
 
 from .deadline import Deadline, check
 from .model import FlowSet
+from .ptpinput import PTP_LONGEST_FRAME, needs, slots_per_cycle, table_problem
 from .units import ValueError_, parse_duration, parse_rate, slot_period
 
 
@@ -194,6 +199,13 @@ def verify_bytes(fs: FlowSet, doc: dict, deadline: Deadline | None, violation, i
                 f"flow {name!r} instance {l} (wire [{s}, {end}) ns) overlaps flow {name2!r} "
                 f"instance {l2} (from {s2 % cycle} ns)",
             )
+    mismatch = table_problem(fs.ptp, doc.get("ptp"))
+    if mismatch is not None:
+        bad("ptp", mismatch)
+    if fs.ptp is not None:
+        classes = {f.name: f.cls for f in fs.flows}
+        busy = [(s, end) for s, end, name, _ in wires if classes[name] == fs.ptp.cls]
+        _ptp_room(fs, runs(fs.ptp.cls), busy, cycle, byte, bad)
     for constraint, k in counts.items():
         if k > max_reported:
             out.append(violation(constraint, f"... {k - max_reported} more"))
@@ -211,3 +223,36 @@ def _times(pf: dict, count: int, what: str, dur, invalid) -> list[int]:
         return [offsets[l % len(offsets)] + (l // len(offsets)) * repeat for l in range(count)]
     offset = dur(pf.get("offset", 0), f"{what} offset")
     return [offset + l * period for l in range(count)]
+
+
+def _ptp_room(fs: FlowSet, runs: list[tuple[int, int]], busy: list, cycle: int, byte: Fraction, bad) -> None:
+    """PTP's class's windows (``runs``, joined) hold ``⌈rate × cycle⌉`` of PTP's longest frames beside its flows'
+    frames (``busy``: their wire times in the cycle): ``⌊gap / frame⌋`` summed over the gaps the frames leave."""
+    assert fs.ptp is not None
+    rate, what = needs(fs.ptp)
+    k = slots_per_cycle(rate, Fraction(cycle))
+    frame = (PTP_LONGEST_FRAME + 20) * byte
+    places = 0
+    for a, b in runs:
+        b = min(b, a + cycle)
+        inside = sorted(
+            (max(Fraction(a), s + shift), min(Fraction(b), end + shift))
+            for s, end in busy
+            for shift in (0, cycle)
+            if s + shift < b and end + shift > a
+        )
+        at = Fraction(a)
+        for s, end in inside:
+            if s > at:
+                places += (s - at) // frame
+            at = max(at, end)
+        if b > at:
+            places += (b - at) // frame
+    if places < k:
+        bad(
+            "ptp room",
+            f"class {fs.ptp.cls!r} (ptp.class): its windows hold {places} of PTP's {PTP_LONGEST_FRAME} B frames "
+            f"({float(frame):g} ns on the wire) a cycle beside its flows' frames "
+            f"({float(places * Fraction(10**9, cycle)):g} frames/s); PTP needs {float(rate):g} frames/s at its "
+            f"intervals ({what}): {k} a cycle of {cycle} ns",
+        )
