@@ -126,7 +126,7 @@ pub struct ByteStation<B> {
     /// Network time of every byte position (count = bytes since link-up).
     ephc: Ephc,
     /// The wire by the host clock, at the nominal byte time (see [`crate::station::Station`]'s).
-    host: Ephc,
+    host: crate::wire::host::HostView,
     /// The wire's record of the descriptors posted and not long consumed (the last two rings of consumed ones
     /// too): the byte each starts at and its EPHC time; its end is the byte the next descriptor starts at.
     track: Track<Tai>,
@@ -178,7 +178,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         Ok(ByteStation {
             ring: Ring::with_max_filler(cfg.ring, cfg.max_frame, cfg.max_frame),
             ephc: Ephc::new(byte, 0, t0),
-            host: Ephc::new(byte, 0, t0),
+            host: crate::wire::host::HostView::new(byte, t0),
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: BTreeMap::new(),
             be: BeQueues::new(cfg.windows.classes()),
@@ -286,9 +286,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The EPHC's time at host time `host`.
     pub fn ephc_at(&self, host: Tai) -> Tai {
-        let p = self.host.slot_of(host).unwrap_or(0);
-        let into = i128::from(host.0) - i128::from(self.host.time_of(p).0);
-        Tai(crate::station::sat_i64(i128::from(self.ephc.time_of(p).0) + self.ephc.scaled(p, into)))
+        crate::wire::host::read(&self.ephc, self.host.position(host))
     }
 
     /// One ring of the longest descriptors: the longest a healthy NIC needs to finish what is posted.
@@ -348,7 +346,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         let land = obs.now + self.cfg.post_latency;
         if self.life.is_down() {
             let land = self.snap(land);
-            self.host.set_time(land, self.next_pos());
+            self.host.anchor(land, self.next_pos());
             self.ephc.set_time(land, self.next_pos());
             self.clock_moved();
             self.life.link_up(self.ring.posted());
@@ -393,8 +391,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// lost is remembered: frames due in it are rejected `underrun`. Returns the move, ns.
     fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool, underrun: bool) -> i64 {
         let pos = self.track.start(at).unwrap_or(self.next_pos());
-        let moved = crate::station::sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(pos).0));
-        self.host.set_time(restart, pos);
+        let moved = self.host.anchor(restart, pos);
         let moved = if only_later { moved.max(0) } else { moved };
         if moved > 0 && underrun {
             // From where descriptor `at` was to start to where the wire now resumes posting.

@@ -194,26 +194,15 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// what time that byte has. Equal to `host` until synchronisation moves the EPHC. Saturates at the ends of
     /// the i64 range (untrusted times never wrap).
     pub fn ephc_at(&self, host: Tai) -> Tai {
-        let (p, into) = self.host_position(host);
-        let c = self.clock_of(p);
-        Tai(sat_i64(i128::from(c.time_of(p).0) + c.scaled(p, into)))
+        let at = self.host.position(host);
+        crate::wire::host::read(self.clock_of(at.0), at)
     }
 
     /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
     /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
     /// while an adjustment has not yet reached the wire (at most `batch` slots).
     pub fn clock_at(&self, host: Tai) -> Tai {
-        let (p, into) = self.host_position(host);
-        Tai(sat_i64(i128::from(self.ephc.time_of(p).0) + self.ephc.scaled(p, into)))
-    }
-
-    /// The byte position the wire is at (or restarts at) at host time `host`, and how far past its start `host`
-    /// is (negative before a restart): within a gap the wire is idle, and host times there are read back from
-    /// the restart, on the clock that governs it.
-    fn host_position(&self, host: Tai) -> (u64, i128) {
-        let p = self.host.slot_of(host).unwrap_or(0);
-        let p = if p < self.host_anchor && host <= self.host.time_of(self.host_anchor) { self.host_anchor } else { p };
-        (p, i128::from(host.0) - i128::from(self.host.time_of(p).0))
+        crate::wire::host::read(&self.ephc, self.host.position(host))
     }
 
     /// When slot `k` starts (started) by the host clock: the wire as the host sees it, which synchronisation
@@ -273,10 +262,8 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// disciplined clock back by it would make the slots sized for the schedule leave early.
     pub(super) fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool) -> i64 {
         let p = self.position(at);
-        let moved = sat_i64(i128::from(restart.0) - i128::from(self.host.time_of(p).0));
-        self.host.set_time(restart, p);
+        let moved = self.host.anchor(restart, p);
         let moved = if only_later { moved.max(0) } else { moved };
-        self.host_anchor = self.host_anchor.max(p);
         if moved != 0 {
             // Slots posted from `at` on were sized by a clock that had the wire elsewhere: not locked after all.
             self.track.update_tags_from(at, |c| {

@@ -210,10 +210,7 @@ pub struct Station<B> {
     /// The wire by the host clock: when the host saw (or expects) byte position `p` go out, at the nominal byte
     /// time. Re-anchored with the EPHC at link-up, underruns and reported gaps, but never adjusted by
     /// synchronisation; it converts host times (`now`, restart estimates) into EPHC time ([`Station::ephc_at`]).
-    host: Ephc,
-    /// Where the host's view was last re-anchored (a restart): host times before it, in the gap, are read from
-    /// there.
-    host_anchor: u64,
+    host: crate::wire::host::HostView,
     /// Start position of wire slots from about four rings back to `posted` (the last is where the next slot to
     /// post starts), and the schedule slot each posted one carried (`None`: a spacer).
     track: posted::Posted,
@@ -298,8 +295,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             ephc,
             clock_from: 0,
             history: VecDeque::new(),
-            host: Ephc::new(byte, 0, t0),
-            host_anchor: 0,
+            host: crate::wire::host::HostView::new(byte, t0),
             track: posted::Posted::new(5 * u64::from(ring_len) + 1),
             schedule,
             shift: 0,

@@ -2,7 +2,7 @@
 //! means.
 //!
 //! ```text
-//!   Down ──first poll──▶ Up (anchor provisional) ──backend reports the start, or slots leave──▶ Up (anchored)
+//!   Down ──first poll──▶ Provisional ──backend reports the start, or slots leave──▶ Anchored
 //!                          │                                                                     │
 //!                          └──────────────────────────── shutdown ─────────────────────────────▶ Draining
 //! ```
@@ -11,14 +11,16 @@
 //! the first slot (the backend's report of the real start). A gap the station expects — that one, or the restart
 //! after an underrun it detected itself (an idle ring) — only refines the anchor; any other is a new underrun.
 
-/// Where the link is.
+/// Where the link is (one byte: the poll loop asks every time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     /// Before the first poll: nothing posted, no anchor.
     Down,
-    /// Posting. `provisional`: the anchor is still the station's estimate of the link's start (the backend has not
-    /// reported it, and no slot has left).
-    Up { provisional: bool },
+    /// Posting; the anchor is still the station's estimate of the link's start (the backend has not reported it,
+    /// and no slot has left).
+    Provisional,
+    /// Posting, the anchor final.
+    Anchored,
     /// Shut down: nothing more is posted, the NIC drains what is.
     Draining,
 }
@@ -68,12 +70,12 @@ impl Lifecycle {
 
     /// Up (or draining) with the anchor final: the backend reported the link's start, or slots have left.
     pub(crate) fn anchored(&self) -> bool {
-        !matches!(self.state, State::Down | State::Up { provisional: true })
+        matches!(self.state, State::Anchored | State::Draining)
     }
 
     /// The first poll: the link comes up at slot `at`, anchored provisionally.
     pub(crate) fn link_up(&mut self, at: u64) {
-        self.state = State::Up { provisional: true };
+        self.state = State::Provisional;
         self.expected_gap = Some(at);
         self.link_up_gap = Some(at);
     }
@@ -95,8 +97,8 @@ impl Lifecycle {
     /// `consumed` slots have left: once any has, the anchor they set is the EPHC's.
     #[inline]
     pub(crate) fn consumed(&mut self, consumed: u64) {
-        if consumed > 0 {
-            self.anchor_final();
+        if consumed > 0 && self.state == State::Provisional {
+            self.state = State::Anchored;
         }
     }
 
@@ -111,8 +113,8 @@ impl Lifecycle {
     }
 
     fn anchor_final(&mut self) {
-        if let State::Up { provisional: true } = self.state {
-            self.state = State::Up { provisional: false };
+        if self.state == State::Provisional {
+            self.state = State::Anchored;
         }
     }
 }
@@ -129,7 +131,7 @@ mod tests {
         let mut l = Lifecycle::new();
         assert!(l.is_down() && !l.anchored());
         l.link_up(0);
-        assert_eq!(l.state(), State::Up { provisional: true });
+        assert_eq!(l.state(), State::Provisional);
         assert_eq!(l.gap(0), GapSeen { link_up: true, expected: true });
         assert!(l.anchored());
         assert_eq!(l.gap(40), GapSeen { link_up: false, expected: false });

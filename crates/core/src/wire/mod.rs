@@ -2,9 +2,10 @@
 //!
 //! It holds the O(1) step the pacing loop posts slots with ([`step`]), the record of posted slots ([`track`]), the
 //! link's lifecycle and the meaning of each reported gap ([`lifecycle`]) and the link-up's snap onto the schedule's
-//! byte grid, for both timings; the rest of the wire clock (host view, re-anchoring) is still in
-//! `station/grid.rs` and `bytes/` (issue 30).
+//! byte grid, and the wire by the host clock ([`host`]), for both timings; the rest of the wire clock (the EPHC's
+//! pieces and re-anchoring) is still in `station/grid.rs` and `bytes/` (issue 30).
 
+pub(crate) mod host;
 pub(crate) mod lifecycle;
 pub(crate) mod step;
 pub(crate) mod track;
