@@ -47,7 +47,7 @@ fn run(mut st: impl StationFace<Vec<u8>>, frames: &[(u64, Tai)]) -> Vec<Outcome>
         st.submit(f, now).unwrap_or_else(|e| panic!("frame {id}: {e:?}"));
     }
     while now < BASE + Nanos::from_ms(8) {
-        now = now + Nanos(2_000);
+        now += Nanos(2_000);
         let posted = st.ring().posted();
         let consumed =
             (st.ring().consumed()..posted).take_while(|&k| st.slot_time(k) <= now).last().map_or(0, |k| k + 1);
