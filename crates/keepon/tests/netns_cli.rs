@@ -365,13 +365,17 @@ fn daemon_talk_listen_through_a_bridge() {
         m
     };
     // All frames of these flows are rejected for their reason. Only when the link underran (the daemon stalled
-    // past batch·δ) may a few end otherwise: a stray frame handled after its slot was posted is `late` first,
-    // and a late frame that arrives while the ring ran dry can still find its slot.
+    // past batch·δ) may some end otherwise: a stray frame handled after its slot was posted is `late` first, a
+    // frame due while the link was idle is `underrun` (the station names the stall itself: CI once saw 45
+    // underruns in this run, 7 of the late flow's 50 frames `underrun`), and a late frame that arrives while the
+    // ring ran dry can still find its slot — at most one in ten.
     let only = |recs: &[Record], want: &str, otherwise: &[&str]| {
         let got = reasons(recs);
+        let n = |k: &str| got.get(k).copied().unwrap_or(0);
         let ok = got.len() == 1 && got.contains_key(want)
             || underruns > 0
-                && got.get(want).is_some_and(|n| n * 10 >= recs.len() * 9)
+                && n(want) > 0
+                && (n(want) + n("underrun")) * 10 >= recs.len() * 9
                 && got.keys().all(|k| k == want || otherwise.contains(&k.as_str()));
         assert!(ok, "{}: expected all {want}, got {got:?} ({underruns} underruns)", recs[0].flow);
     };
