@@ -89,6 +89,9 @@ pub trait StationFace<B: AsRef<[u8]> = Vec<u8>> {
     fn schedule_windows(&self) -> Windows;
     /// A change waiting for its time, if any: when it takes effect and the windows it brings (Qbv's admin list).
     fn pending_windows(&self) -> Option<(Tai, Windows)>;
+    /// When a change waiting for its time takes effect, if one is (without building its windows: the daemon asks
+    /// every poll while one waits).
+    fn pending_change_time(&self) -> Option<Tai>;
     /// The first place, at least `lead` after the wire's current position (and after `after`, a previous
     /// [`NextPlace::mark`]), for a frame of `len` data bytes of `class`; `None` if the class has no room for it.
     fn next_place(&self, class: ClassId, lead: Nanos, len: usize, after: Option<i128>) -> Option<NextPlace>;
@@ -145,6 +148,9 @@ macro_rules! same_on_both {
         }
         fn alignment(&self) -> &Alignment {
             Self::alignment(self)
+        }
+        fn pending_change_time(&self) -> Option<Tai> {
+            Self::pending_change(self).map(|(t, _)| t)
         }
     };
 }

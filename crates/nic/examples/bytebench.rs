@@ -137,6 +137,9 @@ impl<S: StationFace> StationFace for Timed<S> {
     fn pending_windows(&self) -> Option<(Tai, keepon_core::bytes::windows::Windows)> {
         self.inner.pending_windows()
     }
+    fn pending_change_time(&self) -> Option<Tai> {
+        self.inner.pending_change_time()
+    }
     fn pad_to(&self) -> usize {
         self.inner.pad_to()
     }

@@ -501,7 +501,7 @@ fn serve_bound<N: Nic, S: Served>(
                 alignment: sync::quantiles(driver.station.alignment()),
             },
         };
-        if change_pending && driver.station.pending_windows().is_none() {
+        if change_pending && driver.station.pending_change_time().is_none() {
             change_pending = false;
             windows = served::class_windows(&driver.station.schedule_windows());
             eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
