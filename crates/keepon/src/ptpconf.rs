@@ -128,7 +128,7 @@ pub struct PtpConfig {
     /// what the filters handed on, the servo's state (`ptp.measurement_log`; a relative path is the daemon's
     /// working directory's).
     pub measurement_log: Option<std::path::PathBuf>,
-    /// The dual clock (paper §4.2, [`crate::daemon::dual`]): a slave counts its master's slots into an RX slot
+    /// The dual clock (paper §4.2, `keepon_ptp::dualrx`): a slave counts its master's slots into an RX slot
     /// clock, which gives its Syncs' `t2`, and steers the EPHC to it (`ptp.dual_clock`). The slot period it
     /// counts in (the master's is the same: a network's stations share the slot size), whole ns.
     pub dual_clock: Option<keepon_core::time::SlotPeriod>,

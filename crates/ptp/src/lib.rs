@@ -11,7 +11,9 @@
 //! times, one-step Sync where the slot time is the TX time, adjustments through `StationFace::adjust_clock`, on either timing),
 //! [`sim`] (a seeded slave ↔ ideal master simulation in simulated time), [`a9`] (the paper's A.9
 //! granularity/jitter study), [`dual`] (the dual clock's steering: RX
-//! slot count, merge rule, PTP on the RX clock, a local loop on the EPHC), [`dualsim`] (two stations back to back,
+//! slot count, merge rule, PTP on the RX clock, a local loop on the EPHC), [`dualrx`] (the dual clock on a real
+//! receiver: acquire, track, fall back), [`node`] (one PTP node on a station: port, dual clock and the
+//! judgement "synchronised", used by the daemon and the two-station harness), [`dualsim`] (two stations back to back,
 //! single vs dual clock), [`wire`] (PTP over
 //! L2 and UDPv4: checked parse, emit), [`igmp`] (membership of PTP's IPv4 group, for switches that snoop IGMP), [`gptp`] (the
 //! IEEE 802.1AS profiles around statime: majorSdoId, the Follow_Up information TLV, asCapable).
@@ -29,11 +31,13 @@
 pub mod a9;
 pub mod clock;
 pub mod dual;
+pub mod dualrx;
 pub mod dualsim;
 pub mod engine;
 pub mod fig12;
 pub mod gptp;
 pub mod igmp;
+pub mod node;
 pub mod port;
 pub mod servo;
 pub mod sim;

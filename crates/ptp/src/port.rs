@@ -490,6 +490,11 @@ impl PtpPort {
         Ok(())
     }
 
+    /// The transport the port speaks.
+    pub fn transport(&self) -> Transport {
+        self.cfg.transport
+    }
+
     /// How far behind their slots PTP event messages left, so far.
     pub fn tx_lag(&self) -> TxLag {
         self.lag

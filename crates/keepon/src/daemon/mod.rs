@@ -81,7 +81,7 @@
 
 mod config;
 mod conn;
-pub mod dual;
+
 mod feed;
 mod guard;
 pub mod metrics;

@@ -1,5 +1,6 @@
-//! The daemon's PTP: a [`PtpPort`] on the station, fed by an RX source on the same link, and the judgement
-//! "is the EPHC network time?" that gates scheduled submits.
+//! The daemon's PTP: a [`PtpNode`] on the station (the port, the dual clock and the judgement "is the EPHC
+//! network time?" that gates scheduled submits), fed by an RX source on the same link, with its measurement log
+//! and status line.
 //!
 //! - TX: the port schedules event and general messages through the station's insertion path in the `[ptp]`
 //!   class; an event message's TX time is its `Sent` time plus `ptp.tx_latency`, exact (on host-paced links:
@@ -13,10 +14,10 @@
 //!   EPHC time through the station's host grid ([`Station::clock_at`]: the clock as the servo set it); the port
 //!   subtracts `ptp.rx_latency`.
 //!   Frames that are not PTP messages of the configured transport are ignored, except IGMP Membership Queries
-//!   over UDPv4, which the port answers ([`PtpPort::on_igmp`]: keepon joins PTP's group itself, since no
+//!   over UDPv4, which the port answers (`PtpPort::on_igmp`: keepon joins PTP's group itself, since no
 //!   kernel IP stack does it for a station that sends past it).
-//! - Synchronised: master (the BMCA made the station the time source), or a slave whose servo's last four
-//!   measurements found it locked with |offset| below `ptp.sync_threshold`, the last at most four Sync
+//! - Synchronised ([`PtpNode`]): master (the BMCA made the station the time source), or a slave whose servo's
+//!   last four measurements found it locked with |offset| below `ptp.sync_threshold`, the last at most four Sync
 //!   intervals old (`2^ptp.log_sync_interval` s). Every change is logged on stderr with the servo's numbers, and so is
 //!   the status every 10 s.
 
@@ -25,14 +26,13 @@ use keepon_core::station::Station;
 use keepon_core::time::{Nanos, Tai};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{EngineConfig, MeasurementRecord};
-use keepon_ptp::port::{PortConfig, PortError, PtpPort, TxLag};
-use keepon_ptp::servo::{ServoState, ServoStatus};
-use keepon_ptp::wire::WireError;
+use keepon_ptp::node::{NodeConfig, NodeEvent, PtpNode};
+use keepon_ptp::port::{PortConfig, TxLag};
+use keepon_ptp::servo::ServoState;
 
 use crate::api::{PortRole, ServoCode, SyncState, TimeInfo};
 use crate::ptpconf::{PtpConfig, Role};
 
-use super::dual::{DualRx, FALL_BACK};
 use super::served::Served;
 
 /// Where received frames come from.
@@ -72,44 +72,19 @@ impl RxSource for keepon_nic::linux::rx::Receiver {
     }
 }
 
-/// Consecutive measurements within the threshold, locked, before a slave counts as synchronised (one alone
-/// may be the filter's reset value right after a step)...
-const GOOD_MEASUREMENTS: u32 = 4;
-/// ...spanning at least this long: right after its first step a servo reports small offsets while it has not
-/// yet learned the frequency error, and a 50 ppm error then takes it past the threshold within a second or two.
-const SETTLE: Nanos = Nanos::from_ms(2_000);
-
 /// How often the status is logged while nothing changes.
 const LOG_EVERY: Nanos = Nanos::from_ms(10_000);
 
-/// PTP on the daemon's link.
+/// PTP on the daemon's link: a [`PtpNode`] with its receiver, its log and the status line.
 pub struct Sync {
     cfg: PtpConfig,
-    port: PtpPort,
+    node: PtpNode,
     rx: Box<dyn RxSource>,
     frames: Vec<(Vec<u8>, Tai)>,
-    last: ServoStatus,
-    /// Host time of the last measurement the servo absorbed.
-    last_sample: Option<Tai>,
-    /// Offsets measured so far (the prefilter's count).
-    offsets: u64,
-    stale_after: Nanos,
-    /// Consecutive measurements that found the servo locked within the threshold.
-    good: u32,
-    /// When the current run of good measurements began.
-    good_since: Option<Tai>,
-    synchronised: bool,
     logged: (PortRole, ServoState, bool),
     next_log: Tai,
-    /// RX or port problems since the last log line, counted, and the last one.
-    errors: u64,
-    last_error: Option<String>,
     /// `ptp.measurement_log`, once opened.
     log: Option<std::io::BufWriter<std::fs::File>>,
-    /// `ptp.dual_clock`: the RX slot count and its steering.
-    dual: Option<DualRx>,
-    /// When the slave was last synchronised (with the dual clock).
-    synced_at: Option<Tai>,
 }
 
 /// The measurement log's header (see [`Sync::open_measurement_log`]).
@@ -179,38 +154,22 @@ impl Sync {
             neighbor_prop_delay_thresh: cfg.neighbor_prop_delay_thresh,
         };
         let seed = u64::from_le_bytes(identity(mac));
-        let port = PtpPort::new(pc, station, now, seed);
-        let dual = cfg.dual_clock.map(DualRx::new).transpose()?;
-        let interval = Nanos(if cfg.log_sync >= 0 {
-            1_000_000_000i64 << cfg.log_sync
-        } else {
-            1_000_000_000i64 >> (-cfg.log_sync)
-        });
+        let node = NodeConfig { port: pc, sync_threshold: cfg.sync_threshold, dual_clock: cfg.dual_clock };
+        let node = PtpNode::new(node, station, now, seed)?;
         Ok(Sync {
             cfg,
-            port,
+            node,
             rx,
             frames: Vec::new(),
-            last: ServoStatus::INITIAL,
-            last_sample: None,
-            offsets: 0,
-            stale_after: Nanos(interval.0.saturating_mul(4)),
-            good: 0,
-            good_since: None,
-            synchronised: false,
             logged: (PortRole::None, ServoState::Unlocked, false),
             next_log: now,
-            errors: 0,
-            last_error: None,
             log: None,
-            dual,
-            synced_at: None,
         })
     }
 
     /// The dual clock runs (`ptp.dual_clock`).
     pub fn dual_clock(&self) -> bool {
-        self.dual.is_some()
+        self.node.dual().is_some()
     }
 
     /// Create (or truncate) `ptp.measurement_log`, if configured, and write its header: from now on every
@@ -232,7 +191,7 @@ impl Sync {
     fn write_measurements(&mut self) {
         use std::io::Write as _;
         let Some(out) = &mut self.log else { return };
-        let taken = self.port.engine().take_measurements();
+        let taken = self.node.port().engine().take_measurements();
         // Buffered: written when the buffer fills, with each status line and at the end, not at every poll.
         let written = taken.iter().try_for_each(|m| writeln!(out, "{}", measurement_row(m)));
         if let Err(e) = written {
@@ -250,68 +209,35 @@ impl Sync {
     /// One poll: receive, fire timers, re-judge synchronisation, log changes. `now` is the backend's clock.
     pub fn poll<N: Nic, S: Served>(&mut self, nic: &N, station: &mut S, now: Tai) {
         if let Err(e) = self.rx.recv(&mut self.frames) {
-            self.errors += 1;
+            self.node.problem(format!("receive failed: {e}"));
             eprintln!("keepon daemon: ptp: receive failed: {e}");
         }
         for (frame, host) in std::mem::take(&mut self.frames) {
-            // With the dual clock every frame is one of the master's slots.
-            let place = self.dual.as_mut().map(DualRx::count_frame);
-            if self.port.on_igmp(&frame, now) {
-                continue; // a membership query: answered with a report (over UDPv4)
-            }
-            if self.cfg.transport.parse(&frame).is_err() {
-                continue; // not a PTP message of our transport
-            }
-            let rx = match (&self.dual, place) {
-                // (Before the first reading anchors the RX clock, a message has no time: it is not used.)
-                (Some(d), Some(place)) if d.tracking() => match d.t2(place) {
-                    Some(t) => t,
-                    None => continue,
-                },
-                _ => station.clock_at(nic.link_time(host)),
-            };
-            self.port.on_rx(&frame, rx, station, now);
+            let stamp = station.clock_at(nic.link_time(host));
+            self.node.on_frame(&frame, stamp, station, now);
         }
-        self.port.poll(station, now);
-        if let Some(d) = &mut self.dual {
-            d.dropped(self.rx.dropped());
-            let mut adjust = d.ptp(self.port.take_adjustments());
-            adjust.extend(d.poll(now, station.ephc_at(now), station.base_time()));
-            for a in adjust {
-                if let Err(e) = station.adjust_clock(a) {
-                    self.errors += 1;
-                    self.last_error = Some(format!("dual clock: {a:?}: {e:?}"));
-                }
-            }
+        if self.node.dual().is_some() {
+            // (A system call on Linux: only where the count needs it.)
+            self.node.on_receiver_drops(self.rx.dropped());
         }
+        self.node.poll(station, now);
         self.write_measurements();
-        for e in self.port.take_errors() {
-            if !matches!(e, PortError::Wire(WireError::NotPtp)) {
-                self.errors += 1;
-                self.last_error = Some(format!("{e:?}"));
+        for e in self.node.take_events() {
+            match e {
+                NodeEvent::Synchronised(true) => eprintln!("keepon daemon: ptp: synchronised"),
+                NodeEvent::Synchronised(false) => eprintln!("keepon daemon: ptp: NOT synchronised"),
+                NodeEvent::DualTookOver => {
+                    eprintln!("keepon daemon: ptp: synchronised on the single clock: the dual clock takes over")
+                }
+                NodeEvent::DualFellBack(after) => eprintln!(
+                    "keepon daemon: ptp: the dual clock lost synchronisation for {} s: back to the single clock \
+                     (software receive stamps) until synchronised again",
+                    after.0 / 1_000_000_000
+                ),
             }
         }
-        // A fresh measurement of the offset, or a new servo state: judged (a servo behind the delay-floor filter
-        // may well give the same estimate twice, which is no sign of a lost master).
-        let st = self.port.servo_status();
-        let offsets = self.port.engine().prefilter_stats().offsets;
-        if st != self.last || offsets != self.offsets {
-            self.last = st;
-            self.offsets = offsets;
-            self.last_sample = Some(now);
-            let within = st.offset.is_some_and(|o| o.0.unsigned_abs() < self.cfg.sync_threshold.0.unsigned_abs());
-            self.good = if st.state == ServoState::Locked && within { self.good.saturating_add(1) } else { 0 };
-            self.good_since = if self.good == 0 { None } else { self.good_since.or(Some(now)) };
-        }
-        self.synchronised = self.judge(now);
-        self.hand_over(station, now);
-        let role = self.role();
-        let key = (role, st.state, self.synchronised);
+        let key = (self.role(), self.node.servo().state, self.node.synchronised());
         if key != self.logged || now >= self.next_log {
-            if key.2 != self.logged.2 {
-                let what = if key.2 { "synchronised" } else { "NOT synchronised" };
-                eprintln!("keepon daemon: ptp: {what}");
-            }
             eprintln!("keepon daemon: ptp: {}", self.describe(station, now));
             if let Some(out) = &mut self.log {
                 // With the status line: the log is at most one status interval behind.
@@ -319,57 +245,21 @@ impl Sync {
             }
             self.logged = key;
             self.next_log = now + LOG_EVERY;
-            self.errors = 0;
+            self.node.clear_problems();
         }
-    }
-
-    /// With the dual clock: take over once synchronised on the single clock; fall back after [`FALL_BACK`]
-    /// unsynchronised while tracking.
-    fn hand_over<S: Served>(&mut self, station: &S, now: Tai) {
-        let Some(d) = &mut self.dual else { return };
-        if self.synchronised {
-            self.synced_at = Some(now);
-        }
-        if !d.tracking() && self.synchronised {
-            d.take_over(now, station.ephc().rate_ppt());
-            self.port.hold_adjustments();
-            eprintln!("keepon daemon: ptp: synchronised on the single clock: the dual clock takes over");
-        } else if d.tracking() && self.synced_at.is_some_and(|t| now - t > FALL_BACK) {
-            d.fall_back();
-            self.port.release_adjustments();
-            self.synced_at = None;
-            eprintln!(
-                "keepon daemon: ptp: the dual clock lost synchronisation for {} s: back to the single clock \
-                 (software receive stamps) until synchronised again",
-                FALL_BACK.0 / 1_000_000_000
-            );
-        }
-    }
-
-    fn judge(&self, now: Tai) -> bool {
-        if self.port.engine().is_master() {
-            return true;
-        }
-        self.port.engine().is_steering()
-            && self.good >= GOOD_MEASUREMENTS
-            && self.good_since.is_some_and(|t| now - t >= SETTLE)
-            && self.last_sample.is_some_and(|t| now - t <= self.stale_after)
     }
 
     /// True while the EPHC is network time (see the module docs).
     pub fn synchronised(&self) -> bool {
-        self.synchronised
+        self.node.synchronised()
     }
 
     /// The port's role.
     pub fn role(&self) -> PortRole {
-        let e = self.port.engine();
-        if e.is_master() {
-            PortRole::Master
-        } else if e.is_steering() {
-            PortRole::Slave
-        } else {
-            PortRole::None
+        match self.node.role() {
+            keepon_ptp::node::Role::Master => PortRole::Master,
+            keepon_ptp::node::Role::Slave => PortRole::Slave,
+            keepon_ptp::node::Role::Listening => PortRole::None,
         }
     }
 
@@ -377,10 +267,7 @@ impl Sync {
     /// refused with one-step Sync, checked before start by [`PtpConfig::check_link`]), and the dual clock's
     /// frames arrive as they are sent (no wire serialises them).
     pub fn on_host_paced_link(&mut self) -> Result<(), String> {
-        if let Some(d) = &mut self.dual {
-            d.set_unserialised();
-        }
-        self.port.tx_on_release().map_err(|e| format!("ptp.one_step = true on this host-paced link: {e}"))
+        self.node.on_host_paced_link().map_err(|e| format!("ptp.one_step = true on this host-paced link: {e}"))
     }
 
     /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).
@@ -392,19 +279,19 @@ impl Sync {
         station: &mut S,
         now: Tai,
     ) -> bool {
-        self.port.on_released(id, released, stamped, station, now)
+        self.node.on_released(id, released, stamped, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).
     pub fn on_outcome<S: Served>(&mut self, o: &Outcome, station: &mut S, now: Tai) -> bool {
-        self.port.on_outcome(o, station, now)
+        self.node.on_outcome(o, station, now)
     }
 
     /// The `Time` reply at backend time `now`, host time `host`.
     pub fn time<S: Served>(&self, station: &S, now: Tai, host: Tai) -> TimeInfo {
-        let st = self.last;
+        let st = self.node.servo();
         TimeInfo {
-            sync: if self.synchronised { SyncState::Synchronised } else { SyncState::NotSynchronised },
+            sync: if self.node.synchronised() { SyncState::Synchronised } else { SyncState::NotSynchronised },
             port: self.role(),
             servo: match st.state {
                 ServoState::Unlocked => ServoCode::Unlocked,
@@ -422,7 +309,8 @@ impl Sync {
 
     fn describe<S: Served>(&self, station: &S, now: Tai) -> String {
         // (The grid's alignment follows the sync error: how far the wire kept to the schedule on the EPHC.)
-        let st = self.last;
+        let st = self.node.servo();
+        let port = self.node.port();
         let role = match self.role() {
             PortRole::Master => "master",
             PortRole::Slave => "slave",
@@ -441,7 +329,7 @@ impl Sync {
             ns(st.mean_delay),
             (station.ephc_at(now) - now).0,
             station.grid_line(),
-            match self.port.tx_lag() {
+            match port.tx_lag() {
                 l @ TxLag { n: 1.., .. } => format!(
                     ", TX times: {} of {} from kernel stamps, behind their slots by {} ns mean, {} ns max, {} ns \
                      min ({} released before their place)",
@@ -454,20 +342,20 @@ impl Sync {
                 ),
                 _ => String::new(),
             },
-            match self.port.membership_reports() {
+            match port.membership_reports() {
                 Some(n) => format!(", IGMP reports for 224.0.1.129: {n}"),
                 None => String::new(),
             },
-            match self.port.engine().prefilter_stats() {
+            match port.engine().prefilter_stats() {
                 p if p.dropped > 0 => format!(", outliers dropped {} of {}", p.dropped, p.dropped + p.passed),
                 _ => String::new(),
             },
-            match &self.dual {
+            match self.node.dual() {
                 Some(d) => format!(", {}", d.describe()),
                 None => String::new(),
             },
-            match &self.last_error {
-                Some(e) if self.errors > 0 => format!(", {} errors (last: {e})", self.errors),
+            match self.node.problems() {
+                (n @ 1.., Some(e)) => format!(", {n} errors (last: {e})"),
                 _ => String::new(),
             },
             self.profile_line(),
@@ -477,15 +365,15 @@ impl Sync {
     /// The profile's view and the grandmaster, for the metrics.
     pub fn profile_view(&self) -> super::metrics::ProfileView {
         super::metrics::ProfileView {
-            status: self.port.profile_status(),
-            grandmaster: self.port.engine().grandmaster(),
+            status: self.node.port().profile_status(),
+            grandmaster: self.node.port().engine().grandmaster(),
         }
     }
 
     /// The profile's part of the status line: for 802.1AS, asCapable, the neighbour, the grandmaster and what
     /// the profile dropped; for the default profile, only messages of another transportSpecific, if any.
     pub fn profile_line(&self) -> String {
-        let p = self.port.profile_status();
+        let p = self.node.port().profile_status();
         let c = p.counts;
         let foreign = if c.foreign_sdo > 0 {
             format!(", {} messages of another transportSpecific dropped", c.foreign_sdo)
@@ -496,7 +384,7 @@ impl Sync {
             return foreign;
         }
         let n = p.neighbor;
-        let gm = self.port.engine().grandmaster();
+        let gm = self.node.port().engine().grandmaster();
         format!(
             ", profile {}: asCapable {}, neighbour delay {} (threshold {} ns, {} exchanges), neighbour rate ratio {}, \
              grandmaster {}{}{}",

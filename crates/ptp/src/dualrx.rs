@@ -1,6 +1,7 @@
-//! The dual clock in the daemon (paper §4.2, A.3; `ptp.dual_clock`): a slave whose master is a keepon station
-//! streaming at line rate counts the master's frames — fillers included, each one of the master's slots — into
-//! an RX slot clock.
+//! The dual clock on a real receiver (paper §4.2, A.3; `ptp.dual_clock`): a slave whose master is a keepon
+//! station streaming at line rate counts the master's frames — fillers included, each one of the master's slots —
+//! into an RX slot clock. [`crate::node::PtpNode`] runs it; the daemon and the two-station harness on the
+//! simulated NIC (`tests/link.rs`) both use this one type.
 //!
 //! - **Acquire on the single clock.** Until the slave is synchronised, PTP runs as without the dual clock:
 //!   software receive stamps, the servo steering the EPHC (it learns the oscillator's frequency error).
@@ -14,13 +15,12 @@
 //! - **Fall back** to the single clock when the slave has not been synchronised for [`FALL_BACK`] while tracking
 //!   (a master whose stream had gaps the count could not absorb), and take over again once synchronised.
 //!
-//! The steering is [`keepon_ptp::dual::DualSteer`] (tested exactly there and, two stations back to back on the
-//! simulated NIC, in `crates/ptp/tests/link.rs`); what this module adds is the count on a real receiver:
+//! The steering is [`crate::dual::DualSteer`] (tested exactly there); what this module adds is the count:
 //!
 //! - every frame the link's receiver hands in is one master slot, in order (a point-to-point link: the first
 //!   hop is the master itself, which keeps every slot at δ — it never steers, so its fillers stay nominal);
-//! - frames the socket dropped for lack of buffer (`PACKET_STATISTICS`) were in the stream too: they are
-//!   counted when the receiver reports them, after the frames it did deliver (a full buffer drops the newest);
+//! - frames the receiver dropped for lack of buffer (on Linux `PACKET_STATISTICS`) were in the stream too: they
+//!   are counted when the receiver reports them, after the frames it did deliver (a full buffer drops the newest);
 //! - the TX reading is the start of the schedule slot the EPHC is in now, as the wire has it
 //!   (`StationFace::ephc_at`: on a host-paced link, the clock the host releases slots by), so that it lags
 //!   the truth by less than a slot as the count does (the master's slots are on the same grid); the RX reading is
@@ -36,11 +36,11 @@
 //! wire, so the master's frames leave when its host releases them — tens of µs late, in bursts after a stall,
 //! not at all after an underrun — and counting them does not measure time; the slave then holds tens of µs
 //! instead of the single clock's ~100 ns (docs/ptp.md has the figures). Its accuracy is shown where the premise
-//! holds: two stations back to back on the simulated NIC (`crates/ptp/tests/link.rs`).
+//! holds: two stations back to back on the simulated NIC (`tests/link.rs`).
 
+use crate::dual::{DualGains, DualSteer};
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::time::{Nanos, SlotPeriod, Tai};
-use keepon_ptp::dual::{DualGains, DualSteer};
 
 /// How long a tracking dual clock may go unsynchronised before the slave falls back to the single clock.
 pub const FALL_BACK: Nanos = Nanos::from_ms(5_000);
