@@ -108,5 +108,5 @@ def test_a_greedy_stopped_by_the_time_limit_says_how_far_it_got():
     net = parse_network('timing = "bytes"\n' + text, "<test>")
     status, why = plan_network(net, _PassesAsTheGreedyStarts(60), "auto", say=lambda m: None)
     assert status == UNKNOWN
-    assert "greedy (by demand) placed 0 of 474 when the time limit stopped it" in why, why
+    assert "greedy (by demand, first fit) placed 0 of 474 when the time limit stopped it" in why, why
     assert "474 streams left out" in why, why

@@ -25,6 +25,8 @@ PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
 REPAIR_PASSES = 3
 EJECT_SHARE = 0.7
 """Of the time left after the greedy, the share the ejection repair (:mod:`.eject`) may take."""
+RUIN_SHARE = 0.75
+"""Of the time left after the greedy and its repairs, the share ruin and recreate (:mod:`.ruin`) may take."""
 
 
 class Refutation(str):
@@ -188,7 +190,9 @@ def plan_network(
     tried = []
     best = None
     if method in ("auto", "heuristic"):
-        best = _greedy_with_repair(net, routed, grids, deadline, say, tried)
+        best, state, variant = _greedy_with_repair(net, routed, grids, deadline, say, tried)
+        if best.unplaced and deadline.remaining() > 0.2:
+            best = _ruin(net, routed, grids, best, state, variant, deadline, seed, say, tried)
         if not best.unplaced:
             how = "greedy first fit, " + _waiting(routed, best.starts_ps)
             return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
@@ -233,6 +237,30 @@ def _waiting(routed, starts) -> str:
     return f"{n} of {len(routed)} streams wait in a queue" if n else "no wait"
 
 
+def _ruin(net, routed, grids, best, state, variant, deadline, seed, say, tried: list):
+    """Ruin and recreate (:mod:`.ruin`) from the best placement (``state`` holds it, or None), with the placement
+    of the greedy run it came from, for :data:`RUIN_SHARE` of the time left."""
+    import time
+
+    from .ruin import ruin_recreate
+    from .schedule import _State, hyperperiod_ps
+
+    deadline.enter("ruin and recreate")
+    by_name = {r.stream.name: r for r in routed}
+    if state is None:
+        state = _State(hyperperiod_ps(routed), net, grids)
+        for name, st in best.starts_ps.items():
+            state.add(by_name[name], st)
+    _label, order, place = variant
+    rank = {r.stream.name: k for k, r in enumerate(order)}
+    load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
+    until = time.monotonic() + RUIN_SHARE * deadline.remaining()
+    fixed, how = ruin_recreate(state, by_name, best, rank, load, until, seed, place)
+    tried.append(how)
+    say(how)
+    return fixed
+
+
 def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     """Large-neighbourhood repair (:mod:`.repair`) of a placement without waits (the greedy's no-wait one when the
     best placement has frames that wait)."""
@@ -244,7 +272,7 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     if any(st != by_name[n].nowait_starts(st[0]) for n, st in best.starts_ps.items()):
         nowait = dataclasses.replace(grids, wait_ok=dict.fromkeys(grids.wait_ok, False))
         sub: list[str] = []
-        base = _greedy_with_repair(net, routed, nowait, deadline, say, sub, "no-wait ")
+        base, _, _ = _greedy_with_repair(net, routed, nowait, deadline, say, sub, "no-wait ")
         tried.append(", then ".join(sub))
         if not base.unplaced:
             return base
@@ -272,51 +300,66 @@ def greedy_orders(routed) -> list[tuple[str, list]]:
     ]
 
 
+def greedy_variants(routed) -> list[tuple[str, list, object]]:
+    """(name, order, placement) of the greedy runs, in the order they are tried: first fit by demand, tight
+    (:mod:`.bestfit`) by demand, first fit by period (:func:`greedy_orders`)."""
+    from .bestfit import tight_placer
+    from .schedule import place_one
+
+    (demand, by_demand), (period, by_period) = greedy_orders(routed)
+    tight = tight_placer({link: float(x) for link, x in cert.load_per_link(routed, own=True).items()})
+    return [
+        (f"{demand}, first fit", by_demand, place_one),
+        (f"{demand}, tight", by_demand, tight),
+        (f"{period}, first fit", by_period, place_one),
+    ]
+
+
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
-    """Per order of :func:`greedy_orders` (the next only while the last left streams out and there is time for
-    another greedy): the greedy, then the ejection repair (:mod:`.eject`) on what it left out; then, from the best,
-    the repair passes."""
+    """The greedy runs of :func:`greedy_variants` (the next only while the best so far left streams out and there is
+    time for another), then, on the best (the fewest left out), the ejection repair (:mod:`.eject`) and the repair
+    passes. Returns the best placement, the state that holds it (None after a repair pass found a better one) and
+    the greedy run it came from."""
     import time
 
     from .eject import eject
     from .schedule import NOT_TRIED, _State, greedy, hyperperiod_ps
 
     by_name = {r.stream.name: r for r in routed}
-    orders = greedy_orders(routed)
+    variants = greedy_variants(routed)
     best = None
-    order: list = []
     greedy_s = 0.0
-    for i, (label, this) in enumerate(orders):
-        if best is not None and (not best.unplaced or deadline.remaining() < 2 * greedy_s):
+    for label, this, place in variants:
+        if best is not None and (not best[0].unplaced or deadline.remaining() < 2 * greedy_s):
             break
         deadline.enter(f"{what}greedy placement ({label})")
         t0 = time.monotonic()
         state = _State(hyperperiod_ps(routed), net, grids)
-        placed, _ = greedy(routed, net, grids, deadline, this, state, partial=True)
+        placed, _ = greedy(routed, net, grids, deadline, this, state, partial=True, place=place)
         greedy_s = time.monotonic() - t0
         stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
         tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}{stopped}")
         say(f"{what}greedy ({label}): {len(placed.starts_ps)} of {len(routed)} streams placed in {greedy_s:.3f} s")
-        if placed.unplaced and deadline.remaining() > 0:
-            deadline.enter(f"{what}ejection repair ({label})")
-            rank = {r.stream.name: k for k, r in enumerate(this)}
-            until = time.monotonic() + EJECT_SHARE / (len(orders) - i) * deadline.remaining()
-            placed, how = eject(state, by_name, placed, rank, until)
-            tried.append(what + how)
-            say(tried[-1])
-        if best is None or len(placed.unplaced) < len(best.unplaced):
-            best, order = placed, this
+        if best is None or len(placed.unplaced) < len(best[0].unplaced):
+            best = (placed, state, (label, this, place))
     assert best is not None
+    placed, state, (label, order, place) = best
+    if placed.unplaced and deadline.remaining() > 0:
+        deadline.enter(f"{what}ejection repair ({label})")
+        rank = {r.stream.name: k for k, r in enumerate(order)}
+        placed, how = eject(state, by_name, placed, rank, time.monotonic() + EJECT_SHARE * deadline.remaining())
+        tried.append(what + how)
+        say(tried[-1])
     for n in range(REPAIR_PASSES):
-        if not best.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
+        if not placed.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
         deadline.enter(f"repair pass {n + 1}")
-        left = {name for name, _ in best.unplaced}
+        left = {name for name, _ in placed.unplaced}
         order = [r for r in order if r.stream.name in left] + [r for r in order if r.stream.name not in left]
-        attempt, _ = greedy(routed, net, grids, deadline, order, partial=True)
+        attempt, _ = greedy(routed, net, grids, deadline, order, partial=True, place=place)
         stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in attempt.unplaced) else ""
         tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}{stopped}")
         say(tried[-1])
-        if len(attempt.unplaced) < len(best.unplaced):
-            best = attempt
-    return best
+        if len(attempt.unplaced) < len(placed.unplaced):
+            placed, state = attempt, None
+    return placed, state, (label, order, place)

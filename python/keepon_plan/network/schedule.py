@@ -384,14 +384,17 @@ def greedy(
     order: list[RoutedStream] | None = None,
     state: _State | None = None,
     partial: bool = False,
+    place=None,
 ) -> tuple[Placement, int]:
-    """Place every stream it can (in ``order``, default shortest period first, then most hops); returns the
+    """Place every stream it can (in ``order``, default shortest period first, then most hops) with ``place``
+    (default :func:`place_one`, first fit; :func:`~.bestfit.place_tight` the tight placement); returns the
     placement and the hyperperiod (ps). At the deadline it raises, or with ``partial`` returns what it placed so far
     (the rest left out as :data:`NOT_TRIED`)."""
     horizon = hyperperiod_ps(routed)
     state = state or _State(horizon, net, grids)
     if order is None:
         order = sorted(routed, key=lambda r: (r.stream.period_ns, -len(r.hops), r.stream.name))
+    place = place or place_one
     placed: dict[str, tuple[int, ...]] = {}
     unplaced: list[tuple[str, str]] = []
     for n, r in enumerate(order):
@@ -400,7 +403,7 @@ def greedy(
                 unplaced += [(x.stream.name, NOT_TRIED) for x in order[n:]]
                 break
             check(deadline)
-        found, why = place_one(state, r)
+        found, why = place(state, r)
         if found is None:
             unplaced.append((r.stream.name, why))
             continue
