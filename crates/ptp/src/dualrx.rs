@@ -159,8 +159,8 @@ impl DualRx {
         out
     }
 
-    /// For the status line.
-    pub fn describe(&self) -> String {
+    /// The merge rule's and the loop's counts over every tracking period so far.
+    pub fn totals(&self) -> DualTotals {
         let mut c = self.past;
         if let Some(s) = &self.steer {
             let n = s.counters();
@@ -168,23 +168,65 @@ impl DualRx {
                 *p += v;
             }
         }
+        DualTotals {
+            agreed: c[0],
+            tx_lagging: c[1],
+            rx_lagging: c[2],
+            renumbered: c[3],
+            tx_steps: c[4],
+            adjustments: self.steered,
+            takeovers: self.takeovers,
+            fallbacks: self.fallbacks,
+            counted: self.count,
+            dropped: self.drops,
+        }
+    }
+
+    /// For the status line.
+    pub fn describe(&self) -> String {
+        let t = self.totals();
         format!(
             "dual clock {} ({} take-overs, {} falls back): {} master slots counted ({} dropped by the socket), \
              readings {} agreeing, {} TX lagging, {} RX lagging, {} renumbered by the loop, {} EPHC steps to the \
              RX clock, {} EPHC adjustments",
             if self.tracking() { "tracking" } else { "acquiring on the single clock" },
-            self.takeovers,
-            self.fallbacks,
-            self.count,
-            self.drops,
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            self.steered
+            t.takeovers,
+            t.fallbacks,
+            t.counted,
+            t.dropped,
+            t.agreed,
+            t.tx_lagging,
+            t.rx_lagging,
+            t.renumbered,
+            t.tx_steps,
+            t.adjustments
         )
     }
+}
+
+/// What the dual clock did, over every tracking period so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DualTotals {
+    /// Readings merged normally.
+    pub agreed: u64,
+    /// Readings where the TX reading lagged.
+    pub tx_lagging: u64,
+    /// Readings where the RX count lagged (re-anchored by whole slots).
+    pub rx_lagging: u64,
+    /// Slots renumbered by the loop's mean difference.
+    pub renumbered: u64,
+    /// EPHC steps to the RX clock.
+    pub tx_steps: u64,
+    /// EPHC adjustments made while tracking.
+    pub adjustments: u64,
+    /// Take-overs by the dual clock.
+    pub takeovers: u64,
+    /// Falls back to the single clock.
+    pub fallbacks: u64,
+    /// The master's slots counted.
+    pub counted: u64,
+    /// Of those, dropped by the receiver.
+    pub dropped: u64,
 }
 
 #[cfg(test)]

@@ -126,9 +126,11 @@ impl PtpNode {
             return; // not a PTP message of our transport
         }
         let rx = match (&self.dual, place) {
-            // (Before the first reading anchors the RX clock, a message has no time: it is not used.)
+            // (Before the first reading anchors the RX clock, a message has no time: it is not used.) The RX
+            // clock's time is no software stamp: the port's receive latency, which it takes off every RX time, is
+            // added back so that nothing is taken off it.
             (Some(d), Some(place)) if d.tracking() => match d.t2(place) {
-                Some(t) => t,
+                Some(t) => t + self.port.rx_latency(),
                 None => return,
             },
             _ => stamp,
@@ -257,6 +259,11 @@ impl PtpNode {
     /// The port.
     pub fn port(&self) -> &PtpPort {
         &self.port
+    }
+
+    /// The port, to drive directly (a harness answering an IGMP query it made up, say).
+    pub fn port_mut(&mut self) -> &mut PtpPort {
+        &mut self.port
     }
 
     /// The dual clock, if configured.

@@ -490,6 +490,11 @@ impl PtpPort {
         Ok(())
     }
 
+    /// The receive latency the port takes off every RX time (`PortConfig::rx_latency`).
+    pub fn rx_latency(&self) -> Nanos {
+        self.cfg.rx_latency
+    }
+
     /// The transport the port speaks.
     pub fn transport(&self) -> Transport {
         self.cfg.transport

@@ -28,10 +28,11 @@ use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
 use keepon_ptp::gptp::{Profile, DEFAULT_THRESHOLD};
-use keepon_ptp::port::{PortConfig, PortError, PtpPort};
+use keepon_ptp::node::{NodeConfig, PtpNode};
+use keepon_ptp::port::PortConfig;
 use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
-use keepon_ptp::wire::{Transport, WireError};
+use keepon_ptp::wire::Transport;
 
 const T0: Tai = Tai(1_700_000_000_000_000_000);
 const POLL: Nanos = Nanos(20_000);
@@ -55,7 +56,7 @@ fn windows() -> Windows {
 
 struct Node {
     d: Driver<SimNic, ByteStation<Vec<u8>>>,
-    port: PtpPort,
+    node: PtpNode,
     /// Frames in flight to this node: (true arrival, bytes).
     inbox: VecDeque<(Tai, Vec<u8>)>,
     /// This node's latest descriptor starts: (true, EPHC).
@@ -135,10 +136,12 @@ fn node(ppm: f64, prio: u8, seed: u64, o: Opts) -> Node {
         neighbor_prop_delay_thresh: DEFAULT_THRESHOLD,
     };
     let now = d.nic.now();
-    let port = PtpPort::new(cfg, &mut d.station, now, seed);
+    // The daemon's default threshold (`ptp.sync_threshold`).
+    let nc = NodeConfig { port: cfg, sync_threshold: Nanos(1_000), dual_clock: None };
+    let node = PtpNode::new(nc, &mut d.station, now, seed).unwrap();
     Node {
         d,
-        port,
+        node,
         inbox: VecDeque::new(),
         starts: VecDeque::new(),
         judged: HashMap::new(),
@@ -158,7 +161,7 @@ fn ephc_at_true(n: &Node, t: Tai) -> Option<Tai> {
 fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
     let now = nodes[i].d.nic.now();
     let n = &mut nodes[i];
-    n.port.poll(&mut n.d.station, now);
+    n.node.poll(&mut n.d.station, now);
     let mut events = Vec::new();
     n.d.step(&mut NoFrames, &mut |e| events.push(e)).unwrap();
     let mut out = Vec::new();
@@ -166,7 +169,7 @@ fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
         match e {
             Event::Outcome(o) => {
                 let sent = o.result.expect("every PTP frame is sent");
-                assert!(n.port.on_outcome(&o, &mut n.d.station, now), "only PTP frames here");
+                assert!(n.node.on_outcome(&o, &mut n.d.station, now), "only PTP frames here");
                 n.sent.insert(o.id, sent.time);
                 if sent.time >= judge_from {
                     n.judged.insert(o.id, sent.time);
@@ -195,11 +198,10 @@ fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
     while n.inbox.front().is_some_and(|(t, _)| *t <= now) {
         let Some((arrival, frame)) = n.inbox.pop_front() else { break };
         let Some(rx) = ephc_at_true(n, arrival) else { continue };
-        n.port.on_rx(&frame, rx, &mut n.d.station, now);
+        n.node.on_frame(&frame, rx, &mut n.d.station, now);
     }
-    let errors: Vec<PortError> =
-        n.port.take_errors().into_iter().filter(|e| *e != PortError::Wire(WireError::NotPtp)).collect();
-    assert_eq!(errors, vec![], "node {i}: port errors");
+    let (problems, last) = n.node.problems();
+    assert_eq!(problems, 0, "node {i}: {last:?}");
     n.d.nic.wait(POLL);
     nodes[1 - i].inbox.extend(out);
 }
@@ -227,7 +229,7 @@ fn run_pair(master: Opts, slave: Opts, secs: i64) -> [Node; 2] {
 /// Roles, servo, the slave's true error, frequency and path delay; every PTP frame of both inside a PTP window
 /// and unpadded; the master's `Sent` times exact.
 fn assert_locked(nodes: &[Node; 2], what: &str, tx_constant: Nanos) {
-    let st = common::locked_pair(&nodes[0].port, &nodes[1].port, what);
+    let st = common::locked_pair(&nodes[0].node, &nodes[1].node, what);
     let errs = &nodes[1].errors;
     let (mean, max) = common::mean_max(errs, 50, what);
     // With exact TX and RX times, what remains is the servo's own noise on a 20 ppm oscillator (the Kalman

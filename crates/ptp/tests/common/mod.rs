@@ -1,15 +1,17 @@
 //! What the two-station PTP tests share: judging a locked pair and reading a one-step Sync.
 
 use keepon_core::time::Tai;
-use keepon_ptp::port::PtpPort;
+use keepon_ptp::node::{PtpNode, Role};
 use keepon_ptp::servo::{ServoState, ServoStatus};
 
-/// The first port is master, the second a steering slave whose servo is locked; its status.
-pub fn locked_pair(master: &PtpPort, slave: &PtpPort, what: &str) -> ServoStatus {
-    assert!(master.engine().is_master(), "{what}: the priority-10 station is master");
-    assert!(slave.engine().is_steering(), "{what}: the other is a steering slave");
-    let st = slave.servo_status();
+/// The first node is master, the second a steering slave whose servo is locked, and both judge themselves
+/// synchronised (the judgement the daemon gates scheduled frames on); the slave's status.
+pub fn locked_pair(master: &PtpNode, slave: &PtpNode, what: &str) -> ServoStatus {
+    assert_eq!(master.role(), Role::Master, "{what}: the priority-10 station is master");
+    assert_eq!(slave.role(), Role::Slave, "{what}: the other is a steering slave");
+    let st = slave.port().servo_status();
     assert_eq!(st.state, ServoState::Locked, "{what}: {st:?}");
+    assert!(master.synchronised() && slave.synchronised(), "{what}: judged synchronised: {st:?}");
     st
 }
 
