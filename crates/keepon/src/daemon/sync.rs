@@ -156,6 +156,13 @@ impl Sync {
         let seed = u64::from_le_bytes(identity(mac));
         let node = NodeConfig { port: pc, sync_threshold: cfg.sync_threshold, dual_clock: cfg.dual_clock };
         let node = PtpNode::new(node, station, now, seed)?;
+        if node.dual().is_some() {
+            eprintln!(
+                "keepon daemon: ptp: warning: ptp.dual_clock has a known defect: on the simulated NIC its take-over \
+                 loses synchronisation within seconds (docs/ptp.md, the dual clock); the station falls back to the \
+                 single clock each time"
+            );
+        }
         Ok(Sync {
             cfg,
             node,
