@@ -333,6 +333,20 @@ impl SimNic {
         }
     }
 
+    /// The slots that finished on the wire by `t` and that the driver has not been told of yet (its next
+    /// observation reports them), in wire order, each as (its place in the NIC's wire order, the same as a wire
+    /// event's `nic_slot`; its start; its bytes, `None` for a filler): what a receiver at the far end has that
+    /// this NIC's driver does not know yet. A two-station harness's receiver takes these between the wire events
+    /// the driver reports at its polls.
+    pub fn finished_unreported(&self, t: Tai) -> impl Iterator<Item = (u64, Tai, Option<&[u8]>)> + '_ {
+        let t = self.to_ticks(t);
+        self.inflight
+            .iter()
+            .take_while(move |f| f.start + f.dur <= t)
+            .enumerate()
+            .map(|(j, f)| (self.completed + j as u64, self.floor_ns(f.start), f.bytes.as_deref()))
+    }
+
     /// CPU time the host's poll loop has used so far (simulated): each iteration's work (`poll_overhead +
     /// per_slot·slots`), or the whole iteration when it busy-polls. Divided by the elapsed time it is the poll
     /// core's utilisation, as `mpstat` would show it.

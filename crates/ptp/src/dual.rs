@@ -190,6 +190,10 @@ impl DualSteer {
                 let slots = behind.signum() * ((2 * behind.abs() + self.period) / (2 * self.period));
                 self.clock.step(Nanos(-slots * self.period));
                 self.slot_fixes += 1;
+                // Only the RX clock moved: `T_tx − T_rx` moves the other way (as for PTP's steps).
+                if let Some(r) = &mut self.reference {
+                    *r += slots * self.period;
+                }
             } else {
                 out = Some(ClockAdjust::Step(Nanos(behind)));
                 self.tx_steps += 1;

@@ -21,11 +21,12 @@
 //!   hop is the master itself, which keeps every slot at δ — it never steers, so its fillers stay nominal);
 //! - frames the receiver dropped for lack of buffer (on Linux `PACKET_STATISTICS`) were in the stream too: they
 //!   are counted when the receiver reports them, after the frames it did deliver (a full buffer drops the newest);
-//! - the TX reading is the start of the schedule slot the EPHC is in now, as the wire has it
-//!   (`StationFace::ephc_at`: on a host-paced link, the clock the host releases slots by), so that it lags
-//!   the truth by less than a slot as the count does (the master's slots are on the same grid); the RX reading is
-//!   the start of the slot after the last one fully arrived — on a host-paced link (veth), where a frame arrives
-//!   as soon as it is sent, of the last one received.
+//! - the TX reading ([`DualRx::tx_reading`]) is the EPHC time of the last slot the NIC took, on a link with a
+//!   wire (the wire runs on the NIC's oscillator, not the host's clock), and on a host-paced link the start of the
+//!   schedule slot the EPHC is in now as the host has it (`StationFace::ephc_at`: the clock the host releases
+//!   slots by), so that it lags the truth by less than a slot as the count does (the master's slots are on the
+//!   same grid); the RX reading is the start of the slot after the last one fully arrived — on a host-paced link
+//!   (veth), where a frame arrives as soon as it is sent, of the last one received.
 //!
 //! What the count cannot see: slots the master did not fill (its host did not post them in time: an underrun
 //! leaves its link idle) and frames the NIC discards (a bad FCS). Both are whole slots, which the merge rule's
@@ -40,6 +41,7 @@
 
 use crate::dual::{DualGains, DualSteer};
 use keepon_core::ephc::ClockAdjust;
+use keepon_core::face::StationFace;
 use keepon_core::time::{Nanos, SlotPeriod, Tai};
 
 /// How long a tracking dual clock may go unsynchronised before the slave falls back to the single clock.
@@ -135,20 +137,35 @@ impl DualRx {
         self.steer.as_ref()?.rx_time_of(place)
     }
 
-    /// One poll at host time `now`, the EPHC reading `ephc` now and the schedule's base time `base`: while
-    /// tracking, the EPHC adjustment the local loop asks for. The TX reading is the start of the schedule slot
-    /// `ephc` falls in (the RX count's reading is the start of the master's slot arriving, on the same grid:
-    /// both lag the truth by less than a slot, as the merge rule assumes).
-    pub fn poll(&mut self, now: Tai, ephc: Tai, base: Tai) -> Option<ClockAdjust> {
-        let p = i128::from(self.period.num() / self.period.den());
-        let since = i128::from((ephc - base).0);
-        let t_tx = Tai(i64::try_from(i128::from(base.0) + since.div_euclid(p) * p).unwrap_or(ephc.0));
+    /// One poll at host time `now` with the TX reading `t_tx` (see [`DualRx::tx_reading`]): while tracking, the
+    /// EPHC adjustment the local loop asks for.
+    pub fn poll(&mut self, now: Tai, t_tx: Tai) -> Option<ClockAdjust> {
         // Slots fully arrived: on a wire a frame is in when its last byte is (the slot after it may have started);
         // on a link without one (veth) it is in as soon as it is sent, so the last frame's slot is still on.
         let arrived = if self.unserialised { self.count.saturating_sub(1) } else { self.count };
         let a = self.steer.as_mut()?.poll(now, t_tx, arrived);
         self.steered += u64::from(a.is_some());
         a
+    }
+
+    /// The TX reading of `station` at host time `now`, lagging the truth by less than a slot as the RX count's
+    /// reading does (the start of the master's slot arriving, on the same grid), as the merge rule assumes:
+    /// - on a link with a wire, the EPHC time of the slot on the wire: the first of the `unfinished` slots the
+    ///   NIC took but has not finished sending (`keepon_nic::Nic::unfinished`; 0 where the backend counts a slot
+    ///   taken only once sent). Not the host's view of the wire (`StationFace::ephc_at`): the wire runs on the
+    ///   NIC's oscillator, which drifts from the host's clock by its error — 20 ppm is 20 µs a second, and the
+    ///   merge rule's band is two slots;
+    /// - on a host-paced link (veth), where the host releases each slot at its time, the start of the schedule
+    ///   slot the EPHC is in now, as the host has it.
+    pub fn tx_reading<S: StationFace>(&self, station: &S, now: Tai, unfinished: u64) -> Tai {
+        if !self.unserialised {
+            let k = station.ring().consumed().saturating_sub(unfinished);
+            return station.ephc().time_of(station.wire_position(k));
+        }
+        let (ephc, base) = (station.ephc_at(now), station.base_time());
+        let p = i128::from(self.period.num() / self.period.den());
+        let since = i128::from((ephc - base).0);
+        Tai(i64::try_from(i128::from(base.0) + since.div_euclid(p) * p).unwrap_or(ephc.0))
     }
 
     /// PTP's held adjustments: what the EPHC gets of them.
@@ -248,12 +265,12 @@ mod tests {
         assert_eq!(d.count_frame(), 13);
         // Acquiring: no RX clock, no steering.
         let t0 = Tai(5_000_000_000);
-        assert_eq!((d.poll(Tai(0), t0, Tai(0)), d.t2(13)), (None, None));
+        assert_eq!((d.poll(Tai(0), t0), d.t2(13)), (None, None));
         assert!(d.ptp(vec![ClockAdjust::Step(Nanos(500))]).is_empty());
         d.take_over(Tai(0), -50_000_000);
         assert!(d.tracking());
-        // The first reading anchors the RX clock: the count (14) is the TX reading's time (its slot's start).
-        assert_eq!(d.poll(Tai(0), t0 + Nanos(99_999), Tai(0)), None);
+        // The first reading anchors the RX clock: the count (14) is the TX reading's time.
+        assert_eq!(d.poll(Tai(0), t0), None);
         assert_eq!(d.t2(14), Some(t0));
         assert_eq!((d.t2(13).unwrap() - t0).0, -(p as i64), "one slot apart");
         // A PTP step below τ moves the RX clock only; beyond τ the EPHC too.

@@ -145,12 +145,15 @@ impl PtpNode {
         }
     }
 
-    /// One poll at backend time `now`: fire timers, steer the dual clock, re-judge synchronisation.
-    pub fn poll<S: StationFace>(&mut self, station: &mut S, now: Tai) {
+    /// One poll at backend time `now`: fire timers, steer the dual clock, re-judge synchronisation. `unfinished`
+    /// is what the backend says of the slots it took and has not finished sending (`keepon_nic::Nic::unfinished`:
+    /// the dual clock's TX reading is the slot on the wire).
+    pub fn poll<S: StationFace>(&mut self, station: &mut S, now: Tai, unfinished: u64) {
         self.port.poll(station, now);
         if let Some(d) = &mut self.dual {
             let mut adjust = d.ptp(self.port.take_adjustments());
-            adjust.extend(d.poll(now, station.ephc_at(now), station.base_time()));
+            let t_tx = d.tx_reading(station, now, unfinished);
+            adjust.extend(d.poll(now, t_tx));
             for a in adjust {
                 if let Err(e) = station.adjust_clock(a) {
                     self.problems += 1;

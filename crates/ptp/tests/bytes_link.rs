@@ -161,7 +161,7 @@ fn ephc_at_true(n: &Node, t: Tai) -> Option<Tai> {
 fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
     let now = nodes[i].d.nic.now();
     let n = &mut nodes[i];
-    n.node.poll(&mut n.d.station, now);
+    n.node.poll(&mut n.d.station, now, n.d.nic.unfinished());
     let mut events = Vec::new();
     n.d.step(&mut NoFrames, &mut |e| events.push(e)).unwrap();
     let mut out = Vec::new();

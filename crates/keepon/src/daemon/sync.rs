@@ -156,13 +156,6 @@ impl Sync {
         let seed = u64::from_le_bytes(identity(mac));
         let node = NodeConfig { port: pc, sync_threshold: cfg.sync_threshold, dual_clock: cfg.dual_clock };
         let node = PtpNode::new(node, station, now, seed)?;
-        if node.dual().is_some() {
-            eprintln!(
-                "keepon daemon: ptp: warning: ptp.dual_clock has a known defect: on the simulated NIC its take-over \
-                 loses synchronisation within seconds (docs/ptp.md, the dual clock); the station falls back to the \
-                 single clock each time"
-            );
-        }
         Ok(Sync {
             cfg,
             node,
@@ -227,7 +220,7 @@ impl Sync {
             // (A system call on Linux: only where the count needs it.)
             self.node.on_receiver_drops(self.rx.dropped());
         }
-        self.node.poll(station, now);
+        self.node.poll(station, now, nic.unfinished());
         self.write_measurements();
         for e in self.node.take_events() {
             match e {
