@@ -13,17 +13,14 @@
 
 mod common;
 
-use std::collections::{HashMap, VecDeque};
-
 use keepon_core::bytes::windows::{ClassWindows, Rat, Window, Windows};
 use keepon_core::bytes::{ByteConfig, ByteStation};
 use keepon_core::ephc::ClockAdjust;
 use keepon_core::face::StationFace;
 use keepon_core::insert::Policy;
 use keepon_core::isolation::ClassId;
-use keepon_core::outcome::FrameId;
 use keepon_core::time::{LinkRate, Nanos, SlotGeometry, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, NoFrames};
+use keepon_nic::driver::{Driver, LoopConfig};
 use keepon_nic::sim::{Oscillator, SimConfig, SimNic};
 use keepon_nic::Nic;
 use keepon_ptp::engine::{DelayMechanism, EngineConfig};
@@ -34,9 +31,12 @@ use keepon_ptp::servo::floor::FloorConfig;
 use keepon_ptp::servo::ServoKind;
 use keepon_ptp::wire::Transport;
 
+use common::pair::{self, Rx, DELAY, POLL};
+
+/// A station of this file: the byte clock.
+type Node = pair::Node<ByteStation<Vec<u8>>>;
+
 const T0: Tai = Tai(1_700_000_000_000_000_000);
-const POLL: Nanos = Nanos(20_000);
-const DELAY: i64 = 2_000; // one-way link delay, ns
 const CYCLE: i64 = 250_000;
 /// The PTP class's windows in the cycle: (offset, length), ns.
 const PTP_WINDOWS: [(i64, i64); 2] = [(0, 30_000), (125_000, 30_000)];
@@ -52,24 +52,6 @@ fn windows() -> Windows {
         ClassWindows { name: "be".into(), windows: vec![] },
     ];
     Windows::new(T0, Nanos(CYCLE), &classes, rate()).unwrap()
-}
-
-struct Node {
-    d: Driver<SimNic, ByteStation<Vec<u8>>>,
-    node: PtpNode,
-    /// Frames in flight to this node: (true arrival, bytes).
-    inbox: VecDeque<(Tai, Vec<u8>)>,
-    /// This node's latest descriptor starts: (true, EPHC).
-    starts: VecDeque<(Tai, Tai)>,
-    /// `Sent` times of PTP frames to judge, by id.
-    judged: HashMap<FrameId, Tai>,
-    /// `Sent` time − true wire start of the judged frames.
-    errors: Vec<i64>,
-    /// Every PTP frame's `Sent` time.
-    sent: HashMap<FrameId, Tai>,
-    /// Every PTP frame on the wire: id, frame length (without FCS), message.
-    wire: Vec<(FrameId, usize, Vec<u8>)>,
-    transport: Transport,
 }
 
 /// How a node runs PTP.
@@ -139,71 +121,7 @@ fn node(ppm: f64, prio: u8, seed: u64, o: Opts) -> Node {
     // The daemon's default threshold (`ptp.sync_threshold`).
     let nc = NodeConfig { port: cfg, sync_threshold: Nanos(1_000), dual_clock: None };
     let node = PtpNode::new(nc, &mut d.station, now, seed).unwrap();
-    Node {
-        d,
-        node,
-        inbox: VecDeque::new(),
-        starts: VecDeque::new(),
-        judged: HashMap::new(),
-        errors: Vec::new(),
-        sent: HashMap::new(),
-        wire: Vec::new(),
-        transport: cfg.transport,
-    }
-}
-
-/// This node's EPHC at true time `t`: from its latest descriptor that started by then (`None` before any).
-fn ephc_at_true(n: &Node, t: Tai) -> Option<Tai> {
-    let &(start, ephc) = n.starts.iter().rev().find(|(s, _)| *s <= t)?;
-    Some(ephc + (t - start))
-}
-
-fn step(nodes: &mut [Node; 2], i: usize, judge_from: Tai) {
-    let now = nodes[i].d.nic.now();
-    let n = &mut nodes[i];
-    n.node.poll(&mut n.d.station, now, n.d.nic.unfinished());
-    let mut events = Vec::new();
-    n.d.step(&mut NoFrames, &mut |e| events.push(e)).unwrap();
-    let mut out = Vec::new();
-    for e in events {
-        match e {
-            Event::Outcome(o) => {
-                let sent = o.result.expect("every PTP frame is sent");
-                assert!(n.node.on_outcome(&o, &mut n.d.station, now), "only PTP frames here");
-                n.sent.insert(o.id, sent.time);
-                if sent.time >= judge_from {
-                    n.judged.insert(o.id, sent.time);
-                }
-            }
-            Event::Wire(w) => {
-                let (Some(start), Some(ephc)) = (w.start, w.ephc) else { continue };
-                n.starts.push_back((start, ephc));
-                if n.starts.len() > 4096 {
-                    n.starts.pop_front();
-                }
-                let (Some(bytes), Some(id)) = (w.bytes, w.frame) else { continue };
-                if let Some(t) = n.judged.remove(&id) {
-                    n.errors.push((t - start).0);
-                }
-                // (Over UDPv4 the station's IGMP reports go too: not PTP messages.)
-                if let Ok((msg, _)) = n.transport.parse(&bytes) {
-                    n.wire.push((id, bytes.len(), msg.to_vec()));
-                }
-                out.push((start + Nanos(DELAY), bytes));
-            }
-            Event::Underrun(u) => panic!("node {i} underran: {u:?}"),
-        }
-    }
-    // Ideal hardware RX stamps: the EPHC at the true arrival.
-    while n.inbox.front().is_some_and(|(t, _)| *t <= now) {
-        let Some((arrival, frame)) = n.inbox.pop_front() else { break };
-        let Some(rx) = ephc_at_true(n, arrival) else { continue };
-        n.node.on_frame(&frame, rx, &mut n.d.station, now);
-    }
-    let (problems, last) = n.node.problems();
-    assert_eq!(problems, 0, "node {i}: {last:?}");
-    n.d.nic.wait(POLL);
-    nodes[1 - i].inbox.extend(out);
+    pair::Node::new(d, node, Rx::Ideal, seed, cfg.transport)
 }
 
 /// A master (exact) and a slave (20 ppm fast, stepped 300 µs off) for `secs` of simulated time, the slave's
@@ -212,18 +130,8 @@ fn run_pair(master: Opts, slave: Opts, secs: i64) -> [Node; 2] {
     let master = node(0.0, 10, 1, master);
     let mut slave = node(20.0, 200, 2, slave);
     slave.d.station.adjust_clock(ClockAdjust::Step(Nanos::from_us(300))).unwrap();
-    let mut nodes = [master, slave];
-    let start = nodes[0].d.nic.now();
-    let end = start + Nanos::from_ms(secs * 1_000);
-    let judge_from = start + Nanos::from_ms(secs * 750);
-    loop {
-        let i = if nodes[0].d.nic.now() <= nodes[1].d.nic.now() { 0 } else { 1 };
-        if nodes[i].d.nic.now() > end {
-            break;
-        }
-        step(&mut nodes, i, judge_from);
-    }
-    nodes
+    let start = master.d.nic.now();
+    pair::run([master, slave], start + Nanos::from_ms(secs * 1_000), start + Nanos::from_ms(secs * 750))
 }
 
 /// Roles, servo, the slave's true error, frequency and path delay; every PTP frame of both inside a PTP window
@@ -295,9 +203,8 @@ fn p2p_over_udpv4_on_the_byte_clock() {
     let o = Opts { p2p: true, udp: true, ..TWO_STEP };
     let nodes = run_pair(o, o, 40);
     assert_locked(&nodes, "byte clock, P2P over UDPv4", Nanos::ZERO);
-    let count = |n: &Node, t: u8| n.wire.iter().filter(|(_, _, m)| m[0] & 0x0F == t).count();
     for (i, n) in nodes.iter().enumerate() {
-        assert!(count(n, 0x2) > 200, "node {i}: {} Pdelay_Req", count(n, 0x2));
-        assert_eq!(count(n, 0x1), 0, "node {i}: no Delay_Req");
+        assert!(n.count(0x2) > 200, "node {i}: {} Pdelay_Req", n.count(0x2));
+        assert_eq!(n.count(0x1), 0, "node {i}: no Delay_Req");
     }
 }

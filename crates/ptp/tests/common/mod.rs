@@ -1,5 +1,7 @@
 //! What the two-station PTP tests share: judging a locked pair and reading a one-step Sync.
 
+pub mod pair;
+
 use keepon_core::time::Tai;
 use keepon_ptp::node::{PtpNode, Role};
 use keepon_ptp::servo::{ServoState, ServoStatus};
