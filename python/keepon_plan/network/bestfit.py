@@ -31,25 +31,35 @@ CANDIDATES = 24
 
 def touches(state: _State, r: RoutedStream, cands: np.ndarray, load: dict) -> np.ndarray:
     """Per departure in ``cands`` (ps): the load-weighted count of the stream's windows (no wait) that start where a
-    placed window ends or end where one starts, on their links."""
+    placed window ends or end where one starts, on their links. One sorted array for all the stream's links (link
+    ``k``'s intervals shifted by ``4·k·H``), so one search for every hop and instance at once."""
     period = r.stream.period_ns * 1000
     horizon = state.horizon
-    score = np.zeros(len(cands))
+    big = 4 * horizon
+    b0s, b1s, rows = [], [], []
+    n = 0
     for k, h in enumerate(r.hops):
         occ = state.busy.get((h.src, h.dst))
         if occ is None or not occ.starts:
             continue
         off, w = state.window(r, k, h.offset_ps)
         b0, b1 = occ.arrays()
+        shift = len(b0s) * big
+        b0s.append(b0 + shift)
+        b1s.append(b1 + shift)
         weight = load.get((h.src, h.dst), 0.0)
-        last = len(b0) - 1
         for base in range(0, horizon, period):
-            x = (cands + off + base) % horizon
-            j = np.searchsorted(b0, x, side="right") - 1
-            before = np.where(j >= 0, b1[j], b1[last] - horizon)
-            after = np.where(j < last, b0[np.minimum(j + 1, last)], b0[0] + horizon)
-            score += weight * ((x == before).astype(float) + (x + w == after).astype(float))
-    return score
+            rows.append((off + base, w, shift, n, n + len(b0) - 1, weight))
+        n += len(b0)
+    if not rows:
+        return np.zeros(len(cands))
+    b0, b1 = np.concatenate(b0s), np.concatenate(b1s)
+    off, w, shift, first, last, weight = (np.array(col)[:, None] for col in zip(*rows, strict=True))
+    x = (cands[None, :] + off) % horizon + shift
+    j = np.searchsorted(b0, x, side="right") - 1
+    before = np.where(j >= first, b1[np.maximum(j, first)], b1[last] - horizon)
+    after = np.where(j < last, b0[np.minimum(j + 1, last)], b0[first] + horizon)
+    return (weight * ((x == before).astype(float) + (x + w == after))).sum(axis=0)
 
 
 def place_tight(state: _State, r: RoutedStream, load: dict) -> tuple[tuple[int, ...] | None, str]:

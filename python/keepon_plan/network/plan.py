@@ -5,13 +5,17 @@ Stages, each under the command's deadline: choose every talker's ring (:mod:`.st
 lengths is bad input; one they exceed only padded to the talkers' slots is infeasible in the padded model (the
 message names the byte clock as the way out); a latency bound or deadline no route meets, an empty transmit-offset
 window, two streams that can never be apart on a link; then **placement**: the greedy (:mod:`.schedule`, no-wait
-first and queueing where the network allows it) in the order by demand and, while streams are left out, by period
-(:func:`greedy_orders`), each followed by the **ejection repair** (:mod:`.eject`: min-conflicts moves that put a
-stream in and the few in its way out and in again), **repair passes** (the greedy again with the streams it left out
-first; with queueing allowed and streams still out, the same without waits), the **LNS repair** (:mod:`.repair`,
-CP-SAT on small neighbourhoods of a stream left out), and the exact no-wait model (:mod:`.exact`, CP-SAT with the
-greedy's departures as a hint) on instances of at most ``exact_limit`` streams. Its "infeasible" is a proof for
-no-wait only: with queueing allowed it is reported as unknown with what was tried.
+first and queueing where the network allows it) in the order by demand, by first fit and, while streams are left
+out, by the **tight placement** (:mod:`.bestfit`: the free departure whose windows touch most placed windows on the
+busiest links; :func:`greedy_variants`), each followed by the **ejection repair** (:mod:`.eject`: min-conflicts
+moves that put a stream in and the few in its way out and in again); from the best, **repair rounds**
+(:func:`_rounds`): the **neighbourhood repair** (:mod:`.neighbourhood`, CP-SAT on the streams near one left out,
+every other stream fixed with its waits), and again from a greedy run with the demands drawn, its ejection repair
+and neighbourhood repair; with queueing allowed, streams still out and time left, the same without waits (and
+**repair passes**: the greedy again with the streams it left out first), the **LNS repair** (:mod:`.repair`,
+CP-SAT on small neighbourhoods of a stream left out in a placement without waits), and the exact no-wait model
+(:mod:`.exact`, CP-SAT with the greedy's departures as a hint) on instances of at most ``exact_limit`` streams. Its
+"infeasible" is a proof for no-wait only: with queueing allowed it is reported as unknown with what was tried.
 """
 
 from __future__ import annotations
@@ -23,10 +27,16 @@ from . import certificate as cert
 
 PLAN, INFEASIBLE, UNKNOWN = "plan", "infeasible", "unknown"
 REPAIR_PASSES = 3
-EJECT_SHARE = 0.7
-"""Of the time left after the greedy, the share the ejection repair (:mod:`.eject`) may take."""
-RUIN_SHARE = 0.75
-"""Of the time left after the greedy and its repairs, the share ruin and recreate (:mod:`.ruin`) may take."""
+EJECT_SHARE = 0.25
+"""Of the time left after a greedy run, the most the ejection repair (:mod:`.eject`) may take (it usually stops
+before, after its moves per stream left out)."""
+MAX_ROUNDS = 12
+"""Most repair rounds (:func:`_rounds`), each from a greedy run of its own."""
+NOISE = 0.2
+"""How far the demands of a later round's greedy are drawn from the streams' own: within ±``NOISE/2``."""
+NEIGHBOURHOOD_SHARE = 0.5
+"""Of the time left after a round's ejection repair, the share its neighbourhood repair (:mod:`.neighbourhood`) may
+take."""
 
 
 class Refutation(str):
@@ -190,9 +200,7 @@ def plan_network(
     tried = []
     best = None
     if method in ("auto", "heuristic"):
-        best, state, variant = _greedy_with_repair(net, routed, grids, deadline, say, tried)
-        if best.unplaced and deadline.remaining() > 0.2:
-            best = _ruin(net, routed, grids, best, state, variant, deadline, seed, say, tried)
+        best, _state, _variant = _greedy_with_repair(net, routed, grids, deadline, say, tried, seed=seed)
         if not best.unplaced:
             how = "greedy first fit, " + _waiting(routed, best.starts_ps)
             return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
@@ -237,28 +245,30 @@ def _waiting(routed, starts) -> str:
     return f"{n} of {len(routed)} streams wait in a queue" if n else "no wait"
 
 
-def _ruin(net, routed, grids, best, state, variant, deadline, seed, say, tried: list):
-    """Ruin and recreate (:mod:`.ruin`) from the best placement (``state`` holds it, or None), with the placement
-    of the greedy run it came from, for :data:`RUIN_SHARE` of the time left."""
-    import time
-
-    from .ruin import ruin_recreate
+def _state_of(net, routed, grids, placement):
     from .schedule import _State, hyperperiod_ps
 
-    deadline.enter("ruin and recreate")
     by_name = {r.stream.name: r for r in routed}
-    if state is None:
-        state = _State(hyperperiod_ps(routed), net, grids)
-        for name, st in best.starts_ps.items():
-            state.add(by_name[name], st)
-    _label, order, place = variant
-    rank = {r.stream.name: k for k, r in enumerate(order)}
-    load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
-    until = time.monotonic() + RUIN_SHARE * deadline.remaining()
-    fixed, how = ruin_recreate(state, by_name, best, rank, load, until, seed, place)
+    state = _State(hyperperiod_ps(routed), net, grids)
+    for name, st in placement.starts_ps.items():
+        state.add(by_name[name], st)
+    return state
+
+
+def _neighbourhoods(net, routed, grids, best, state, deadline, seed, say, tried: list):
+    """CP-SAT around each stream left out (:mod:`.neighbourhood`), for :data:`NEIGHBOURHOOD_SHARE` of the time
+    left; (placement, the state that holds it)."""
+    import time
+
+    from .neighbourhood import neighbourhood_repair
+
+    deadline.enter("neighbourhood repair (CP-SAT)")
+    state = state or _state_of(net, routed, grids, best)
+    until = time.monotonic() + NEIGHBOURHOOD_SHARE * deadline.remaining()
+    fixed, how = neighbourhood_repair(state, routed, best, until, seed)
     tried.append(how)
     say(how)
-    return fixed
+    return fixed, state
 
 
 def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
@@ -301,25 +311,75 @@ def greedy_orders(routed) -> list[tuple[str, list]]:
 
 
 def greedy_variants(routed) -> list[tuple[str, list, object]]:
-    """(name, order, placement) of the greedy runs, in the order they are tried: first fit by demand, tight
-    (:mod:`.bestfit`) by demand, first fit by period (:func:`greedy_orders`)."""
+    """(name, order, placement) of the greedy runs, in the order they are tried: first fit and tight
+    (:mod:`.bestfit`), both by demand (:func:`greedy_orders`; the order by period, measured, left more out than
+    either at high load)."""
     from .bestfit import tight_placer
     from .schedule import place_one
 
-    (demand, by_demand), (period, by_period) = greedy_orders(routed)
+    (demand, by_demand), _ = greedy_orders(routed)
     tight = tight_placer({link: float(x) for link, x in cert.load_per_link(routed, own=True).items()})
     return [
         (f"{demand}, first fit", by_demand, place_one),
         (f"{demand}, tight", by_demand, tight),
-        (f"{period}, first fit", by_period, place_one),
     ]
 
 
-def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = ""):
+def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: float, seed: int):
+    """Repair rounds until every stream is in, the time is out or :data:`MAX_ROUNDS` have run. A round: on its
+    placement, the ejection repair (:mod:`.eject`, for at most :data:`EJECT_SHARE` of the time left; the first
+    round's placement has had it), then the neighbourhood repair (:mod:`.neighbourhood`, for
+    :data:`NEIGHBOURHOOD_SHARE` of the time left). The first round's placement is the best greedy run's; every later
+    round starts afresh from a greedy run with that run's placement, in the order by demand with each stream's
+    demand drawn within ±``NOISE/2`` of itself (seeded): the repairs end in different places from different starts.
+    Returns the best (placement, the state that holds it, the greedy run)."""
+    import random
+    import time
+
+    from .eject import eject
+    from .schedule import NOT_TRIED, _State, greedy, hyperperiod_ps
+
+    rng = random.Random(seed)
+    by_name = {r.stream.name: r for r in routed}
+    placed, state, (label, order, place) = best
+    top = (placed, state)
+    load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
+    demand = {
+        r.stream.name: sum(load[(h.src, h.dst)] for h in r.hops) * r.hops[0].tx_ps / r.stream.period_ns for r in routed
+    }
+    for n in range(MAX_ROUNDS):
+        if not top[0].unplaced:
+            break
+        if n:
+            if deadline.remaining() < 2 * greedy_s + 0.5:
+                break
+            deadline.enter(f"greedy placement (round {n + 1})")
+            drawn = {k: v * (1 + NOISE * (rng.random() - 0.5)) for k, v in demand.items()}
+            order = sorted(routed, key=lambda r: (-drawn[r.stream.name], r.stream.name))
+            state = _State(hyperperiod_ps(routed), net, grids)
+            placed, _ = greedy(routed, net, grids, deadline, order, state, partial=True, place=place)
+            stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
+            tried.append(f"round {n + 1}: greedy ({label}, demands drawn) placed {len(placed.starts_ps)}{stopped}")
+            say(tried[-1])
+        if n and placed.unplaced and deadline.remaining() > 0.2:
+            deadline.enter(f"ejection repair (round {n + 1})")
+            rank = {r.stream.name: k for k, r in enumerate(order)}
+            until = time.monotonic() + EJECT_SHARE * deadline.remaining()
+            placed, how = eject(state, by_name, placed, rank, until, seed + n)
+            tried.append(how)
+            say(how)
+        if placed.unplaced and deadline.remaining() > 0.2:
+            placed, state = _neighbourhoods(net, routed, grids, placed, state, deadline, seed + n, say, tried)
+        if len(placed.unplaced) < len(top[0].unplaced):
+            top = (placed, state)
+    return top[0], top[1], (label, order, place)
+
+
+def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = "", seed: int = 0):
     """The greedy runs of :func:`greedy_variants` (the next only while the best so far left streams out and there is
-    time for another), then, on the best (the fewest left out), the ejection repair (:mod:`.eject`) and the repair
-    passes. Returns the best placement, the state that holds it (None after a repair pass found a better one) and
-    the greedy run it came from."""
+    time for another), each followed by the ejection repair (:mod:`.eject`) on what it left out; then, from the best
+    (the fewest left out), the repair rounds (:func:`_rounds`; without waits, ``what`` names it: the repair passes).
+    Returns the best placement, the state that holds it (None when none does) and the greedy run it came from."""
     import time
 
     from .eject import eject
@@ -329,7 +389,7 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
     variants = greedy_variants(routed)
     best = None
     greedy_s = 0.0
-    for label, this, place in variants:
+    for i, (label, this, place) in enumerate(variants):
         if best is not None and (not best[0].unplaced or deadline.remaining() < 2 * greedy_s):
             break
         deadline.enter(f"{what}greedy placement ({label})")
@@ -340,16 +400,19 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
         stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
         tried.append(f"{what}greedy ({label}) placed {len(placed.starts_ps)} of {len(routed)}{stopped}")
         say(f"{what}greedy ({label}): {len(placed.starts_ps)} of {len(routed)} streams placed in {greedy_s:.3f} s")
+        if placed.unplaced and deadline.remaining() > 0:
+            deadline.enter(f"{what}ejection repair ({label})")
+            rank = {r.stream.name: k for k, r in enumerate(this)}
+            until = time.monotonic() + EJECT_SHARE / (len(variants) - i) * deadline.remaining()
+            placed, how = eject(state, by_name, placed, rank, until, seed)
+            tried.append(what + how)
+            say(tried[-1])
         if best is None or len(placed.unplaced) < len(best[0].unplaced):
             best = (placed, state, (label, this, place))
     assert best is not None
+    if not what:
+        return _rounds(net, routed, grids, deadline, say, tried, best, greedy_s, seed)
     placed, state, (label, order, place) = best
-    if placed.unplaced and deadline.remaining() > 0:
-        deadline.enter(f"{what}ejection repair ({label})")
-        rank = {r.stream.name: k for k, r in enumerate(order)}
-        placed, how = eject(state, by_name, placed, rank, time.monotonic() + EJECT_SHARE * deadline.remaining())
-        tried.append(what + how)
-        say(tried[-1])
     for n in range(REPAIR_PASSES):
         if not placed.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
