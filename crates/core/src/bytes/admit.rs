@@ -86,7 +86,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         // placed on the byte nearest it inside the window, after the frame before it.
         // Time first, as ETF and the slot station do: a txtime the posted wire has passed is late, whatever
         // its window.
-        if first < self.time_at(self.next_pos()) {
+        let posted = self.time_at(self.next_pos());
+        if first < posted {
             return Err(self.passed(t));
         }
         let mut start = first;
@@ -109,14 +110,14 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
                 continue;
             };
             // The wire is posted up to `next_pos`: a frame due before that is late.
-            if start < self.time_at(self.next_pos()) {
+            if start < posted {
                 return Err(Reason::Late);
             }
             // The real-time frame that starts last before this one would end: the only one that can hold any of
             // its wire time (they never overlap each other; frames start on whole ns, so those before `end` start
             // before its ceiling).
             let until = Tai(i64::try_from(-((-end.num).div_euclid(end.den))).unwrap_or(i64::MAX));
-            let held = self.rt.range(..(until, FrameId(0))).next_back().and_then(|(&(s2, _), w)| {
+            let held = self.rt.last_below(&(until, FrameId(0))).and_then(|(&(s2, _), w)| {
                 let end2 = Rat::ns(i128::from(s2.0)) + self.span_of(w.wire);
                 (Rat::ns(i128::from(s2.0)) < end && end2 > start).then_some(end2)
             });

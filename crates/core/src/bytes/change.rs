@@ -71,7 +71,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     fn redecide_waiting(&mut self, at: Rat) {
         self.checked = None;
         let from = Tai(i64::try_from((at - self.cfg.windows.cycle()).floor()).unwrap_or(i64::MIN));
-        let keys: alloc::vec::Vec<_> = self.rt.range((from, crate::outcome::FrameId(0))..).map(|(k, _)| *k).collect();
+        let keys = self.rt.keys_from(&(from, crate::outcome::FrameId(0)));
         for key in keys {
             let Some(w) = self.rt.get(&key) else { continue };
             let start = Rat::ns(i128::from(key.0 .0));

@@ -32,11 +32,12 @@ mod admit;
 mod change;
 mod place;
 mod post;
+mod sorted;
 pub use crate::schedule::windows;
 
 pub use place::Place;
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Range;
@@ -114,8 +115,9 @@ struct Waiting<B> {
     close: Rat,
     /// Wire bytes it occupies (frame with FCS, at least 64, plus preamble and gap).
     wire: u64,
-    /// The byte it starts at, as found under clock generation `.0` ([`ByteStation::clock_gen`]).
-    target: Option<(u64, u64)>,
+    /// The byte it starts at and that byte's exact EPHC start, as found under clock generation `.0`
+    /// ([`ByteStation::clock_gen`]).
+    target: Option<(u64, u64, Rat)>,
 }
 
 /// A station on the byte clock: the sans-IO core a backend drives exactly as the slot station
@@ -131,7 +133,7 @@ pub struct ByteStation<B> {
     /// too): the byte each starts at and its EPHC time; its end is the byte the next descriptor starts at.
     track: Track<Tai>,
     /// Real-time frames by (txtime, id).
-    rt: BTreeMap<(Tai, FrameId), Waiting<B>>,
+    rt: sorted::Sorted<(Tai, FrameId), Waiting<B>>,
     /// Best-effort frames, FIFO per class, round-robin over classes (as on the slot station).
     be: BeQueues<B>,
     queued: Vec<usize>,
@@ -180,7 +182,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             ephc: Ephc::new(byte, 0, t0),
             host: crate::wire::host::HostView::new(byte, t0),
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
-            rt: BTreeMap::new(),
+            rt: sorted::Sorted::default(),
             be: BeQueues::new(cfg.windows.classes()),
             queued: alloc::vec![0; cfg.windows.classes()],
             outcomes: Vec::new(),
@@ -254,8 +256,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// Shut down: frames not yet posted are rejected `shutdown`, and nothing more is posted.
     pub fn shutdown(&mut self) {
         self.life.drain();
-        let rt = core::mem::take(&mut self.rt);
-        for w in rt.into_values() {
+        let rt: alloc::vec::Vec<_> = self.rt.take_all().collect();
+        for w in rt {
             self.reject(w.frame.id, w.frame.class, Reason::Shutdown);
         }
         while let Some(f) = self.be.pop() {

@@ -40,8 +40,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             let at = Rat::ns(start.ceil());
             if let Some((open, close)) = self.window_of(c, at, at + span) {
                 let txtime = Tai(i64::try_from(at.floor()).ok()?);
-                let b = self.byte_in_window(txtime, open, close, span);
-                let begin = self.time_at(b);
+                let (_, begin) = self.byte_in_window(txtime, open, close, span);
                 let tx = Tai(i64::try_from(begin.floor()).ok()?);
                 let end = Tai(i64::try_from((begin + span).ceil()).ok()?);
                 return Some(Place { txtime, tx, end });

@@ -168,26 +168,26 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// wire has passed beyond their window.
     fn rt_head(&mut self, p: u64) -> Option<((Tai, FrameId), u64)> {
         loop {
-            let key = *self.rt.keys().next()?;
+            let key = self.rt.first_key()?;
             if let Some((k, gen, b)) = self.checked {
                 if k == key && gen == self.clock_gen && b >= p {
                     // Found and checked against its window under this clock already.
                     return Some((key, b));
                 }
             }
-            let mut b = self.target_of(key);
-            let w = &self.rt[&key];
+            let (mut b, mut start) = self.target_of(key);
+            let w = self.rt.get(&key).expect("the head");
             let span = self.span_of(w.wire);
             let why = if b < p {
                 // The wire passed its byte: it leaves late, at `p`, if that is still inside its window.
                 b = p;
+                start = self.time_at(b);
                 self.passed(key.0)
             } else {
                 // No byte puts all of it inside its window (one narrower than the frame plus a byte, or a
                 // clock step since it was admitted).
                 Reason::NotOwned
             };
-            let start = self.time_at(b);
             if start >= w.open && start + span <= w.close {
                 self.checked = Some((key, self.clock_gen, b));
                 return Some((key, b));
@@ -198,65 +198,73 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         }
     }
 
-    /// The byte the waiting frame `key` starts at (see [`ByteStation::byte_in_window`]), found once per clock
-    /// generation.
-    fn target_of(&mut self, key: (Tai, FrameId)) -> u64 {
+    /// The byte the waiting frame `key` starts at and its exact EPHC start (see [`ByteStation::byte_in_window`]),
+    /// found once per clock generation.
+    fn target_of(&mut self, key: (Tai, FrameId)) -> (u64, Rat) {
         let gen = self.clock_gen;
-        let w = &self.rt[&key];
-        if let Some((g, b)) = w.target {
+        let w = self.rt.get(&key).expect("a waiting frame");
+        if let Some((g, b, t)) = w.target {
             if g == gen {
-                return b;
+                return (b, t);
             }
         }
-        let b = self.byte_in_window(key.0, w.open, w.close, self.span_of(w.wire));
+        let (b, t) = self.byte_in_window(key.0, w.open, w.close, self.span_of(w.wire));
         if let Some(w) = self.rt.get_mut(&key) {
-            w.target = Some((gen, b));
+            w.target = Some((gen, b, t));
         }
-        b
+        (b, t)
     }
 
     /// The byte nearest `t` at which a frame of `span` lies inside `[open, close)`: the nearest byte, or the
-    /// one after it if that starts before the window, or the one before it if the frame would run past it.
-    pub(super) fn byte_in_window(&self, t: Tai, open: Rat, close: Rat, span: Rat) -> u64 {
-        let b = self.nearest_byte(t);
-        if self.time_at(b) < open {
-            b + 1
-        } else if self.time_at(b) + span > close && b > 0 && self.time_at(b - 1) >= open {
-            b - 1
-        } else {
-            b
+    /// one after it if that starts before the window, or the one before it if the frame would run past it; and
+    /// that byte's exact EPHC start.
+    pub(super) fn byte_in_window(&self, t: Tai, open: Rat, close: Rat, span: Rat) -> (u64, Rat) {
+        let (b, at, before) = self.nearest_byte(t);
+        if at < open {
+            return (b + 1, self.time_at(b + 1));
         }
+        if at + span > close && b > 0 {
+            let prev = before.unwrap_or_else(|| self.time_at(b - 1));
+            if prev >= open {
+                return (b - 1, prev);
+            }
+        }
+        (b, at)
     }
 
-    /// The byte whose EPHC start is nearest `t` (the later one on a tie).
-    fn nearest_byte(&self, t: Tai) -> u64 {
+    /// The byte whose EPHC start is nearest `t` (the later one on a tie), its exact start, and the start of the
+    /// byte before it where that was found on the way.
+    fn nearest_byte(&self, t: Tai) -> (u64, Rat, Option<Rat>) {
         // From the cursor (a future time, the usual case: no 128-bit division), or by the clock.
-        let after = if t >= self.cursor.time() {
-            self.ephc.first_at_or_after_from(&self.cursor, t).count()
+        let (after, t1) = if t >= self.cursor.time() {
+            let e = self.ephc.first_at_or_after_from(&self.cursor, t);
+            let (num, den) = e.fraction();
+            (e.count(), Rat { num, den })
         } else {
-            self.ephc.slot_at_or_after(t).unwrap_or(0)
+            let after = self.ephc.slot_at_or_after(t).unwrap_or(0);
+            (after, self.time_at(after))
         };
         if after == 0 {
-            return 0;
+            return (0, t1, None);
         }
-        let (t0, t1) = (self.time_at(after - 1), self.time_at(after));
+        let t0 = self.time_at(after - 1);
         let t = Rat::ns(i128::from(t.0));
         if t - t0 < t1 - t {
-            after - 1
+            (after - 1, t0, None)
         } else {
-            after
+            (after, t1, Some(t0))
         }
     }
 
     /// The wire length for the real-time frame `key` starting at `p`: its own, padded by the gap to the next
     /// real-time frame's byte if that gap is too short for a filler (and the padding fits the longest frame).
     fn padded(&mut self, key: (Tai, FrameId), p: u64) -> u32 {
-        let w = &self.rt[&key];
+        let w = self.rt.get(&key).expect("a waiting frame");
         let own = (w.wire - OVERHEAD) as u32;
         let end = p + w.wire;
-        let next = self.rt.range((core::ops::Bound::Excluded(key), core::ops::Bound::Unbounded)).next();
+        let next = self.rt.first_above(&key);
         let Some((&key2, _)) = next else { return own };
-        let b2 = self.target_of(key2);
+        let (b2, _) = self.target_of(key2);
         let gap = b2.saturating_sub(end);
         if gap > 0 && gap < MIN_WIRE && u64::from(own) + gap <= u64::from(self.cfg.max_frame) {
             own + gap as u32
