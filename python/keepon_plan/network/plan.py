@@ -30,6 +30,14 @@ REPAIR_PASSES = 3
 EJECT_SHARE = 0.25
 """Of the time left after a greedy run, the most the ejection repair (:mod:`.eject`) may take (it usually stops
 before, after its moves per stream left out)."""
+LATER_RUNS_MOST = 0.08
+"""The tight greedy run follows first fit's only when first fit left at most this share of the streams out (with
+more, as on the sweep's rings and lines with random frame sizes, it left about as many out, and the time went to it
+rather than to the repair rounds' greedy runs with those left out first, which placed tens more)."""
+NEIGHBOURHOOD_MOST = 30
+"""The neighbourhood repair runs on a placement that left at most this many streams out (measured: with more, as on
+the sweep's rings and lines with random frame sizes, it placed none in its time, and a greedy run with those left
+out first placed tens)."""
 MAX_ROUNDS = 12
 """Most repair rounds (:func:`_rounds`), each from a greedy run of its own."""
 NOISE = 0.2
@@ -328,11 +336,12 @@ def greedy_variants(routed) -> list[tuple[str, list, object]]:
 def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: float, seed: int):
     """Repair rounds until every stream is in, the time is out or :data:`MAX_ROUNDS` have run. A round: on its
     placement, the ejection repair (:mod:`.eject`, for at most :data:`EJECT_SHARE` of the time left; the first
-    round's placement has had it), then the neighbourhood repair (:mod:`.neighbourhood`, for
-    :data:`NEIGHBOURHOOD_SHARE` of the time left). The first round's placement is the best greedy run's; every later
-    round starts afresh from a greedy run with that run's placement, in the order by demand with each stream's
-    demand drawn within ±``NOISE/2`` of itself (seeded): the repairs end in different places from different starts.
-    Returns the best (placement, the state that holds it, the greedy run)."""
+    round's placement has had it), then, when it left at most :data:`NEIGHBOURHOOD_MOST` streams out, the
+    neighbourhood repair (:mod:`.neighbourhood`, for :data:`NEIGHBOURHOOD_SHARE` of the time left). The first
+    round's placement is the best greedy run's; every later round starts afresh from a greedy run with that run's
+    placement, the streams the best placement so far left out first, each part in the order by demand with each
+    stream's demand drawn within ±``NOISE/2`` of itself (seeded): the repairs end in different places from different
+    starts. Returns the best (placement, the state that holds it, the greedy run)."""
     import random
     import time
 
@@ -351,15 +360,19 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
         if not top[0].unplaced:
             break
         if n:
-            if deadline.remaining() < 2 * greedy_s + 0.5:
+            if deadline.remaining() < greedy_s + 0.3:
                 break
             deadline.enter(f"greedy placement (round {n + 1})")
             drawn = {k: v * (1 + NOISE * (rng.random() - 0.5)) for k, v in demand.items()}
-            order = sorted(routed, key=lambda r: (-drawn[r.stream.name], r.stream.name))
+            left = {name for name, _ in top[0].unplaced}
+            order = sorted(routed, key=lambda r: (r.stream.name not in left, -drawn[r.stream.name], r.stream.name))
             state = _State(hyperperiod_ps(routed), net, grids)
             placed, _ = greedy(routed, net, grids, deadline, order, state, partial=True, place=place)
             stopped = " when the time limit stopped it" if any(w == NOT_TRIED for _, w in placed.unplaced) else ""
-            tried.append(f"round {n + 1}: greedy ({label}, demands drawn) placed {len(placed.starts_ps)}{stopped}")
+            tried.append(
+                f"round {n + 1}: greedy ({label}, those left out first, demands drawn) placed "
+                f"{len(placed.starts_ps)}{stopped}"
+            )
             say(tried[-1])
         if n and placed.unplaced and deadline.remaining() > 0.2:
             deadline.enter(f"ejection repair (round {n + 1})")
@@ -368,7 +381,7 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
             placed, how = eject(state, by_name, placed, rank, until, seed + n)
             tried.append(how)
             say(how)
-        if placed.unplaced and deadline.remaining() > 0.2:
+        if 0 < len(placed.unplaced) <= NEIGHBOURHOOD_MOST and deadline.remaining() > 0.2:
             placed, state = _neighbourhoods(net, routed, grids, placed, state, deadline, seed + n, say, tried)
         if len(placed.unplaced) < len(top[0].unplaced):
             top = (placed, state)
@@ -376,10 +389,11 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
 
 
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = "", seed: int = 0):
-    """The greedy runs of :func:`greedy_variants` (the next only while the best so far left streams out and there is
-    time for another), each followed by the ejection repair (:mod:`.eject`) on what it left out; then, from the best
-    (the fewest left out), the repair rounds (:func:`_rounds`; without waits, ``what`` names it: the repair passes).
-    Returns the best placement, the state that holds it (None when none does) and the greedy run it came from."""
+    """The greedy runs of :func:`greedy_variants` (the next only while the best so far left streams out, at most
+    :data:`LATER_RUNS_MOST` of them, and there is time for another), each followed by the ejection repair
+    (:mod:`.eject`) on what it left out; then, from the best (the fewest left out), the repair rounds
+    (:func:`_rounds`; without waits, ``what`` names it: the repair passes). Returns the best placement, the state
+    that holds it (None when none does) and the greedy run it came from."""
     import time
 
     from .eject import eject
@@ -390,7 +404,11 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
     best = None
     greedy_s = 0.0
     for i, (label, this, place) in enumerate(variants):
-        if best is not None and (not best[0].unplaced or deadline.remaining() < 2 * greedy_s):
+        if best is not None and (
+            not best[0].unplaced
+            or deadline.remaining() < 2 * greedy_s
+            or (not what and len(best[0].unplaced) > LATER_RUNS_MOST * len(routed))
+        ):
             break
         deadline.enter(f"{what}greedy placement ({label})")
         t0 = time.monotonic()
