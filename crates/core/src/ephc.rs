@@ -408,6 +408,19 @@ impl Ephc {
         Ephc { nominal, base_ppt: 0, slew: None, seg: Segment::new(count, t.0, 0, nominal, 0), after_slew: None }
     }
 
+    /// The same clock with its piece re-based at count `k`: every count keeps its exact time, and conversions
+    /// near `k` stay within the division-free range ([`floor_div_by`]: quotients below 2^52). A clock counted from
+    /// far back (the schedule grid's slot 0 lies about 2^62 ns before the epoch) otherwise divides in 128 bits at
+    /// every conversion. Only a clock without a slew in progress is re-based (others are returned as they are).
+    pub(crate) fn rebased(mut self, k: u64) -> Ephc {
+        if self.slew.is_some() || self.after_slew.is_some() {
+            return self;
+        }
+        let (ns, rem) = self.seg.exact_at(k);
+        self.seg = Segment::new(k, ns, rem, self.nominal, self.base_ppt);
+        self
+    }
+
     fn piece(&self, k: u64) -> &Segment {
         match &self.after_slew {
             Some(next) if k >= next.start => next,
@@ -675,6 +688,24 @@ mod tests {
 
     fn geom(mbps: u64, bytes: u32) -> SlotGeometry {
         SlotGeometry::new(LinkRate::from_mbps(mbps).unwrap(), bytes).unwrap()
+    }
+
+    /// A clock re-based at a count keeps every count's exact time and every time's count, near the new base and
+    /// far from it (the schedule grid counts from about 2^62 ns before the epoch and is re-based at the present).
+    #[test]
+    fn a_rebased_clock_keeps_every_time() {
+        let back = Tai(-(1i64 << 62) - 155_648);
+        let far = Ephc::new(geom(100_000, 64).period(), 0, back);
+        let near = far.slot_at_or_after(Tai(1_700_000_000_000_000_000)).unwrap();
+        let re = far.clone().rebased(near);
+        for k in [0, 1, near / 2, near - 1, near, near + 1, near + 1_000_000_007, near * 2] {
+            assert_eq!(re.exact(k).fraction(), far.exact(k).fraction(), "count {k}");
+            assert_eq!(re.time_of(k), far.time_of(k), "count {k}");
+        }
+        for t in [back.0 + 1, -1, 0, 1_700_000_000_000_000_000, 1_700_000_000_000_000_003, i64::MAX / 2] {
+            assert_eq!(re.slot_of(Tai(t)), far.slot_of(Tai(t)), "time {t}");
+            assert_eq!(re.slot_at_or_after(Tai(t)), far.slot_at_or_after(Tai(t)), "time {t}");
+        }
     }
 
     /// A step that would take the clock out of range is refused and changes nothing (a servo reads the network:

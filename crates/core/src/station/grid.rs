@@ -44,13 +44,16 @@ pub struct Carried {
 /// The schedule of a configuration: schedule slot `j` at `S(j)`, anchored a whole number of ring cycles before
 /// `base_time` — far enough back (about 2⁶² ns before the TAI epoch) that every time the clock can reach maps to
 /// a slot — so that every cycle start `base_time + n·N·δ`, `n` of either sign, is a schedule slot `j ≡ 0 (mod
-/// N)`. (`R` below is the shortest whole number of nanoseconds made of whole cycles.)
-pub(super) fn schedule_grid(cfg: &super::StationConfig) -> Ephc {
+/// N)`. (`R` below is the shortest whole number of nanoseconds made of whole cycles.) Its conversions are computed
+/// from the slot at `near` (the station's start: the present), where they need no 128-bit division.
+pub(super) fn schedule_grid(cfg: &super::StationConfig, near: Tai) -> Ephc {
     let delta = cfg.geometry.period();
     let r = i128::from(cycle_of(delta, cfg.ownership.ring()).num());
     let back = (i128::from(cfg.base_time.0) + (1i128 << 62)).div_euclid(r) + 1;
     let anchor = i128::from(cfg.base_time.0) - back * r;
-    Ephc::new(delta, 0, Tai(anchor as i64))
+    let grid = Ephc::new(delta, 0, Tai(anchor as i64));
+    let near = grid.slot_at_or_after(near).unwrap_or(0);
+    grid.rebased(near)
 }
 
 /// Whole-ns sizes of the geometry the discipline compares errors with, computed once (each is a 128-bit division).

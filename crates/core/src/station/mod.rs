@@ -284,7 +284,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         let byte = cfg.geometry.rate().byte_time();
         let ephc = Ephc::new(byte, 0, t0);
-        let schedule = grid::schedule_grid(&cfg);
+        let schedule = grid::schedule_grid(&cfg, t0);
         let ring = Ring::with_max_filler(ring_len, slot_bytes, cfg.max_filler);
         Ok(Station {
             cursor: ephc.exact(0),
