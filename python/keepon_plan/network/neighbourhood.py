@@ -19,11 +19,14 @@ is, with its waits. One CP-SAT model decides the free streams' departures **with
 - between two free streams on a link, the exact pair condition of :mod:`.exact` (once per pair and relative
   position: two frames of one length keep their distance along the links they share, one condition for all).
 
-A solution is placed into the greedy's state stream by stream, each checked by the greedy's own no-wait check
-(links and class queues, :func:`~.schedule._nowait`); the neighbourhood is kept only when every free stream passes
-(else the state is as before). So what it ends with is a placement the greedy could have built, checked by the
-independent verifier like any other. "Infeasible" says only that this neighbourhood cannot take ``u``: it proves
-nothing, and the repair goes on with another neighbourhood (another departure drawn) within its time.
+On every other attempt, when that model has no solution, a second one may leave one of the other free streams out
+instead of ``u`` (a **sideways** move, as the ejection repair's: the count stays, the search moves on; a stream just
+put in is not left out again for :data:`TABU` neighbourhoods). A solution is placed into the greedy's state stream
+by stream, each checked by the greedy's own no-wait check (links and class queues, :func:`~.schedule._nowait`); the
+neighbourhood is kept only when every stream it places passes (else the state is as before). So what it ends with
+is a placement the greedy could have built, checked by the independent verifier like any other. "Infeasible" says
+only that this neighbourhood cannot take ``u``: it proves nothing, and the repair goes on with another neighbourhood
+(another departure drawn) within its time.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from .schedule import Placement, _nowait, _State, departure_range
 NEIGHBOURS = 60
 """Most placed streams freed with ``u``."""
 REACH = 6
+TABU = 8
+"""Neighbourhoods for which a stream just put in is not left out by a sideways move."""
 """How far from ``u``'s windows (in ``u``'s frames) the streams freed with it lie, at most."""
 ATTEMPTS = 50
 """Most passes over the streams left out (one neighbourhood per stream and pass)."""
@@ -138,24 +143,31 @@ def _neighbourhood(state: _State, u: RoutedStream, starts, by_name, rng, attempt
     return sorted(near, key=lambda x: (near[x], rng.random()))[:NEIGHBOURS]
 
 
-def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, until: float):
-    """Departures (ps) of the free streams, or None."""
+def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, until: float, spare=()):
+    """Departures (ps) of the free streams, or None. With ``spare`` (names), one of those free streams may be left
+    out instead (its departure None): the model keeps the pair conditions of two streams only when both are in."""
     from ortools.sat.python import cp_model
 
     from .exact import _pairs
 
     m = cp_model.CpModel()
-    s = []
+    s, keep = [], []
     for r in free:
         grid = grids.departure_ps[r.stream.talker]
         lo, hi = departure_range(r, grids)
         dom = [list(x) for x in free_ranges(view, r, lo, hi, grid)] if lo <= hi else []
-        if not dom:
+        if not dom and r.stream.name not in spare:
             return None
-        v = m.new_int_var_from_domain(cp_model.Domain.from_intervals(dom), r.stream.name)
-        if r.stream.name in starts:
+        v = m.new_int_var_from_domain(cp_model.Domain.from_intervals(dom or [[0, 0]]), r.stream.name)
+        if r.stream.name in starts and dom:
             m.add_hint(v, starts[r.stream.name][0] // grid)
         s.append(v)
+        keep.append(m.new_bool_var("") if r.stream.name in spare else True)
+        if not dom:
+            m.add(keep[-1] == 0)
+    optional = [b for b in keep if b is not True]
+    if optional:
+        m.add(sum(optional) >= len(optional) - 1)
     seen = set()
     for group in _pairs(free, grids).values():
         for x in range(len(group)):
@@ -170,8 +182,9 @@ def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, unt
                 gi, gj = grids.departure_ps[ri.stream.talker], grids.departure_ps[rj.stream.talker]
                 k = m.new_int_var((-(pi + di) + dj - (g - wj)) // g - 1, (pj + dj - di - wi) // g + 1, "")
                 diff = gj * s[j] + dj - gi * s[i] - di
-                m.add(diff - g * k >= wi)
-                m.add(diff - g * k <= g - wj)
+                both = [b for b in (keep[i], keep[j]) if b is not True]
+                m.add(diff - g * k >= wi).only_enforce_if(both)
+                m.add(diff - g * k <= g - wj).only_enforce_if(both)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, min(SOLVE_S, until - time.monotonic()))
     solver.parameters.num_workers = 1
@@ -180,7 +193,10 @@ def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, unt
         status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    return [solver.value(v) * grids.departure_ps[r.stream.talker] for r, v in zip(free, s, strict=True)]
+    return [
+        solver.value(v) * grids.departure_ps[r.stream.talker] if b is True or solver.value(b) else None
+        for r, v, b in zip(free, s, keep, strict=True)
+    ]
 
 
 def neighbourhood_repair(
@@ -194,7 +210,8 @@ def neighbourhood_repair(
     why = dict(placement.unplaced)
     left = list(why)
     waiting = {n: w for n, st in starts.items() if (w := _waits(state, by_name[n], st))}
-    tried = solved = 0
+    tried = solved = sideways = 0
+    tabu: dict[str, int] = {}
     for attempt in range(ATTEMPTS):
         for name in list(left):
             if time.monotonic() >= until - 0.05:
@@ -210,28 +227,40 @@ def neighbourhood_repair(
                 if n not in names:
                     for link, a, b in w:
                         waits.setdefault(link, []).append((a, b))
-            deps = _solve(free, _Fixed(state, waits), state.grids, starts, seed + tried, until)
+            view = _Fixed(state, waits)
+            deps = _solve(free, view, state.grids, starts, seed + tried, until)
+            if deps is None and attempt % 2:  # a sideways move: one of the others may be left out instead
+                spare = {r.stream.name for r in free[1:] if tabu.get(r.stream.name, 0) <= tried}
+                deps = _solve(free, view, state.grids, starts, seed + tried, until, spare)
+            kept = [(r, a) for r, a in zip(free, deps or [], strict=False) if a is not None]
             added: list[RoutedStream] = []
-            if deps is not None:
-                for r, a in zip(free, deps, strict=True):
-                    if _nowait(state, r, a, r.stream.period_ns * 1000)[0]:
-                        break
-                    state.add(r, r.nowait_starts(a))
-                    added.append(r)
-            if deps is None or len(added) < len(free):
+            for r, a in kept:
+                if _nowait(state, r, a, r.stream.period_ns * 1000)[0]:
+                    break
+                state.add(r, r.nowait_starts(a))
+                added.append(r)
+            if deps is None or len(added) < len(kept):
                 for r in added:
                     state.remove(r, r.nowait_starts(deps[free.index(r)]))
                 for r in free[1:]:
                     state.add(r, starts[r.stream.name])
                 continue
             for r, a in zip(free, deps, strict=True):
-                starts[r.stream.name] = r.nowait_starts(a)
                 waiting.pop(r.stream.name, None)
+                if a is None:
+                    del starts[r.stream.name]
+                    left.append(r.stream.name)
+                    why[r.stream.name] = f"taken out by the neighbourhood repair to put {name!r} in"
+                    sideways += 1
+                else:
+                    starts[r.stream.name] = r.nowait_starts(a)
             left.remove(name)
             del why[name]
+            tabu[name] = tried + TABU
             solved += 1
     how = (
-        f"neighbourhood repair (CP-SAT on up to {NEIGHBOURS} streams near one left out, the rest fixed): {solved} of "
-        f"{len(placement.unplaced)} placed in {tried} neighbourhoods"
+        f"neighbourhood repair (CP-SAT on up to {NEIGHBOURS} streams near one left out, the rest fixed): "
+        f"{len(placement.unplaced) - len(left)} of {len(placement.unplaced)} placed in {tried} neighbourhoods "
+        f"({solved} kept, {sideways} sideways)"
     )
     return Placement(starts, [(n, why[n]) for n in left]), how
