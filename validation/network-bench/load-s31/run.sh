@@ -1,10 +1,10 @@
 #!/bin/sh
-# before/after in one run: the planner's python/ of main at 62adb6d (before) and of 17c3797 (after), one process at a time
+# before/after in one run: the planner's python/ of main at 62adb6d (before) and of 4f0f0b4 (after), one process at a time
 set -e
 OUT=/tmp/h31/final
 rm -rf $OUT; mkdir -p $OUT/src-before $OUT/src-after
 git -C /work/main archive 62adb6d python | tar -x -C $OUT/src-before
-git -C /work/main archive 17c3797 python | tar -x -C $OUT/src-after
+git -C /work/main archive 4f0f0b4 python | tar -x -C $OUT/src-after
 PY=/work/main/python/.venv/bin/python
 for side in before after; do
   cd $OUT/src-$side/python
