@@ -208,7 +208,7 @@ def plan_network(
     tried = []
     best = None
     if method in ("auto", "heuristic"):
-        best, _state, _variant = _greedy_with_repair(net, routed, grids, deadline, say, tried, seed=seed)
+        best = _greedy_with_repair(net, routed, grids, deadline, say, tried, seed=seed)
         if not best.unplaced:
             how = "greedy first fit, " + _waiting(routed, best.starts_ps)
             return PLAN, (routed, best.starts_ps, rings, how + (f", {tried[-1]}" if len(tried) > 1 else ""))
@@ -253,25 +253,14 @@ def _waiting(routed, starts) -> str:
     return f"{n} of {len(routed)} streams wait in a queue" if n else "no wait"
 
 
-def _state_of(net, routed, grids, placement):
-    from .schedule import _State, hyperperiod_ps
-
-    by_name = {r.stream.name: r for r in routed}
-    state = _State(hyperperiod_ps(routed), net, grids)
-    for name, st in placement.starts_ps.items():
-        state.add(by_name[name], st)
-    return state
-
-
 def _neighbourhoods(net, routed, grids, best, state, deadline, seed, say, tried: list):
-    """CP-SAT around each stream left out (:mod:`.neighbourhood`), for :data:`NEIGHBOURHOOD_SHARE` of the time
-    left; (placement, the state that holds it)."""
+    """CP-SAT around each stream left out (:mod:`.neighbourhood`) on ``state`` (which holds ``best``), for
+    :data:`NEIGHBOURHOOD_SHARE` of the time left; (placement, ``state``, which holds it)."""
     import time
 
     from .neighbourhood import neighbourhood_repair
 
     deadline.enter("neighbourhood repair (CP-SAT)")
-    state = state or _state_of(net, routed, grids, best)
     until = time.monotonic() + NEIGHBOURHOOD_SHARE * deadline.remaining()
     fixed, how = neighbourhood_repair(state, routed, best, until, seed)
     tried.append(how)
@@ -290,7 +279,7 @@ def _lns(net, routed, grids, best, deadline, seed, say, tried: list):
     if any(st != by_name[n].nowait_starts(st[0]) for n, st in best.starts_ps.items()):
         nowait = dataclasses.replace(grids, wait_ok=dict.fromkeys(grids.wait_ok, False))
         sub: list[str] = []
-        base, _, _ = _greedy_with_repair(net, routed, nowait, deadline, say, sub, "no-wait ")
+        base = _greedy_with_repair(net, routed, nowait, deadline, say, sub, "no-wait ")
         tried.append(", then ".join(sub))
         if not base.unplaced:
             return base
@@ -341,7 +330,7 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
     round's placement is the best greedy run's; every later round starts afresh from a greedy run with that run's
     placement, the streams the best placement so far left out first, each part in the order by demand with each
     stream's demand drawn within ±``NOISE/2`` of itself (seeded): the repairs end in different places from different
-    starts. Returns the best (placement, the state that holds it, the greedy run)."""
+    starts. Returns the best placement."""
     import random
     import time
 
@@ -351,20 +340,20 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
     rng = random.Random(seed)
     by_name = {r.stream.name: r for r in routed}
     placed, state, (label, order, place) = best
-    top = (placed, state)
+    top = placed
     load = {link: float(x) for link, x in cert.load_per_link(routed, own=True).items()}
     demand = {
         r.stream.name: sum(load[(h.src, h.dst)] for h in r.hops) * r.hops[0].tx_ps / r.stream.period_ns for r in routed
     }
     for n in range(MAX_ROUNDS):
-        if not top[0].unplaced:
+        if not top.unplaced:
             break
         if n:
             if deadline.remaining() < greedy_s + 0.3:
                 break
             deadline.enter(f"greedy placement (round {n + 1})")
             drawn = {k: v * (1 + NOISE * (rng.random() - 0.5)) for k, v in demand.items()}
-            left = {name for name, _ in top[0].unplaced}
+            left = {name for name, _ in top.unplaced}
             order = sorted(routed, key=lambda r: (r.stream.name not in left, -drawn[r.stream.name], r.stream.name))
             state = _State(hyperperiod_ps(routed), net, grids)
             placed, _ = greedy(routed, net, grids, deadline, order, state, partial=True, place=place)
@@ -383,17 +372,16 @@ def _rounds(net, routed, grids, deadline, say, tried: list, best, greedy_s: floa
             say(how)
         if 0 < len(placed.unplaced) <= NEIGHBOURHOOD_MOST and deadline.remaining() > 0.2:
             placed, state = _neighbourhoods(net, routed, grids, placed, state, deadline, seed + n, say, tried)
-        if len(placed.unplaced) < len(top[0].unplaced):
-            top = (placed, state)
-    return top[0], top[1], (label, order, place)
+        if len(placed.unplaced) < len(top.unplaced):
+            top = placed
+    return top
 
 
 def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: str = "", seed: int = 0):
     """The greedy runs of :func:`greedy_variants` (the next only while the best so far left streams out, at most
     :data:`LATER_RUNS_MOST` of them, and there is time for another), each followed by the ejection repair
     (:mod:`.eject`) on what it left out; then, from the best (the fewest left out), the repair rounds
-    (:func:`_rounds`; without waits, ``what`` names it: the repair passes). Returns the best placement, the state
-    that holds it (None when none does) and the greedy run it came from."""
+    (:func:`_rounds`; without waits, ``what`` names it: the repair passes). Returns the best placement."""
     import time
 
     from .eject import eject
@@ -430,7 +418,7 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
     assert best is not None
     if not what:
         return _rounds(net, routed, grids, deadline, say, tried, best, greedy_s, seed)
-    placed, state, (label, order, place) = best
+    placed, _state, (_label, order, place) = best
     for n in range(REPAIR_PASSES):
         if not placed.unplaced or deadline.remaining() < 0.5 * deadline.elapsed():
             break
@@ -442,5 +430,5 @@ def _greedy_with_repair(net, routed, grids, deadline, say, tried: list, what: st
         tried.append(f"{what}repair pass {n + 1} (those left out first) placed {len(attempt.starts_ps)}{stopped}")
         say(tried[-1])
         if len(attempt.unplaced) < len(placed.unplaced):
-            placed, state = attempt, None
-    return placed, state, (label, order, place)
+            placed = attempt
+    return placed
