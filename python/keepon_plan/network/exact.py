@@ -45,6 +45,22 @@ def _pairs(routed: list[RoutedStream], grids) -> dict[tuple[str, str], list[tupl
     return users
 
 
+def add_apart(m, s, routed, grids, a, b, enforce=()) -> None:
+    """Frames ``a = (i, di, txi)`` and ``b = (j, dj, txj)`` (indices into ``routed`` and ``s``, the CP-SAT departure
+    slots; hop offsets and transmission lengths, ps) never overlap on the link they share: with ``g`` the gcd of the
+    two periods, ``j``'s frame starts at least ``txi`` after ``i``'s and ends at least ``txj`` before ``i``'s next,
+    modulo ``g``. ``enforce``: literals that must all hold for the condition to apply."""
+    (i, di, txi), (j, dj, txj) = a, b
+    pi, pj = routed[i].stream.period_ns * 1000, routed[j].stream.period_ns * 1000
+    g = math.gcd(pi, pj)
+    gi, gj = grids.departure_ps[routed[i].stream.talker], grids.departure_ps[routed[j].stream.talker]
+    k = m.new_int_var((-(pi + di) + dj - (g - txj)) // g - 1, (pj + dj - di - txi) // g + 1, "")
+    diff = gj * s[j] + dj - gi * s[i] - di
+    for c in (m.add(diff - g * k >= txi), m.add(diff - g * k <= g - txj)):
+        if enforce:
+            c.only_enforce_if(list(enforce))
+
+
 def _solve(routed, grids, links, time_limit: float, seed: int, stop: float = math.inf, hint=None):
     """Solve for ``time_limit`` seconds and stop by ``stop`` (a ``time.monotonic()`` reading) in any case."""
     from ortools.sat.python import cp_model
@@ -65,7 +81,7 @@ def _solve(routed, grids, links, time_limit: float, seed: int, stop: float = mat
         group = users[link]
         for x in range(len(group)):
             for y in range(x + 1, len(group)):
-                (i, di, txi), (j, dj, txj) = group[x], group[y]
+                (i, _, txi), (j, _, txj) = group[x], group[y]
                 pi, pj = routed[i].stream.period_ns * 1000, routed[j].stream.period_ns * 1000
                 g = math.gcd(pi, pj)
                 if g < txi + txj:
@@ -78,13 +94,7 @@ def _solve(routed, grids, links, time_limit: float, seed: int, stop: float = mat
                             f"the gcd of their periods ({g} ps) is shorter than their two frames ({txi} + {txj} ps)"
                         ),
                     )
-                gi, gj = slot_ps[routed[i].stream.talker], slot_ps[routed[j].stream.talker]
-                lo = -(pi + di) + dj
-                hi = pj + dj - di
-                k = m.new_int_var((lo - (g - txj)) // g - 1, (hi - txi) // g + 1, "")
-                diff = gj * s[j] + dj - gi * s[i] - di
-                m.add(diff - g * k >= txi)
-                m.add(diff - g * k <= g - txj)
+                add_apart(m, s, routed, grids, group[x], group[y])
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit)
     solver.parameters.num_workers = 1

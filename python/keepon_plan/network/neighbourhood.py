@@ -31,7 +31,6 @@ only that this neighbourhood cannot take ``u``: it proves nothing, and the repai
 
 from __future__ import annotations
 
-import math
 import random
 import time
 
@@ -148,7 +147,7 @@ def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, unt
     out instead (its departure None): the model keeps the pair conditions of two streams only when both are in."""
     from ortools.sat.python import cp_model
 
-    from .exact import _pairs
+    from .exact import _pairs, add_apart
 
     m = cp_model.CpModel()
     s, keep = [], []
@@ -176,15 +175,8 @@ def _solve(free: list[RoutedStream], view: _Fixed, grids, starts, seed: int, unt
                 if (i, j, dj - di, wi, wj) in seen:
                     continue  # the same condition on another link the two share (equal frames keep their distance)
                 seen.add((i, j, dj - di, wi, wj))
-                ri, rj = free[i], free[j]
-                pi, pj = ri.stream.period_ns * 1000, rj.stream.period_ns * 1000
-                g = math.gcd(pi, pj)
-                gi, gj = grids.departure_ps[ri.stream.talker], grids.departure_ps[rj.stream.talker]
-                k = m.new_int_var((-(pi + di) + dj - (g - wj)) // g - 1, (pj + dj - di - wi) // g + 1, "")
-                diff = gj * s[j] + dj - gi * s[i] - di
                 both = [b for b in (keep[i], keep[j]) if b is not True]
-                m.add(diff - g * k >= wi).only_enforce_if(both)
-                m.add(diff - g * k <= g - wj).only_enforce_if(both)
+                add_apart(m, s, free, grids, group[x], group[y], both)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, min(SOLVE_S, until - time.monotonic()))
     solver.parameters.num_workers = 1

@@ -30,7 +30,7 @@ def repair(
 ) -> tuple[Placement, str]:
     from ortools.sat.python import cp_model
 
-    from .exact import _pairs
+    from .exact import _pairs, add_apart
 
     rng = random.Random(seed)
     by_name = {r.stream.name: r for r in routed}
@@ -81,15 +81,7 @@ def repair(
             for group in _pairs(free, grids).values():
                 for x in range(len(group)):
                     for y in range(x + 1, len(group)):
-                        (i, di, wi), (j, dj, wj) = group[x], group[y]
-                        ri, rj = free[i], free[j]
-                        pi, pj = ri.stream.period_ns * 1000, rj.stream.period_ns * 1000
-                        g = math.gcd(pi, pj)
-                        gi, gj = grids.departure_ps[ri.stream.talker], grids.departure_ps[rj.stream.talker]
-                        k = m.new_int_var((-(pi + di) + dj - (g - wj)) // g - 1, (pj + dj - di - wi) // g + 1, "")
-                        diff = gj * s[j] + dj - gi * s[i] - di
-                        m.add(diff - g * k >= wi)
-                        m.add(diff - g * k <= g - wj)
+                        add_apart(m, s, free, grids, group[x], group[y])
             solver = cp_model.CpSolver()
             solver.parameters.max_time_in_seconds = min(SOLVE_S, max(0.05, deadline.remaining() - 0.1))
             solver.parameters.num_workers = 1
