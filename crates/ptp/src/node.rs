@@ -17,7 +17,7 @@
 //! that are not PTP, refused clock adjustments) are counted with the last one kept.
 
 use keepon_core::face::StationFace;
-use keepon_core::outcome::{FrameId, Outcome};
+use keepon_core::outcome::Outcome;
 use keepon_core::time::{Nanos, SlotPeriod, Tai};
 
 use crate::dualrx::{DualRx, FALL_BACK};
@@ -281,18 +281,6 @@ impl PtpNode {
             d.set_unserialised();
         }
         self.port.tx_on_release()
-    }
-
-    /// A wire event of frame `id`, released by the backend at `released`: PTP frames' are consumed here (true).
-    pub fn on_released<S: StationFace>(
-        &mut self,
-        id: FrameId,
-        released: Option<Tai>,
-        stamped: bool,
-        station: &mut S,
-        now: Tai,
-    ) -> bool {
-        self.port.on_released(id, released, stamped, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).

@@ -1,5 +1,6 @@
 //! PTP on the byte clock, end to end on the simulated NIC (simulated time): two `keepon-nic` drivers on
-//! `ByteStation`s back to back, each with a `keepon_ptp::port::PtpPort`. Event and general messages go inside the
+//! `ByteStation`s back to back in the shared two-station harness (`common/pair.rs`), each with the PTP node that
+//! ships (`keepon_ptp::node::PtpNode`). Event and general messages go inside the
 //! PTP class's windows (two of 30 µs in a 250 µs cycle), each on the byte nearest the txtime the port chose,
 //! unpadded; an event message's TX time is known before it is handed in (`StationFace::next_place`) and is its
 //! `Sent` time. RX timestamps are ideal hardware ones: the receiving station's EPHC at the true arrival (from the

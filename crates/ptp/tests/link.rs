@@ -1,5 +1,6 @@
-//! PTP over keepon's own link, end to end on the simulated NIC (simulated time): two stations, each a
-//! `keepon-nic` driver with a `keepon_ptp::port::PtpPort`. Event and general messages are L2 frames scheduled through the
+//! PTP over keepon's own link, end to end on the simulated NIC (simulated time): two slot stations, each a
+//! `keepon-nic` driver with the PTP node that ships, back to back in the shared two-station harness
+//! (`common/pair.rs`). Event and general messages are L2 frames scheduled through the
 //! normal insertion path in a class of their own; an event message's TX time is its `Sent` outcome's slot time
 //! (exact, known at insertion). RX timestamps are software ones: the receiving station's EPHC at the poll that
 //! sees the frame (a kernel stamp converted through the poll's host/EPHC pair), less a calibrated latency. The
@@ -9,8 +10,8 @@
 //! master's NIC is exact and its EPHC is the true time). The same with the peer-delay mechanism, and with a
 //! one-step master whose Syncs are checked on the wire.
 //!
-//! Each station runs the PTP node that ships (`keepon_ptp::node::PtpNode`: the port, the judgement
-//! "synchronised", the dual clock), as the daemon does; what the harness adds is the simulated receiver.
+//! Each station runs `keepon_ptp::node::PtpNode` (the port, the judgement "synchronised", the dual clock), as the
+//! daemon does; what the harness adds is the link and the simulated receiver.
 //!
 //! The dual clock (paper §4.2, `keepon_ptp::dualrx`) on this path: the master streams at line rate, and the
 //! slave's receiver hands in every one of the master's slots (fillers included) once it has fully arrived; the
@@ -56,7 +57,7 @@ fn slot_ns() -> i64 {
     geometry().period().ceil_mul(1) as i64
 }
 
-/// The calibrated software RX latency (see `step`): the observed count's lead over the wire, and the mean
+/// The calibrated software RX latency (see `pair::Rx::Software`): the observed count's lead over the wire, and the mean
 /// kernel stamping jitter.
 fn rx_latency() -> Nanos {
     Nanos((geometry().period().floor_mul(3) / 2) as i64 + 1_000)

@@ -279,7 +279,7 @@ impl Sync {
         station: &mut S,
         now: Tai,
     ) -> bool {
-        self.node.on_released(id, released, stamped, station, now)
+        self.node.port_mut().on_released(id, released, stamped, station, now)
     }
 
     /// An outcome from the station: PTP frames' are consumed here (true).
