@@ -44,13 +44,15 @@ fn keepon_run_sends_its_flows_at_the_masters_time() {
 /// The drift experiment of the schedule on network time: a link 50 ppm fast, then one 50 ppm slow, a strict
 /// class owning one ring slot of 32, one frame per 3.2 ms cycle at a fixed network-time phase (computed once,
 /// from `base_time`) for a minute. Before the schedule was on network time, the class window slid half a slot in
-/// under a second at this error, and every frame after that was rejected `not-owned`; now ≥ 99 % are sent (the
-/// rest only where the host fell behind: `underrun`, or `late` from the run's own stalled source), none is
-/// `not-owned`, and the listener hears them at their txtimes on the master's clock.
+/// under a second at this error, and every frame after that was rejected `not-owned`; now none is `not-owned`,
+/// ≥ 99 % are sent on a host that keeps up (the rest only where the host fell behind: `underrun`, backed by the
+/// underruns the run reports, or `late` from the run's own stalled source), and the listener hears them at their
+/// txtimes on the master's clock. `KEEPON_PPM=-50` runs one error only.
 #[test]
 fn a_minute_at_plus_and_minus_50_ppm_keeps_a_one_slot_class_on_network_time() {
     let Some(_one_at_a_time) = skip_unless_ready() else { return };
-    for ppm in [50.0, -50.0] {
+    let ppms: Vec<f64> = std::env::var("KEEPON_PPM").map_or(vec![50.0, -50.0], |v| vec![v.parse().unwrap()]);
+    for ppm in ppms {
         run_on_network_time(ppm, 18_750, Via::Run);
     }
 }
@@ -165,12 +167,14 @@ fn run_on_network_time(ppm: f64, frames: usize, via: Via) {
         .collect();
     assert!(other.is_empty(), "{ppm} ppm: rejected other than `underrun` or `late`: {other:?}");
     // The run reports the underruns it saw; host stalls long enough to empty the ring are what costs frames
-    // here, so the bounds are looser (5 %) only when the run reports some.
-    let percent = if underruns == 0 { 1 } else { 5 };
+    // here. On a host that kept up (no underrun) at most 1 % are rejected; where it stalled, each frame lost
+    // `underrun` needs an underrun the run reported, and at most 10 % in all (a 2-core CI VM once lost 5.8 % at
+    // 3 528 underruns a minute: its stalls, not the schedule, which the `not-owned` count above judges).
+    let percent = if underruns == 0 { 1 } else { 10 };
     let rejected = sent.iter().filter(|r| !r.sent()).count();
     let late_ones = sent.iter().filter(|r| r.reason == "late").count();
     assert!(
-        rejected * 100 <= frames * percent,
+        rejected * 100 <= frames * percent && rejected - late_ones <= underruns,
         "{ppm} ppm: {rejected} of {frames} rejected ({late_ones} late, the rest underrun; {underruns} underruns)"
     );
     let heard = record::read(&heard).unwrap();
@@ -191,7 +195,7 @@ fn run_on_network_time(ppm: f64, frames: usize, via: Via) {
     let s = stats(&errors);
     eprintln!(
         "{via:?} on network time, link {ppm:+} ppm: {} frames, {} sent, {} heard; RX − txtime (master's clock) \
-         median {:.1} µs, p99 {:.1} µs, max |·| {:.1} µs; {late} later than {} µs",
+         median {:.1} µs, p99 {:.1} µs, max |·| {:.1} µs; {late} later than {} µs; {underruns} underruns",
         frames,
         frames - lost,
         heard.len(),
@@ -200,15 +204,19 @@ fn run_on_network_time(ppm: f64, frames: usize, via: Via) {
         s.max / 1e3,
         TOLERANCE_NS / 1000
     );
-    // A few after a host stall (the short run); over a minute on a 2-core VM, host stalls delay the host-paced
-    // release of about 1 % beyond the tolerance: at most 2 % late or lost, 10 % if the ring underran (docs/measured.md
-    // gives the measured figures).
-    let stragglers = STRAGGLERS_MAX.max(frames * 2 * percent / 100);
-    assert!(heard.len() + stragglers >= frames, "heard only {} of {frames}\n{out}", heard.len());
-    assert!(late + lost <= stragglers, "{late} late and {lost} lost of {frames}\n{out}");
+    // Every frame sent is heard; a few after a host stall (the short run), and over a minute on a 2-core VM about
+    // 1 % (host-paced release delayed by stalls), arrive later than the tolerance: at most 2 % of those heard
+    // (docs/measured.md gives the measured figures).
+    let sent_ok = frames - lost;
+    assert!(heard.len() + STRAGGLERS_MAX >= sent_ok, "heard only {} of {sent_ok} sent\n{out}", heard.len());
+    let stragglers = STRAGGLERS_MAX.max(heard.len() * 2 / 100);
+    assert!(late <= stragglers, "{late} of {} heard later than the tolerance\n{out}", heard.len());
     eprintln!(
         "{}",
-        out.lines().filter(|l| l.starts_with("grid:") || l.contains("slot start −")).collect::<Vec<_>>().join("\n")
+        out.lines()
+            .filter(|l| l.starts_with("grid:") || l.starts_with("keepon run:") || l.contains("slot start −"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     // On the station's own clock they would have arrived 3 ms early: the median is far from that.
     assert!(s.median.abs() < TOLERANCE_NS as f64, "median {} ns", s.median);
