@@ -10,7 +10,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::api::{Client, Info, SyncState, TimeInfo, HOST_FIFO, HOST_MEMORY_LOCKED, HOST_PINNED, HOST_REFUSED};
+use crate::daemon::looptime::{Busy, PHASES};
 use crate::daemon::metrics::{self, Sample};
+use keepon_core::time::Nanos;
 
 /// What the daemon said.
 pub struct Status {
@@ -122,6 +124,19 @@ impl Status {
     }
 
     /// The value of label `label` of the first sample named `name`.
+    /// The poll loop's longest iteration since start and its phases (`keepon_loop_busy_longest_seconds`).
+    fn longest_iteration(&self) -> Option<Busy> {
+        let ns = |phase: &str| {
+            let v = self.value("keepon_loop_busy_longest_seconds", &[("phase", phase)])?;
+            Some(Nanos((v * 1e9).round() as i64))
+        };
+        let mut b = Busy { total: ns("all")?, phases: [Nanos(0); 4] };
+        for (t, name) in b.phases.iter_mut().zip(PHASES) {
+            *t = ns(name).unwrap_or(Nanos(0));
+        }
+        Some(b)
+    }
+
     fn label(&self, name: &str, label: &str) -> Option<String> {
         self.samples.iter().find(|s| s.name == name).and_then(|s| s.labels.get(label).cloned())
     }
@@ -149,7 +164,17 @@ impl Status {
         };
         let _ = writeln!(s, "        {} Mb/s, {unit}, batch {}", i.rate_bps / 1_000_000, i.batch);
         if let Some(w) = self.value("keepon_poll_wakeups_per_second", &[]) {
-            let _ = writeln!(s, "  poll loop: {w:.0} wake-ups/s");
+            let mut line = format!("  poll loop: {w:.0} wake-ups/s");
+            if let Some(b) = self.longest_iteration() {
+                let _ = write!(line, ", longest iteration {}", b.describe());
+            }
+            if let (Some(n), Some(lead)) =
+                (self.value("keepon_loop_over_lead_total", &[]), self.value("keepon_loop_lead_seconds", &[]))
+            {
+                let lead = crate::daemon::looptime::span(Nanos((lead * 1e9).round() as i64));
+                let _ = write!(line, ", {n:.0} longer than the {lead} lead");
+            }
+            let _ = writeln!(s, "{line}");
         }
         let _ = writeln!(s, "  host: {}", self.host_words().join(", "));
         let t = &self.time;
@@ -243,6 +268,8 @@ impl Status {
                 "timing": self.label("keepon_info", "timing"),
             },
             "poll_wakeups_per_s": self.value("keepon_poll_wakeups_per_second", &[]),
+            "loop_busy_longest_s": self.value("keepon_loop_busy_longest_seconds", &[("phase", "all")]),
+            "loop_over_lead": self.value("keepon_loop_over_lead_total", &[]),
             "host": {
                 "fifo": i.host & HOST_FIFO != 0, "memory_locked": i.host & HOST_MEMORY_LOCKED != 0,
                 "pinned": i.host & HOST_PINNED != 0, "refused": i.host & HOST_REFUSED != 0,

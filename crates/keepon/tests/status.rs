@@ -92,6 +92,7 @@ fn status_and_metrics_show_what_the_daemon_did() {
     assert!(text.contains(&line), "`{line}` in\n{text}");
     assert!(text.contains("(no such class)  sent 0, queued 0, rejected unknown-class 2"), "{text}");
     assert!(text.contains("connections 2 open"), "this test's client and the status query: {text}");
+    assert!(text.contains("poll loop: ") && text.contains(", longest iteration "), "{text}");
 
     // JSON.
     let out = Command::new(BIN).args(["status", "--json", "--socket"]).arg(&sock).output().unwrap();
@@ -121,6 +122,18 @@ fn status_and_metrics_show_what_the_daemon_did() {
     assert_eq!(find("keepon_frames_rejected_total", &[("class", "tc-0"), ("reason", "not-owned")]), Some(3.0));
     assert_eq!(find("keepon_frames_rejected_total", &[("class", ""), ("reason", "unknown-class")]), Some(2.0));
     assert!(find("keepon_uptime_seconds", &[]).is_some_and(|u| u > 0.0));
+    // The poll loop's longest iteration: measured (not zero), shorter than the daemon has been up, and its phases
+    // add up to no more than it.
+    let uptime = find("keepon_uptime_seconds", &[]).unwrap();
+    let longest = find("keepon_loop_busy_longest_seconds", &[("phase", "all")]).unwrap();
+    assert!(longest > 0.0 && longest < uptime, "longest iteration {longest} s, up {uptime} s");
+    let phases: f64 = ["clients", "ptp", "requests", "station"]
+        .iter()
+        .map(|p| find("keepon_loop_busy_longest_seconds", &[("phase", p)]).unwrap())
+        .sum();
+    assert!(phases > 0.0 && phases <= longest * (1.0 + 1e-9), "phases {phases} s of {longest} s");
+    assert!(find("keepon_loop_lead_seconds", &[]).is_some_and(|l| l > 0.0));
+    assert!(find("keepon_loop_over_lead_total", &[]).is_some());
 
     // SAFETY: kill(2) on the daemon this test started.
     assert_eq!(unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGTERM) }, 0);

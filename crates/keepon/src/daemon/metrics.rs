@@ -23,6 +23,9 @@
 //! | `keepon_connections_accepted_total`, `keepon_connections_refused_total`, `keepon_connections_dropped_total`, `keepon_requests_malformed_total` | counter | |
 //! | `keepon_host` | gauge (0/1) | `what`: `fifo`, `memory_locked`, `pinned`, `refused` |
 //! | `keepon_poll_wakeups_per_second` | gauge: wake-ups of the poll loop in the last second | |
+//! | `keepon_loop_busy_longest_seconds` | gauge: the poll loop's longest iteration since start, and its phases | `phase`: `all`, `clients`, `ptp`, `requests`, `station` |
+//! | `keepon_loop_lead_seconds` | gauge: the posted lead (`batch·δ`) the iterations are held to | |
+//! | `keepon_loop_over_lead_total` | counter: iterations busy longer than the lead (each may let the link run dry) | |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -86,6 +89,8 @@ pub struct View<'a> {
     pub schedule_changes: u64,
     /// Wake-ups of the poll loop in the last second.
     pub wakeups_per_s: u64,
+    /// Where the poll loop's time goes.
+    pub loop_time: &'a super::looptime::LoopTime,
     /// With `[ptp]`: the profile's view and the grandmaster.
     pub ptp_profile: Option<ProfileView>,
 }
@@ -247,6 +252,27 @@ pub fn render(v: &View) -> String {
     }
     head(&mut s, "keepon_poll_wakeups_per_second", "gauge", "Wake-ups of the poll loop in the last second.");
     let _ = writeln!(s, "keepon_poll_wakeups_per_second {}", v.wakeups_per_s);
+    let lt = v.loop_time;
+    let secs = |t: keepon_core::time::Nanos| t.0 as f64 / 1e9;
+    head(
+        &mut s,
+        "keepon_loop_busy_longest_seconds",
+        "gauge",
+        "The poll loop's longest iteration since start (waking to sleeping), and where its time went.",
+    );
+    let _ = writeln!(s, "keepon_loop_busy_longest_seconds{{phase=\"all\"}} {}", secs(lt.longest.total));
+    for (name, t) in super::looptime::PHASES.iter().zip(lt.longest.phases) {
+        let _ = writeln!(s, "keepon_loop_busy_longest_seconds{{phase=\"{name}\"}} {}", secs(t));
+    }
+    head(&mut s, "keepon_loop_lead_seconds", "gauge", "The posted lead (batch times the slot time).");
+    let _ = writeln!(s, "keepon_loop_lead_seconds {}", secs(lt.lead()));
+    head(
+        &mut s,
+        "keepon_loop_over_lead_total",
+        "counter",
+        "Poll-loop iterations busy longer than the posted lead: each may let the link run dry.",
+    );
+    let _ = writeln!(s, "keepon_loop_over_lead_total {}", lt.over_lead);
     head(&mut s, "keepon_host", "gauge", "What the host granted the poll loop ([realtime]).");
     for (what, bit) in
         [("fifo", HOST_FIFO), ("memory_locked", HOST_MEMORY_LOCKED), ("pinned", HOST_PINNED), ("refused", HOST_REFUSED)]
@@ -355,6 +381,12 @@ mod tests {
             alignment: Some((1, 8, 9)),
         };
         let names = vec!["ctrl".to_string(), "odd \"name\"".to_string()];
+        // One iteration of 1.2 ms against an 800 µs lead, 1 ms of it in the station phase.
+        let mut lt = super::super::looptime::LoopTime::new(keepon_core::time::Nanos::from_us(800));
+        lt.begin(0);
+        lt.mark(super::super::looptime::Phase::Ptp, 200_000);
+        lt.mark(super::super::looptime::Phase::Station, 1_200_000);
+        lt.end(1_200_000);
         let v = View {
             backend: "sim",
             timing: "slots",
@@ -371,6 +403,7 @@ mod tests {
             schedule_pending: Some((1_795_763_689_548_800_123, vec![vec![(500_000, 100_000)], vec![]])),
             schedule_changes: 1,
             wakeups_per_s: 25_000,
+            loop_time: &lt,
             ptp_profile: None,
         };
         let text = render(&v);
@@ -401,6 +434,12 @@ mod tests {
         assert_eq!(get("keepon_host", &[("what", "fifo")]), Some(1.0));
         assert_eq!(get("keepon_host", &[("what", "refused")]), Some(0.0));
         assert_eq!(get("keepon_poll_wakeups_per_second", &[]), Some(25_000.0));
+        assert_eq!(get("keepon_loop_busy_longest_seconds", &[("phase", "all")]), Some(0.0012));
+        assert_eq!(get("keepon_loop_busy_longest_seconds", &[("phase", "station")]), Some(0.001));
+        assert_eq!(get("keepon_loop_busy_longest_seconds", &[("phase", "ptp")]), Some(0.0002));
+        assert_eq!(get("keepon_loop_busy_longest_seconds", &[("phase", "clients")]), Some(0.0));
+        assert_eq!(get("keepon_loop_lead_seconds", &[]), Some(0.0008));
+        assert_eq!(get("keepon_loop_over_lead_total", &[]), Some(1.0));
         // Every sample has a # TYPE line before it.
         for s in &samples {
             assert!(text.contains(&format!("# TYPE {} ", s.name)), "{}", s.name);

@@ -84,6 +84,7 @@ mod conn;
 
 mod feed;
 mod guard;
+pub mod looptime;
 pub mod metrics;
 mod metricsfile;
 mod pause;
@@ -115,6 +116,7 @@ use served::Served;
 pub use config::{AllowRule, DaemonConfig, Limits};
 use conn::Conns;
 use feed::Feed;
+use looptime::{LoopClock, LoopTime, Phase};
 pub use sync::{NoRx, RxSource, Sync};
 
 /// The link as PTP sees it: the station's MAC (source of PTP frames, clock identity) and where received
@@ -463,8 +465,12 @@ fn serve_bound<N: Nic, S: Served>(
     let mut wakeups = pause::Wakeups::default();
     // Underruns are said at most once per UNDERRUN_LOG_EVERY: (count said, when next).
     let mut underruns_said = (0u64, Tai(i64::MIN));
+    // Where each iteration's time goes, held to the posted lead (looptime).
+    let clock = LoopClock::start();
+    let mut busy = LoopTime::new(Nanos(i64::try_from(cfg.lead()).unwrap_or(i64::MAX)));
 
     loop {
+        busy.begin(clock.now());
         let now = driver.nic.now();
         let stopping = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| now - start > d);
         // One epoll_wait: which connections (and whether the listener) have something to read.
@@ -482,11 +488,13 @@ fn serve_bound<N: Nic, S: Served>(
             conns.shut_reading();
             phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
         }
+        busy.mark(Phase::Clients, clock.now());
 
         if let (Some((s, at)), Stop::No | Stop::Draining(_)) = (ptp.as_mut(), phase) {
             *at = now;
             s.poll(&driver.nic, &mut driver.station, now);
         }
+        busy.mark(Phase::Ptp, clock.now());
         let time = match &ptp {
             Some((s, _)) => s.time(&driver.station, now, driver.nic.host_time(now)),
             None => TimeInfo {
@@ -619,6 +627,7 @@ fn serve_bound<N: Nic, S: Served>(
                 schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, served::class_windows(&w))),
                 schedule_changes,
                 wakeups_per_s: wakeups.per_s,
+                loop_time: &busy,
                 ptp_profile: ptp.as_ref().map(|(p, _)| p.profile_view()),
             };
             let text = metrics::render(&view);
@@ -643,6 +652,7 @@ fn serve_bound<N: Nic, S: Served>(
                 }
             }
         }
+        busy.mark(Phase::Requests, clock.now());
         // Buffers change only on active connections: with none, the sum is what it was.
         if !order.is_empty() {
             stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
@@ -689,17 +699,22 @@ fn serve_bound<N: Nic, S: Served>(
                 releases.expire(None, &mut conns);
             }
         }
+        busy.mark(Phase::Station, clock.now());
         releases.expire(Some(now), &mut conns);
         if stats.underruns > underruns_said.0 && now >= underruns_said.1 {
             eprintln!(
                 "keepon daemon: {} underruns so far, {} new: the link went idle (the host did not post slots in \
-                 time); frames held then report `underrun`, later ones follow the re-anchored grid",
+                 time); frames held then report `underrun`, later ones follow the re-anchored grid; the longest \
+                 poll-loop iteration since the last report: {} (lead {})",
                 stats.underruns,
-                stats.underruns - underruns_said.0
+                stats.underruns - underruns_said.0,
+                busy.take_report().describe(),
+                looptime::span(busy.lead())
             );
             underruns_said = (stats.underruns, now + UNDERRUN_LOG_EVERY);
         }
         stats.dropped += conns.flush(limits);
+        busy.mark(Phase::Clients, clock.now());
         if let Stop::Flushing(until) = phase {
             if conns.map.is_empty() || driver.nic.now() > until {
                 break;
@@ -707,6 +722,7 @@ fn serve_bound<N: Nic, S: Served>(
         }
         // Sleep as long as the posted lead allows ([`pause`]), woken by a client's request.
         wakeups.tick(now);
+        busy.end(clock.now());
         driver.nic.wait(cfg.poll_period);
         if paced_by_nic && phase == Stop::No {
             // The lead: what is posted beyond what the NIC has fetched (at this poll's observation).
