@@ -90,25 +90,25 @@ mod metricsfile;
 mod pause;
 mod requests;
 pub(crate) mod schedule;
+mod serve;
 mod served;
 mod socket;
 mod sync;
 pub use sync::MEASUREMENT_LOG_HEADER;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use keepon_core::isolation::ClassId;
 use keepon_core::outcome::{FrameId, Outcome, Reason};
 use keepon_core::time::{Nanos, Tai};
-use keepon_nic::driver::{Driver, Event, LoopConfig, DRAIN_GRACE};
+use keepon_nic::driver::{Driver, Event, LoopConfig};
 use keepon_nic::Nic;
 
-use crate::api::{Delivery, Info, PortRole, Response, ServoCode, SyncState, TimeInfo};
+use crate::api::{Delivery, Response};
 use crate::config::Config;
 use crate::ptpconf::PtpConfig;
 use crate::run::{byte_config, station_config};
-use requests::{serve_requests, Ctx, Later};
 
 use crate::pcap::WireTap;
 use served::Served;
@@ -116,7 +116,6 @@ use served::Served;
 pub use config::{AllowRule, DaemonConfig, Limits};
 use conn::Conns;
 use feed::Feed;
-use looptime::{LoopClock, LoopTime, Phase};
 pub use sync::{NoRx, RxSource, Sync};
 
 /// The link as PTP sees it: the station's MAC (source of PTP frames, clock identity) and where received
@@ -373,372 +372,16 @@ pub fn serve_with<N: Nic>(
     let result = if bytes {
         Driver::bytes(nic, byte_config(cfg), loop_cfg)
             .map_err(|e| e.to_string())
-            .and_then(|d| serve_bound(cfg, dcfg, d, setup, stop, duration, &mut bound, limits))
+            .and_then(|d| serve::Daemon::start(cfg, dcfg, d, setup, stop, duration, &mut bound, limits)?.run())
     } else {
         Driver::new(nic, station_config(cfg), loop_cfg)
             .map_err(|e| e.to_string())
-            .and_then(|d| serve_bound(cfg, dcfg, d, setup, stop, duration, &mut bound, limits))
+            .and_then(|d| serve::Daemon::start(cfg, dcfg, d, setup, stop, duration, &mut bound, limits)?.run())
     };
     if let Some(b) = bound.take() {
         b.close();
     }
     result
-}
-
-#[allow(clippy::too_many_arguments)]
-fn serve_bound<N: Nic, S: Served>(
-    cfg: &Config,
-    dcfg: &DaemonConfig,
-    mut driver: Driver<N, S>,
-    setup: Option<(PtpConfig, PtpLink)>,
-    stop: &AtomicBool,
-    duration: Option<Nanos>,
-    bound: &mut Option<socket::BoundSocket>,
-    limits: &Limits,
-) -> Result<DaemonStats, String> {
-    let start = driver.nic.now();
-    let mut tap = dcfg.pcap.as_deref().map(|p| WireTap::create(p, cfg)).transpose()?;
-    let classes = cfg.ownership.classes();
-    let mut stats = DaemonStats { classes: vec![metrics::ClassCounters::default(); classes], ..Default::default() };
-    let backend = crate::backend::describe_for(cfg, driver.nic.describe());
-    let mut later = Later::default();
-    let mut metrics_next = Tai(i64::MIN);
-    let mut metrics_file = match &dcfg.metrics_file {
-        Some(p) => {
-            let f = metricsfile::MetricsFile::open(p)?;
-            if let Some(w) = f.shared_directory_warning() {
-                eprintln!("keepon daemon: warning: {w}");
-            }
-            Some(f)
-        }
-        None => None,
-    };
-    // The last metrics-file failure said (each said once, and its end said too).
-    let mut metrics_said: Option<String> = None;
-    let mut conns = Conns::new(bound.as_ref().map(|b| &b.listener)).map_err(|e| format!("epoll: {e}"))?;
-    let mut owner: Owners = HashMap::new();
-    let mut releases = Releases::default();
-    let mut next_frame = 0u64;
-    let mut feed = Feed::new(classes, cfg.max_pending, limits.max_queued);
-    let mut events: Vec<Event> = Vec::new();
-    let mut phase = Stop::No;
-    // Bring the link up before answering anyone: the first polls anchor the clock and the schedule's grid,
-    // which `Info` reports.
-    for _ in 0..100_000 {
-        driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
-        events.clear();
-        if driver.station.schedule_settled() {
-            break;
-        }
-        driver.nic.wait(cfg.poll_period);
-    }
-    let keep_ptp = setup.as_ref().map(|(p, _)| crate::ptproom::Keep::new(cfg, p));
-    let mut ptp: Option<(Sync, Tai)> = match setup {
-        Some((p, link)) => {
-            let now = driver.nic.now();
-            let mut sync = Sync::new(p, link.mac, &mut driver.station, now, link.rx)?;
-            sync.open_measurement_log()?;
-            if driver.nic.timing() == keepon_nic::Timing::HostPaced {
-                sync.on_host_paced_link()?;
-            }
-            Some((sync, now))
-        }
-        None => None,
-    };
-    let names: Vec<String> = (0..classes).map(|i| cfg.ownership.name(ClassId(i as u8)).into()).collect();
-    let mut windows = served::class_windows(&driver.station.schedule_windows());
-    // Whether a schedule change is pending.
-    let (mut change_pending, mut schedule_changes) = (false, 0u64);
-    let allowed = |uid, gid| {
-        let a = dcfg.allowed(cfg, uid, gid);
-        let rt = a.iter().enumerate().any(|(i, &ok)| ok && !cfg.is_best_effort(ClassId(i as u8)));
-        (a, rt)
-    };
-    // Where the next poll starts serving best-effort-only connections (round robin under the budget).
-    let mut cursor = 0u64;
-    // The loop sleeps beyond its period only where the NIC paces the wire (not on host-paced links, where the loop
-    // releases each frame itself, nor under the dual clock, which counts arriving frames as they come).
-    let dual = ptp.as_ref().is_some_and(|(s, _)| s.dual_clock());
-    let paced_by_nic = dcfg.idle_pause
-        && matches!(driver.nic.timing(), keepon_nic::Timing::Simulated | keepon_nic::Timing::LineRate)
-        && !dual;
-    let mut wakeups = pause::Wakeups::default();
-    // Underruns are said at most once per UNDERRUN_LOG_EVERY: (count said, when next).
-    let mut underruns_said = (0u64, Tai(i64::MIN));
-    // Where each iteration's time goes, held to the posted lead (looptime).
-    let clock = LoopClock::start();
-    let mut busy = LoopTime::new(Nanos(i64::try_from(cfg.lead()).unwrap_or(i64::MAX)));
-
-    loop {
-        busy.begin(clock.now());
-        let now = driver.nic.now();
-        let stopping = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| now - start > d);
-        // One epoll_wait: which connections (and whether the listener) have something to read.
-        conns.ready();
-        if let Some(b) = bound.as_ref() {
-            let a = conns.accept_all(&b.listener, limits, allowed);
-            stats.connections += a.taken;
-            stats.refused += a.refused;
-        }
-        if stopping && phase == Stop::No {
-            // Nobody new; every peer's further writes fail, what they wrote is still read and answered.
-            if let Some(b) = bound.take() {
-                b.close();
-            }
-            conns.shut_reading();
-            phase = Stop::Draining(now + cfg.max_advance + driver.ring_span());
-        }
-        busy.mark(Phase::Clients, clock.now());
-
-        if let (Some((s, at)), Stop::No | Stop::Draining(_)) = (ptp.as_mut(), phase) {
-            *at = now;
-            s.poll(&driver.nic, &mut driver.station, now);
-        }
-        busy.mark(Phase::Ptp, clock.now());
-        let time = match &ptp {
-            Some((s, _)) => s.time(&driver.station, now, driver.nic.host_time(now)),
-            None => TimeInfo {
-                sync: SyncState::FreeRunning,
-                port: PortRole::None,
-                servo: ServoCode::Unlocked,
-                ephc_now: driver.station.ephc_at(now).0,
-                host_now: driver.nic.host_time(now).0,
-                offset: None,
-                freq_ppt: driver.station.ephc().rate_ppt(),
-                path_delay: None,
-                alignment: sync::quantiles(driver.station.alignment()),
-            },
-        };
-        if change_pending && driver.station.pending_change_time().is_none() {
-            change_pending = false;
-            windows = served::class_windows(&driver.station.schedule_windows());
-            eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
-        }
-        // Read and answer requests.
-        let info = {
-            // A cycle start at least a ring of slots ahead of the NIC.
-            let st = &driver.station;
-            let ahead = st.ephc_at(now) + st.ring_span();
-            let cycle = served::cycle_of(st.cycle());
-            Info {
-                rate_bps: cfg.geometry.rate().bps(),
-                slot_bytes: cfg.geometry.slot_bytes(),
-                ring: cfg.ownership.ring(),
-                batch: cfg.batch,
-                now: st.ephc_at(now).0,
-                cycle_start: st.cycle_start_at_or_after(ahead).map_or(0, |t| t.0),
-                base_time: st.base_time().0,
-                cycle,
-                host: dcfg.host,
-                classes: Vec::new(),
-                windows: Vec::new(),
-            }
-        };
-        let ctx = Ctx { cfg, limits, names: &names, windows: &windows, info, time, now, stopping };
-        // Connections that may use a real-time class first, in full; then the best-effort-only ones, round
-        // robin, within the per-poll budget.
-        let mut budget = limits.requests_per_poll;
-        let order = conns.active_from(cursor);
-        for real_time in [true, false] {
-            for &cid in &order {
-                let Some(c) = conns.map.get_mut(&cid).filter(|c| c.real_time == real_time) else { continue };
-                if !real_time && budget == 0 {
-                    cursor = cid;
-                    break;
-                }
-                if c.takes_requests(limits) {
-                    c.read_some(limits);
-                }
-                let mut unlimited = usize::MAX;
-                let b = if real_time { &mut unlimited } else { &mut budget };
-                serve_requests(
-                    cid,
-                    c,
-                    &mut conns.usage,
-                    &ctx,
-                    b,
-                    &mut feed,
-                    &mut owner,
-                    &mut next_frame,
-                    &mut stats,
-                    &mut later,
-                );
-            }
-        }
-        // Schedule changes, in the order asked, one per poll (each may move every frame waiting in the station):
-        // each answered with when it takes effect, or why not.
-        if let Some(schedule::Request { cid, uid, base_time, change }) = later.changes.pop_front() {
-            let horizon = driver.station.ephc_at(now) + schedule::MAX_AHEAD;
-            let r = if base_time > horizon.0 {
-                Err(format!(
-                    "base time {base_time} ns is more than {} s ahead of the station's clock ({} ns): a change is \
-                     held at most that long (one pending change at a time)",
-                    schedule::MAX_AHEAD.0 / 1_000_000_000,
-                    driver.station.ephc_at(now).0
-                ))
-            } else if let Some(Err(why)) = keep_ptp.as_ref().map(|k| k.check(cfg, &change)) {
-                Err(why)
-            } else {
-                driver.station.change_schedule(uid, base_time, &change)
-            };
-            match &r {
-                Ok(s) => {
-                    change_pending = true;
-                    schedule_changes += 1;
-                    later.guard.note(
-                        uid,
-                        "schedule changes accepted",
-                        || {
-                            format!(
-                                "takes effect at {} ns; {} frames already submitted lost their slot (schedule-change)",
-                                s.time, s.rejected
-                            )
-                        },
-                        now,
-                    );
-                }
-                Err(why) => later.guard.note(uid, "schedule changes refused", || why.clone(), now),
-            }
-            if let Some(c) = conns.get_mut(cid) {
-                c.change_waiting = false;
-                c.respond(&Response::Scheduled(r));
-            }
-        }
-        later.guard.tick(now);
-        // Metrics: to those who asked this poll, and to the metrics file when it is due.
-        let file_due = metrics_file.is_some() && now >= metrics_next;
-        if !later.stats.is_empty() || file_due {
-            let view = metrics::View {
-                backend: &backend,
-                timing: match cfg.timing {
-                    crate::config::WireTiming::Slots => "slots",
-                    crate::config::WireTiming::Bytes => "bytes",
-                },
-                rate_bps: cfg.geometry.rate().bps(),
-                slot_bytes: cfg.geometry.slot_bytes(),
-                ring: cfg.ownership.ring(),
-                uptime_s: (now - start).0 as f64 / 1e9,
-                time: &ctx.time,
-                host: dcfg.host,
-                names: &names,
-                stats: &stats,
-                queued: feed.per_class(),
-                open_connections: conns.map.len(),
-                schedule_pending: driver.station.pending_windows().map(|(t, w)| (t.0, served::class_windows(&w))),
-                schedule_changes,
-                wakeups_per_s: wakeups.per_s,
-                loop_time: &busy,
-                ptp_profile: ptp.as_ref().map(|(p, _)| p.profile_view()),
-            };
-            let text = metrics::render(&view);
-            let reply = (!later.stats.is_empty()).then(|| Response::Stats(metrics::fit(&text)).emit());
-            for cid in later.stats.drain(..) {
-                if let Some(c) = conns.get_mut(cid) {
-                    c.stats_waiting = false;
-                    crate::api::frame_message(reply.as_deref().unwrap_or_default(), &mut c.wbuf);
-                }
-            }
-            if let (true, Some(f)) = (file_due, metrics_file.as_mut()) {
-                metrics_next = now + METRICS_EVERY;
-                match f.write(&text) {
-                    Err(e) if metrics_said.as_ref() != Some(&e) => {
-                        eprintln!("keepon daemon: daemon.metrics_file not written: {e}");
-                        metrics_said = Some(e);
-                    }
-                    Ok(()) if metrics_said.take().is_some() => {
-                        eprintln!("keepon daemon: daemon.metrics_file {} written again", f.path().display());
-                    }
-                    _ => {}
-                }
-            }
-        }
-        busy.mark(Phase::Requests, clock.now());
-        // Buffers change only on active connections: with none, the sum is what it was.
-        if !order.is_empty() {
-            stats.peak_buffered = stats.peak_buffered.max(conns.buffered());
-        }
-
-        // The station: one poll while the link runs; outcomes go back to their clients.
-        if let Stop::No | Stop::Draining(_) | Stop::LinkDrain(_) = phase {
-            if let Stop::Draining(until) = phase {
-                if (driver.station.in_flight() == 0 && feed.queued() == 0) || now > until {
-                    for (id, class) in feed.take_all() {
-                        stats.count(Some(class), Err(Reason::Shutdown));
-                        deliver(id, Err(Reason::Shutdown), now, &mut owner, &mut conns, &mut releases, &mut stats);
-                    }
-                    driver.station.shutdown();
-                    phase = Stop::LinkDrain(now + DRAIN_GRACE + driver.ring_span());
-                }
-            }
-            driver.step(&mut feed, &mut |e| events.push(e)).map_err(|e| e.to_string())?;
-            let mut link_done = false;
-            if let Stop::LinkDrain(give_up) = phase {
-                // A link that stops completing must not hold the daemon: after the grace period, the frames
-                // still posted get `link-fault`.
-                let done = driver.station.drained() && driver.nic.unfinished() == 0;
-                if !done && driver.nic.now() > give_up {
-                    driver.abandon_posted(&mut |e| events.push(e));
-                }
-                link_done = done || driver.nic.now() > give_up;
-            }
-            let routes = Routes {
-                tolerance: cfg.tolerance,
-                now,
-                feed: &mut feed,
-                owner: &mut owner,
-                conns: &mut conns,
-                releases: &mut releases,
-                stats: &mut stats,
-                ptp: &mut ptp,
-                tap: &mut tap,
-            };
-            route(&mut events, routes, &mut driver.station);
-            if link_done {
-                phase = Stop::Flushing(driver.nic.now() + FLUSH_GRACE);
-                // No release report can come any more.
-                releases.expire(None, &mut conns);
-            }
-        }
-        busy.mark(Phase::Station, clock.now());
-        releases.expire(Some(now), &mut conns);
-        if stats.underruns > underruns_said.0 && now >= underruns_said.1 {
-            eprintln!(
-                "keepon daemon: {} underruns so far, {} new: the link went idle (the host did not post slots in \
-                 time); frames held then report `underrun`, later ones follow the re-anchored grid; the longest \
-                 poll-loop iteration since the last report: {} (lead {})",
-                stats.underruns,
-                stats.underruns - underruns_said.0,
-                busy.take_report().describe(),
-                looptime::span(busy.lead())
-            );
-            underruns_said = (stats.underruns, now + UNDERRUN_LOG_EVERY);
-        }
-        stats.dropped += conns.flush(limits);
-        busy.mark(Phase::Clients, clock.now());
-        if let Stop::Flushing(until) = phase {
-            if conns.map.is_empty() || driver.nic.now() > until {
-                break;
-            }
-        }
-        // Sleep as long as the posted lead allows ([`pause`]), woken by a client's request.
-        wakeups.tick(now);
-        busy.end(clock.now());
-        driver.nic.wait(cfg.poll_period);
-        if paced_by_nic && phase == Stop::No {
-            // The lead: what is posted beyond what the NIC has fetched (at this poll's observation).
-            let (st, ring) = (&driver.station, driver.station.ring());
-            let lead = st.slot_time(ring.posted()) - st.slot_time(ring.consumed());
-            if let Some(extra) = pause::extra(lead, cfg.poll_period) {
-                conns.wait_ready(std::time::Duration::from_nanos(extra.0 as u64));
-                driver.nic.wait(Nanos(0));
-            }
-        }
-    }
-    later.guard.flush(driver.nic.now());
-    if let Some(t) = tap {
-        t.finish()?;
-    }
-    Ok(stats)
 }
 
 #[cfg(test)]
