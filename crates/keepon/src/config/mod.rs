@@ -211,30 +211,7 @@ impl Config {
         if !BACKENDS.contains(&backend.as_str()) {
             return err(format!("run.backend = \"{backend}\": use one of {}", BACKENDS.join(", ")));
         }
-        let step = match (raw.link.emulated_step, raw.link.emulated_step_after) {
-            (None, None) => None,
-            (Some(by), Some(after)) => {
-                if by.0 .0.unsigned_abs() > 1_000_000_000 {
-                    return err(format!("link.emulated_step = {} ns must be within ±1 s", by.0 .0));
-                }
-                Some((in_range("link.emulated_step_after", after.0, MAX_SPAN)?, by.0))
-            }
-            _ => return err("link.emulated_step and link.emulated_step_after go together"),
-        };
-        let emulation = match (raw.link.emulated_offset, raw.link.emulated_ppm, step) {
-            (None, None, None) => None,
-            (offset, ppm, step) => {
-                let offset = offset.map_or(Nanos(0), |d| d.0);
-                if offset.0.unsigned_abs() > 1_000_000_000_000 {
-                    return err(format!("link.emulated_offset = {} ns must be within ±1000 s", offset.0));
-                }
-                let ppm = ppm.unwrap_or(0.0);
-                if !ppm.is_finite() || ppm.abs() > 1000.0 {
-                    return err(format!("link.emulated_ppm = {ppm} must be within ±1000"));
-                }
-                Some(EmulatedError { offset, ppb: (ppm * 1000.0).round() as i64, step })
-            }
-        };
+        let emulation = emulation(&raw)?;
         Ok(Config {
             timing,
             windows,
@@ -257,6 +234,35 @@ impl Config {
             raw,
         })
     }
+}
+
+/// `link.emulated_*` (tests only: the link's clock runs off the host's): offset, rate error and one step.
+fn emulation(raw: &RawConfig) -> Result<Option<EmulatedError>, ConfigError> {
+    let step = match (raw.link.emulated_step, raw.link.emulated_step_after) {
+        (None, None) => None,
+        (Some(by), Some(after)) => {
+            if by.0 .0.unsigned_abs() > 1_000_000_000 {
+                return err(format!("link.emulated_step = {} ns must be within ±1 s", by.0 .0));
+            }
+            Some((in_range("link.emulated_step_after", after.0, MAX_SPAN)?, by.0))
+        }
+        _ => return err("link.emulated_step and link.emulated_step_after go together"),
+    };
+    let emulation = match (raw.link.emulated_offset, raw.link.emulated_ppm, step) {
+        (None, None, None) => None,
+        (offset, ppm, step) => {
+            let offset = offset.map_or(Nanos(0), |d| d.0);
+            if offset.0.unsigned_abs() > 1_000_000_000_000 {
+                return err(format!("link.emulated_offset = {} ns must be within ±1000 s", offset.0));
+            }
+            let ppm = ppm.unwrap_or(0.0);
+            if !ppm.is_finite() || ppm.abs() > 1000.0 {
+                return err(format!("link.emulated_ppm = {ppm} must be within ±1000"));
+            }
+            Some(EmulatedError { offset, ppb: (ppm * 1000.0).round() as i64, step })
+        }
+    };
+    Ok(emulation)
 }
 
 #[cfg(test)]
