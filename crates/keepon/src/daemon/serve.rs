@@ -212,11 +212,11 @@ impl<'a, N: Nic, S: Served> Daemon<'a, N, S> {
             s.poll(&self.driver.nic, &mut self.driver.station, now);
         }
         self.busy.mark(Phase::Ptp, self.clock.now());
-        let time = self.time_info(now);
-        let order = self.read_requests(now, stopping, time);
+        self.change_in_effect();
+        let order = self.read_requests(now, stopping);
         self.schedule_change(now);
         self.later.guard.tick(now);
-        self.metrics(now, &time);
+        self.metrics(now);
         // Buffers change only on active connections: with none, the sum is what it was.
         if !order.is_empty() {
             self.stats.peak_buffered = self.stats.peak_buffered.max(self.conns.buffered());
@@ -283,14 +283,24 @@ impl<'a, N: Nic, S: Served> Daemon<'a, N, S> {
         }
     }
 
-    /// Read and answer requests: connections that may use a real-time class first, in full; then the
-    /// best-effort-only ones, round robin, within the per-poll budget. Returns the connections looked at.
-    fn read_requests(&mut self, now: Tai, stopping: bool, time: TimeInfo) -> Vec<u64> {
+    /// A pending schedule change that took effect: `Info` reports the new windows from now on.
+    fn change_in_effect(&mut self) {
         if self.changes.pending && self.driver.station.pending_change_time().is_none() {
             self.changes.pending = false;
             self.windows = served::class_windows(&self.driver.station.schedule_windows());
             eprintln!("keepon daemon: schedule change in effect (Info reports the new windows)");
         }
+    }
+
+    /// Read and answer requests: connections that may use a real-time class first, in full; then the
+    /// best-effort-only ones, round robin, within the per-poll budget. Returns the connections looked at (none:
+    /// the clock readings requests are answered from are not even taken).
+    fn read_requests(&mut self, now: Tai, stopping: bool) -> Vec<u64> {
+        let order = self.conns.active_from(self.cursor);
+        if order.is_empty() {
+            return order;
+        }
+        let time = self.time_info(now);
         let info = {
             // A cycle start at least a ring of slots ahead of the NIC.
             let (st, cfg) = (&self.driver.station, self.cfg);
@@ -312,7 +322,6 @@ impl<'a, N: Nic, S: Served> Daemon<'a, N, S> {
         let (cfg, limits) = (self.cfg, self.limits);
         let ctx = Ctx { cfg, limits, names: &self.names, windows: &self.windows, info, time, now, stopping };
         let mut budget = limits.requests_per_poll;
-        let order = self.conns.active_from(self.cursor);
         for real_time in [true, false] {
             for &cid in &order {
                 let Some(c) = self.conns.map.get_mut(&cid).filter(|c| c.real_time == real_time) else { continue };
@@ -381,11 +390,12 @@ impl<'a, N: Nic, S: Served> Daemon<'a, N, S> {
     }
 
     /// The metrics: to those who asked this poll, and to the metrics file when it is due.
-    fn metrics(&mut self, now: Tai, time: &TimeInfo) {
+    fn metrics(&mut self, now: Tai) {
         let file_due = self.metrics.file.is_some() && now >= self.metrics.next;
         if self.later.stats.is_empty() && !file_due {
             return;
         }
+        let time = &self.time_info(now);
         let cfg = self.cfg;
         let view = metrics::View {
             backend: &self.backend,
