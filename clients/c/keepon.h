@@ -32,7 +32,7 @@
  * DESCRIPTION
  *     keepon sends each frame in the slot of its transmission time (txtime, TAI nanoseconds) and reports exactly
  *     one outcome per frame: sent (EPHC slot number, wire time, ownership ring slot) or rejected with a reason.
- *     This is the client side of the daemon's byte protocol (documented in crates/keepon/src/api.rs): length-
+ *     This is the client side of the daemon's byte protocol (documented in crates/keepon/src/api/mod.rs): length-
  *     prefixed little-endian messages over a UNIX stream socket. Blocking I/O, no threads, no global state; one
  *     keepon_client must not be used by two threads at once.
  *

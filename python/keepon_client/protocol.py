@@ -1,4 +1,4 @@
-"""The byte protocol of ``keepon daemon`` (documented in ``crates/keepon/src/api.rs``), without any I/O.
+"""The byte protocol of ``keepon daemon`` (documented in ``crates/keepon/src/api/mod.rs``), without any I/O.
 
 Messages are length-prefixed (``u32`` little-endian) over a UNIX stream socket. Requests are built by
 :func:`encode_info` and :func:`encode_submit`; responses are parsed from untrusted bytes by :func:`parse_response`,
