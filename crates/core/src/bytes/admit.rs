@@ -15,7 +15,9 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// the return value repeats an immediate rejection.
     pub fn submit(&mut self, frame: Frame<B>, now: Tai) -> Result<(), Reason> {
         self.counters.submitted += 1;
-        match self.admit(&frame, now) {
+        // The EPHC's `now`, for a frame with a txtime (its horizon).
+        let ephc_now = frame.txtime.map(|_| self.ephc_now(now));
+        match self.admit(&frame, ephc_now) {
             Err(why) => {
                 self.reject(frame.id, frame.class, why);
                 Err(why)
@@ -36,9 +38,10 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         }
     }
 
-    /// The checks; for a real-time frame, where it goes, its window and its wire bytes.
+    /// The checks (`ephc_now`: the EPHC at the submission, given with a txtime); for a real-time frame, where it
+    /// goes, its window and its wire bytes.
     #[allow(clippy::type_complexity)]
-    fn admit(&self, frame: &Frame<B>, now: Tai) -> Result<Option<(Tai, Rat, Rat, u64)>, Reason> {
+    fn admit(&self, frame: &Frame<B>, ephc_now: Option<Tai>) -> Result<Option<(Tai, Rat, Rat, u64)>, Reason> {
         let windows = &self.cfg.windows;
         if self.life.is_draining() {
             return Err(Reason::Shutdown);
@@ -73,8 +76,8 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             }
             return Ok(None);
         }
-        let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
-        within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
+        let (t, ephc_now) = frame.txtime.zip(ephc_now).ok_or(Reason::MissingTxtime)?;
+        within_horizon(t, ephc_now, self.cfg.max_advance)?;
         let wire = wire_bytes(len);
         let span = self.span_of(wire);
         // Where it goes: its txtime, or (relaxed) the first free time after it in a window of its class, within a

@@ -129,6 +129,8 @@ pub struct ByteStation<B> {
     ephc: Ephc,
     /// The wire by the host clock, at the nominal byte time (see [`crate::station::Station`]'s).
     host: crate::wire::host::HostView,
+    /// The EPHC time of the host time last submitted at ([`crate::wire::host::NowMemo`]).
+    now_memo: crate::wire::host::NowMemo,
     /// The wire's record of the descriptors posted and not long consumed (the last two rings of consumed ones
     /// too): the byte each starts at and its EPHC time; its end is the byte the next descriptor starts at.
     track: Track<Tai>,
@@ -181,6 +183,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             ring: Ring::with_max_filler(cfg.ring, cfg.max_frame, cfg.max_frame),
             ephc: Ephc::new(byte, 0, t0),
             host: crate::wire::host::HostView::new(byte, t0),
+            now_memo: crate::wire::host::NowMemo::default(),
             track: Track::new(3 * u64::from(cfg.ring) + 1, Tai(0)),
             rt: sorted::Sorted::default(),
             be: BeQueues::new(cfg.windows.classes()),
@@ -291,6 +294,17 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         crate::wire::host::read(&self.ephc, self.host.position(host))
     }
 
+    /// [`ByteStation::ephc_at`] of a submission's `now`, kept for the next one at the same `now`.
+    fn ephc_now(&mut self, now: Tai) -> Tai {
+        if let Some(e) = self.now_memo.get(now) {
+            debug_assert_eq!(e, self.ephc_at(now), "a kept EPHC reading outlived a clock change");
+            return e;
+        }
+        let e = self.ephc_at(now);
+        self.now_memo.keep(now, e);
+        e
+    }
+
     /// One ring of the longest descriptors: the longest a healthy NIC needs to finish what is posted.
     pub fn ring_span(&self) -> Nanos {
         let per = self.cfg.rate.wire_time(self.cfg.max_frame);
@@ -308,6 +322,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
 
     /// The EPHC moved: cached target bytes are found again, and the cursor's stride with the new piece.
     fn clock_moved(&mut self) {
+        self.now_memo.forget();
         self.clock_gen += 1;
         self.stride = None;
         self.cursor = self.ephc.exact(self.next_pos());
@@ -392,6 +407,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     /// can only delay the wire; an earlier restart is the host view's drift). With `underrun`, the EPHC time the wire
     /// lost is remembered: frames due in it are rejected `underrun`. Returns the move, ns.
     fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool, underrun: bool) -> i64 {
+        self.now_memo.forget();
         let pos = self.track.start(at).unwrap_or(self.next_pos());
         let moved = self.host.anchor(restart, pos);
         let moved = if only_later { moved.max(0) } else { moved };

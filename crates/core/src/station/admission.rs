@@ -30,7 +30,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     }
 
     /// The checks that need no slot: class, length, txtime presence and horizon, capacity.
-    fn admit(&self, frame: &Frame<B>, now: crate::time::Tai) -> Result<(), Reason> {
+    fn admit(&mut self, frame: &Frame<B>, now: crate::time::Tai) -> Result<(), Reason> {
         let own = &self.cfg.ownership;
         if self.life.is_draining() {
             return Err(Reason::Shutdown);
@@ -55,7 +55,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         } else {
             let t = frame.txtime.ok_or(Reason::MissingTxtime)?;
             // The txtime is EPHC time, `now` the host's: compare in EPHC time.
-            within_horizon(t, self.ephc_at(now), self.cfg.max_advance)?;
+            within_horizon(t, self.ephc_now(now), self.cfg.max_advance)?;
         }
         if self.queued[usize::from(frame.class.0)] >= self.cfg.max_pending {
             return Err(Reason::QueueFull);

@@ -201,6 +201,17 @@ impl<B: AsRef<[u8]>> Station<B> {
         crate::wire::host::read(self.clock_of(at.0), at)
     }
 
+    /// [`Station::ephc_at`] of a submission's `now`, kept for the next one at the same `now`.
+    pub(super) fn ephc_now(&mut self, now: Tai) -> Tai {
+        if let Some(e) = self.now_memo.get(now) {
+            debug_assert_eq!(e, self.ephc_at(now), "a kept EPHC reading outlived a clock change");
+            return e;
+        }
+        let e = self.ephc_at(now);
+        self.now_memo.keep(now, e);
+        e
+    }
+
     /// The current clock (every adjustment applied, also those that govern only slots not yet posted) at host
     /// time `host`: the time a synchronisation servo reasons in. It differs from [`Station::ephc_at`] only
     /// while an adjustment has not yet reached the wire (at most `batch` slots).
@@ -230,6 +241,7 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// Start a new clock piece at byte `from`, keeping the current one for earlier slots still in flight.
     fn split_clock(&mut self, from: u64) {
+        self.now_memo.forget();
         // Slots before `from` may be consumed (fetched) yet still on their way to the wire: they keep their piece.
         if from > self.clock_from {
             self.history.push_back((self.clock_from, self.ephc.clone()));
@@ -241,6 +253,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// govern only those (slots consumed — fetched — may still be on their way to the wire, and their times are
     /// asked for when they get there).
     pub(super) fn forget_before(&mut self, c: u64) {
+        self.now_memo.forget();
         let keep_from = c.saturating_sub(4 * self.ring.len());
         self.track.forget_before(keep_from);
         let p = self.track.start(self.track.base()).unwrap_or(0);
@@ -264,6 +277,7 @@ impl<B: AsRef<[u8]>> Station<B> {
     /// view's drift (it runs at the nominal byte time, the oscillator does not), not the wire's — moving the
     /// disciplined clock back by it would make the slots sized for the schedule leave early.
     pub(super) fn reanchor(&mut self, at: u64, restart: Tai, only_later: bool) -> i64 {
+        self.now_memo.forget();
         let p = self.position(at);
         let moved = self.host.anchor(restart, p);
         let moved = if only_later { moved.max(0) } else { moved };

@@ -211,6 +211,8 @@ pub struct Station<B> {
     /// time. Re-anchored with the EPHC at link-up, underruns and reported gaps, but never adjusted by
     /// synchronisation; it converts host times (`now`, restart estimates) into EPHC time ([`Station::ephc_at`]).
     host: crate::wire::host::HostView,
+    /// The EPHC time of the host time last submitted at ([`crate::wire::host::NowMemo`]).
+    now_memo: crate::wire::host::NowMemo,
     /// Start position of wire slots from about four rings back to `posted` (the last is where the next slot to
     /// post starts), and the schedule slot each posted one carried (`None`: a spacer).
     track: posted::Posted,
@@ -296,6 +298,7 @@ impl<B: AsRef<[u8]>> Station<B> {
             clock_from: 0,
             history: VecDeque::new(),
             host: crate::wire::host::HostView::new(byte, t0),
+            now_memo: crate::wire::host::NowMemo::default(),
             track: posted::Posted::new(5 * u64::from(ring_len) + 1),
             schedule,
             shift: 0,

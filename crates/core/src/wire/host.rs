@@ -52,6 +52,33 @@ impl HostView {
     }
 }
 
+/// The EPHC time of the last host time asked for, kept for the next question at the same host time: a driver submits
+/// a poll's frames with that poll's `now`, and reading the clock there takes four exact conversions (≈ 420
+/// instructions, half of a real-time frame's admission). Each station forgets it wherever its clock or host view
+/// moves; debug builds check every answer it gives against a fresh reading.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NowMemo(Option<(Tai, Tai)>);
+
+impl NowMemo {
+    /// The EPHC time kept for `host`, if that is the host time last asked for.
+    #[inline]
+    pub(crate) fn get(&self, host: Tai) -> Option<Tai> {
+        self.0.filter(|(h, _)| *h == host).map(|(_, e)| e)
+    }
+
+    /// Keep `ephc` as the EPHC time of `host`.
+    #[inline]
+    pub(crate) fn keep(&mut self, host: Tai, ephc: Tai) {
+        self.0 = Some((host, ephc));
+    }
+
+    /// The clock or the host view moved: nothing kept holds.
+    #[inline]
+    pub(crate) fn forget(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// The time `clock` gives a host time at `(p, into)` ([`HostView::position`]): byte `p`'s, and `into` ns of the
 /// host clock scaled by the clock's rate. Saturates at the ends of the i64 range (untrusted times never wrap).
 #[inline]
