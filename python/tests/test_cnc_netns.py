@@ -1,30 +1,43 @@
-"""The CNC end to end with real parts (issue 35): keepon stations in namespaces, Linux bridges, a NETCONF switch.
+"""The CNC end to end with real parts (issue 35): keepon stations in namespaces, Linux bridges, a NETCONF switch,
+a ptp4l grandmaster.
 
 ::
 
-    kcA (station A) ─┐                                      kcX: netconfd + sshd on 127.0.0.1 (switch sw1's
-    kcB (station B) ─┤ kcS1: br0 (sw1) ── kcS2: br0 (sw2) ── kcC (station C)   NETCONF server) and keepon-plan cnc
+    kcM (ptp4l, grandmaster) ─┐
+    kcA (station A) ──────────┤                                      kcX: netconfd + sshd on 127.0.0.1 (switch
+    kcB (station B) ──────────┴ kcS1: br0 (sw1) ── kcS2: br0 (sw2) ── kcC (station C)   sw1's NETCONF server) and
+                                                                                         keepon-plan cnc
 
 Each station is a real ``keepon daemon`` (AF_PACKET on a veth, host-paced: veth has no wire clock; 100 Mb/s,
-1230-byte slots of 100 µs, a ring of 32: the network's 3.2 ms cycle) with one class ``tc7`` (owning the last ring
-slot until the CNC's first change gives it its own: the daemon keeps a real-time class at one slot at least). The
-stations run free on this host's ``CLOCK_TAI`` (no ptp4l: a keepon PTP slave needs ring slots of its own for its PTP
-class, and the CNC's topology has no way to keep slots out of its plans), which is the CNC's network time too. The
-bridges forward at once (first hop, no gates); the NETCONF server stands in for sw1 and gets its gate lists; sw2 is
-not managed. The CNC (``keepon-plan cnc``, a subprocess in kcX) is reached by this test's HTTP client from a thread
-inside kcX.
+1230-byte slots of 100 µs, a ring of 32: the network's 3.2 ms cycle) with class ``tc7`` for streams (owning the last
+ring slot until the CNC's first change gives it its own: the daemon keeps a real-time class at one slot at least)
+and class ``tc6`` for PTP. linuxptp's ``ptp4l`` (its configuration written here: grandmaster, software time stamps,
+L2, E2E, ``free_running`` — every namespace shares the host's clock, which it must not steer) is the master; the
+three daemons are its slaves (``[ptp]``: role slave, Sync at 16 Hz, Delay_Req at 16 Hz). The CNC's topology gives
+each station the same table as ``[station.ptp]``, and the CNC keeps that station's PTP ring slots (⌈16/s × 3.2 ms⌉
+= 1 a cycle, :mod:`keepon_plan.cnc.ptp`) out of every placement and owned by ``tc6`` in every ``Schedule`` change;
+the daemons start with ``tc6`` on those slots. Network time is ptp4l's clock, ``CLOCK_REALTIME``, which is this
+host's ``CLOCK_TAI`` (the kernel's TAI offset is 0; the test skips otherwise) and the CNC's network time. The test
+waits until the three report synchronised (their ``Time``) and then samples each one's ``Time`` every 250 ms to the
+end: every sample synchronised and its EPHC within half a slot of ``CLOCK_TAI``. The bridges forward at once (first
+hop, no gates); the NETCONF server stands in for sw1 and gets its gate lists; sw2 is not managed. The CNC
+(``keepon-plan cnc``, a subprocess in kcX) is reached by this test's HTTP client from a thread inside kcX.
 
 Streams join one by one; each talker sends its stream through its daemon with the Python client from the change's
-base time on, one frame per interval at the planned offset, and a capture (AF_PACKET) in each listener's namespace
-records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's port towards sw2 and
-the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault hook
-(``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's base
-time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was killed,
-the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices agree
-with it. Throughout, every frame of every running stream is sent in its planned ring
-slot (the daemon's outcome) and heard by its listener within the host-pacing tolerance of its planned time (the
-capture), none lost and none moved; each stream's offset never changes. Root only; skips without it, without
-netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 45–55 s.
+base time on, one frame per interval at the planned offset in network time, and a capture (AF_PACKET) in each
+listener's namespace records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's
+port towards sw2 and the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault
+hook (``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's
+base time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was
+killed, the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices
+agree with it. Throughout, every frame of every running stream is sent in its planned ring slot (the daemon's
+outcome), never a PTP slot, and heard by its listener within the host-pacing tolerance of its planned time (the
+capture), none lost and none moved; each stream's offset never changes; every daemon ends with ``tc6`` owning
+exactly the CNC's PTP slots. PTP's own frames never take a stream's slot: a capture at the grandmaster hears each
+slave's Delay_Req at its rate, each within the tolerance after the start of a PTP slot (median within the slot).
+The host-stall allowances are the free-running test's (:data:`TOLERANCE`, :data:`HANDED_LATE`, 5 % underrun or late
+in the slot), unchanged; a frame refused ``not-synchronised`` fails the test. Root only; skips without it, without
+netconfd/sshd/ip/ptp4l, or without a keepon binary (``KEEPON_BIN``). About 50–60 s (the slaves synchronise in 3–5 s).
 """
 
 from __future__ import annotations
