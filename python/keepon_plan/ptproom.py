@@ -87,10 +87,10 @@ def room_of(p: PtpInput, classes: tuple[str, ...], slot_bytes: int, ring: int, r
     return Room(classes.index(p.cls), p.cls, slots_per_cycle(rate, cycle), rate, cycle)
 
 
-def note(r: Room) -> str:
-    """One line for the user: what is kept and why."""
+def note(r: Room, whose: str = "beyond its flows'") -> str:
+    """One line for the user: what is kept (``whose``: besides what) and why."""
     return (
-        f"ptp: class {r.name!r} keeps {r.slots} ring slot{'s' * (r.slots != 1)} a cycle for PTP beyond its flows' "
+        f"ptp: class {r.name!r} keeps {r.slots} ring slot{'s' * (r.slots != 1)} a cycle for PTP {whose} "
         f"({r.carried(r.slots):g} frames/s; {_needs_text(r)})"
     )
 

@@ -60,7 +60,7 @@ def rooms(net: Network, cycle_ns: int) -> tuple[dict[str, PtpRoom], list[str]]:
             )
         chosen = spread(list(range(st.slots)), r.slots, st.slots, set(range(r.slots)))
         out[name] = PtpRoom(name, r.name, tuple(sorted(chosen)), dict(st.ptp.table))
-        said.append(f"station {name}: {note(r)}: ring slots {sorted(chosen)}")
+        said.append(f"station {name}: {note(r, 'that no stream takes')}: ring slots {sorted(chosen)}")
     return out, said
 
 
