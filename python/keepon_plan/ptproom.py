@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from .model import Flow, FlowSet, Problem, SlotFlow
-from .ptpinput import PTP_LONGEST_FRAME, describe, needs, slots_per_cycle
+from .ptpinput import PTP_LONGEST_FRAME, PtpInput, describe, needs, slots_per_cycle
 from .units import PREAMBLE_SFD_IFG_BYTES, lcm_all, slot_period
 
 if TYPE_CHECKING:  # importing isolation would import the solver's stages
@@ -60,24 +60,37 @@ def room(fs: FlowSet, slot_bytes: int, ring: int) -> Room | None:
     runtime would refuse the slot size with ``[ptp]``."""
     if fs.ptp is None:
         return None
+    problem = slot_problem(slot_bytes)
+    if problem is not None:
+        raise fs.error(f"[ptp]: {problem}", ("ptp",))
+    return room_of(fs.ptp, fs.classes, slot_bytes, ring, fs.rate)
+
+
+def slot_problem(slot_bytes: int) -> str | None:
+    """Why the runtime refuses slots of ``slot_bytes`` with ``[ptp]`` (fillers cannot lengthen by ±100 ppm), or
+    ``None``."""
     grow = -(-(slot_bytes + PREAMBLE_SFD_IFG_BYTES) * MAX_PPM // 10**6)
-    if MAX_FRAME - slot_bytes < grow:
-        raise fs.error(
-            f"[ptp]: slot_bytes {slot_bytes} leaves the runtime's fillers no room to lengthen (link.max_frame = "
-            f"{MAX_FRAME} B) by the ±{MAX_PPM} ppm a synchronised station absorbs ({grow} B a slot): use slots of at "
-            f"most {MAX_FRAME - grow} B ([ring] slot_bytes) or smaller frames",
-            ("ptp",),
-        )
-    rate, _ = needs(fs.ptp)
-    cycle = ring * slot_period(slot_bytes, fs.rate)
-    name = fs.ptp.cls
-    return Room(fs.classes.index(name), name, slots_per_cycle(rate, cycle), rate, cycle)
-
-
-def note(r: Room) -> str:
-    """One line for the user: what is kept and why."""
+    if MAX_FRAME - slot_bytes >= grow:
+        return None
     return (
-        f"ptp: class {r.name!r} keeps {r.slots} ring slot{'s' * (r.slots != 1)} a cycle for PTP beyond its flows' "
+        f"slot_bytes {slot_bytes} leaves the runtime's fillers no room to lengthen (link.max_frame = "
+        f"{MAX_FRAME} B) by the ±{MAX_PPM} ppm a synchronised station absorbs ({grow} B a slot): use slots of at "
+        f"most {MAX_FRAME - grow} B ([ring] slot_bytes) or smaller frames"
+    )
+
+
+def room_of(p: PtpInput, classes: tuple[str, ...], slot_bytes: int, ring: int, rate_bps: int) -> Room:
+    """PTP's room for ``p`` (its class one of ``classes``) in a ring of ``ring`` slots of ``slot_bytes`` on a link
+    of ``rate_bps``."""
+    rate, _ = needs(p)
+    cycle = ring * slot_period(slot_bytes, rate_bps)
+    return Room(classes.index(p.cls), p.cls, slots_per_cycle(rate, cycle), rate, cycle)
+
+
+def note(r: Room, whose: str = "beyond its flows'") -> str:
+    """One line for the user: what is kept (``whose``: besides what) and why."""
+    return (
+        f"ptp: class {r.name!r} keeps {r.slots} ring slot{'s' * (r.slots != 1)} a cycle for PTP {whose} "
         f"({r.carried(r.slots):g} frames/s; {_needs_text(r)})"
     )
 

@@ -104,12 +104,13 @@ def tai_minus_realtime_ns() -> int:
 
 
 class Capture(threading.Thread):
-    """Every frame of EtherType :data:`ETH_P_KEEPON_TEST` that ``ns/dev`` receives for ``mac`` (not the ones it
-    sends), with the kernel's receive time (TAI ns): ``heard`` is a list of ``(frame, time)``."""
+    """Every frame of EtherType ``ethertype`` (default :data:`ETH_P_KEEPON_TEST`) that ``ns/dev`` receives for
+    ``mac`` (not the ones it sends), with the kernel's receive time (TAI ns): ``heard`` is a list of
+    ``(frame, time)``."""
 
-    def __init__(self, ns: str, dev: str, mac: bytes) -> None:
+    def __init__(self, ns: str, dev: str, mac: bytes, ethertype: int = ETH_P_KEEPON_TEST) -> None:
         super().__init__(daemon=True, name=f"capture {ns}")
-        self.ns, self.dev, self.mac = ns, dev, mac
+        self.ns, self.dev, self.mac, self.ethertype = ns, dev, mac, ethertype
         self.heard: list[tuple[bytes, int]] = []
         self.ready = threading.Event()
         self.done = threading.Event()
@@ -121,8 +122,8 @@ class Capture(threading.Thread):
         try:
             enter(self.ns)
             offset = tai_minus_realtime_ns()
-            with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_KEEPON_TEST)) as s:
-                s.bind((self.dev, ETH_P_KEEPON_TEST))
+            with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(self.ethertype)) as s:
+                s.bind((self.dev, self.ethertype))
                 s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)  # a stalled test must not drop frames
                 s.settimeout(0.1)

@@ -130,7 +130,7 @@ def test_the_schema_is_migrated_from_version_1(tmp_path):
 
     fake = FakeNetwork(time=10**9)
     cnc = new_cnc(tmp_path / "db", fake)
-    assert cnc.store.version() == SCHEMA_VERSION == 2
+    assert cnc.store.version() == SCHEMA_VERSION == 3
     assert "previous" in [r[1] for r in cnc.store.db.execute("PRAGMA table_info(device_changes)")]
     # no previous configuration recorded by version 1: the change cannot be rolled back, so it is finished at a new
     # base time on every device

@@ -148,6 +148,19 @@ def test_a_failed_first_start_leaves_no_database(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["net.toml"]
     code, err = run("cnc", str(topo), "--db", str(db), "--cycle", "1ms", "--switch", "nosuch=127.0.0.1:1")
     assert code == 3 and "expected a switch of the topology" in err and not db.exists()
+    # a station's [station.ptp] with a class the CNC does not give its daemon: named, no file
+    t1 = 'name = "t1"\nslot_bytes = 230\nslots = 500\n'
+    bad = TOPOLOGY.replace(t1, t1 + '[station.ptp]\nclass = "ptp"\n', 1)
+    assert "[station.ptp]" in bad
+    topo.write_text(bad, encoding="utf-8")
+    code, err = run("cnc", str(topo), "--db", str(db), "--cycle", "1ms")
+    assert code == 3 and "station 't1': ptp.class = \"ptp\": no such class" in err and not db.exists(), err
+    # with a class it does, the first start says which ring slots PTP keeps (before the unknown switch stops it)
+    topo.write_text(bad.replace('class = "ptp"', 'class = "tc6"'), encoding="utf-8")
+    code, err = run("cnc", str(topo), "--db", str(db), "--cycle", "1ms", "--switch", "nosuch=127.0.0.1:1")
+    assert "station t1: ptp: class 'tc6' keeps 1 ring slot a cycle for PTP that no stream takes" in err, err
+    assert code == 3 and not db.exists()
+    topo.write_text(TOPOLOGY, encoding="utf-8")
     # a database that was there before stays, even when the start fails
     new_cnc(db).store.close()
     code, err = run("cnc", "--db", str(db), "--switch", "nosuch=127.0.0.1:1")

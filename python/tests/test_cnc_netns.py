@@ -1,30 +1,43 @@
-"""The CNC end to end with real parts (issue 35): keepon stations in namespaces, Linux bridges, a NETCONF switch.
+"""The CNC end to end with real parts (issue 35): keepon stations in namespaces, Linux bridges, a NETCONF switch,
+a ptp4l grandmaster.
 
 ::
 
-    kcA (station A) ─┐                                      kcX: netconfd + sshd on 127.0.0.1 (switch sw1's
-    kcB (station B) ─┤ kcS1: br0 (sw1) ── kcS2: br0 (sw2) ── kcC (station C)   NETCONF server) and keepon-plan cnc
+    kcM (ptp4l, grandmaster) ─┐
+    kcA (station A) ──────────┤                                      kcX: netconfd + sshd on 127.0.0.1 (switch
+    kcB (station B) ──────────┴ kcS1: br0 (sw1) ── kcS2: br0 (sw2) ── kcC (station C)   sw1's NETCONF server) and
+                                                                                         keepon-plan cnc
 
 Each station is a real ``keepon daemon`` (AF_PACKET on a veth, host-paced: veth has no wire clock; 100 Mb/s,
-1230-byte slots of 100 µs, a ring of 32: the network's 3.2 ms cycle) with one class ``tc7`` (owning the last ring
-slot until the CNC's first change gives it its own: the daemon keeps a real-time class at one slot at least). The
-stations run free on this host's ``CLOCK_TAI`` (no ptp4l: a keepon PTP slave needs ring slots of its own for its PTP
-class, and the CNC's topology has no way to keep slots out of its plans), which is the CNC's network time too. The
-bridges forward at once (first hop, no gates); the NETCONF server stands in for sw1 and gets its gate lists; sw2 is
-not managed. The CNC (``keepon-plan cnc``, a subprocess in kcX) is reached by this test's HTTP client from a thread
-inside kcX.
+1230-byte slots of 100 µs, a ring of 32: the network's 3.2 ms cycle) with class ``tc7`` for streams (owning the last
+ring slot until the CNC's first change gives it its own: the daemon keeps a real-time class at one slot at least)
+and class ``tc6`` for PTP. linuxptp's ``ptp4l`` (its configuration written here: grandmaster, software time stamps,
+L2, E2E, ``free_running`` — every namespace shares the host's clock, which it must not steer) is the master; the
+three daemons are its slaves (``[ptp]``: role slave, Sync at 16 Hz, Delay_Req at 16 Hz). The CNC's topology gives
+each station the same table as ``[station.ptp]``, and the CNC keeps that station's PTP ring slots (⌈16/s × 3.2 ms⌉
+= 1 a cycle, :mod:`keepon_plan.cnc.ptp`) out of every placement and owned by ``tc6`` in every ``Schedule`` change;
+the daemons start with ``tc6`` on those slots. Network time is ptp4l's clock, ``CLOCK_REALTIME``, which is this
+host's ``CLOCK_TAI`` (the kernel's TAI offset is 0; the test skips otherwise) and the CNC's network time. The test
+waits until the three report synchronised (their ``Time``) and then samples each one's ``Time`` every 250 ms to the
+end: every sample synchronised and its EPHC within half a slot of ``CLOCK_TAI``. The bridges forward at once (first
+hop, no gates); the NETCONF server stands in for sw1 and gets its gate lists; sw2 is not managed. The CNC
+(``keepon-plan cnc``, a subprocess in kcX) is reached by this test's HTTP client from a thread inside kcX.
 
 Streams join one by one; each talker sends its stream through its daemon with the Python client from the change's
-base time on, one frame per interval at the planned offset, and a capture (AF_PACKET) in each listener's namespace
-records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's port towards sw2 and
-the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault hook
-(``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's base
-time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was killed,
-the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices agree
-with it. Throughout, every frame of every running stream is sent in its planned ring
-slot (the daemon's outcome) and heard by its listener within the host-pacing tolerance of its planned time (the
-capture), none lost and none moved; each stream's offset never changes. Root only; skips without it, without
-netconfd/sshd/ip, or without a keepon binary (``KEEPON_BIN``). About 45–55 s.
+base time on, one frame per interval at the planned offset in network time, and a capture (AF_PACKET) in each
+listener's namespace records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's
+port towards sw2 and the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault
+hook (``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's
+base time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was
+killed, the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices
+agree with it. Throughout, every frame of every running stream is sent in its planned ring slot (the daemon's
+outcome), never a PTP slot, and heard by its listener within the host-pacing tolerance of its planned time (the
+capture), none lost and none moved; each stream's offset never changes; every daemon ends with ``tc6`` owning
+exactly the CNC's PTP slots. PTP's own frames never take a stream's slot: a capture at the grandmaster hears each
+slave's Delay_Req at its rate, each within the tolerance after the start of a PTP slot (median within the slot).
+The host-stall allowances are the free-running test's (:data:`TOLERANCE`, :data:`HANDED_LATE`, 5 % underrun or late
+in the slot), unchanged; a frame refused ``not-synchronised`` fails the test. Root only; skips without it, without
+netconfd/sshd/ip/ptp4l, or without a keepon binary (``KEEPON_BIN``). About 50–60 s (the slaves synchronise in 3–5 s).
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -49,10 +63,11 @@ from pathlib import Path
 import pytest
 from daemon_support import keepon_binary
 from netconf_support import MISSING, netconf_server, read_back
-from netns_support import ETH_P_KEEPON_TEST, Capture, bridge, enter, namespaces, veth, wait_up
+from netns_support import ETH_P_KEEPON_TEST, Capture, bridge, enter, namespaces, tai_minus_realtime_ns, veth, wait_up
 
 from keepon_client import Client, Outcome, Reason
 from keepon_plan.cnc.distribute import switch_xml
+from keepon_plan.cnc.ptp import rooms
 from keepon_plan.network.push import summary
 from keepon_plan.network.topology import parse_network
 
@@ -83,9 +98,29 @@ TOLERANCE = 1_000_000
 namespace tests allow 500 µs on a quiet host). The phase itself is judged exactly by the daemon's outcome: the ring
 slot the frame left in."""
 MAC = {"A": "02-00-00-00-00-0A", "B": "02-00-00-00-00-0B", "C": "02-00-00-00-00-0C"}
+PTP = {
+    "class": "tc6",
+    "role": "slave",
+    "log_sync_interval": -4,
+    "log_announce_interval": -2,
+    "log_delay_req_interval": -4,
+    "sync_threshold": "20us",
+}
+"""Every station's ``[ptp]``: its daemon's, and the CNC topology's ``[station.ptp]`` (one table, written twice)."""
+PTP_TOML = "".join(f"{k} = {json.dumps(v)}\n" for k, v in PTP.items())
+PTP_MCAST = bytes.fromhex("011b19000000")
+"""PTP's primary multicast address over L2 (IEEE 1588 annex F)."""
+ETH_P_1588 = 0x88F7
+DELAY_REQ = 1
+"""PTP messageType of a Delay_Req (the low nibble of the first byte of the PTP header)."""
+SYNC_WAIT = 45
+"""Seconds the three slaves have to report synchronised (the Rust namespace tests allow one 30 s)."""
+TRUE_ERROR_LIMIT = SLOT // 2
+"""|EPHC − CLOCK_TAI| every sample must stay within once synchronised: beyond half a slot a station's ring slots
+would stray into its neighbours' as the network sees them (a gross-failure bound; the figures are printed)."""
 TOPOLOGY = (
     "version = 1\nbase_time = 0\nqueueing = false\n"
-    + "".join(f'[[station]]\nname = "{n}"\nslot_bytes = 1230\nslots = {RING}\n' for n in MAC)
+    + "".join(f'[[station]]\nname = "{n}"\nslot_bytes = 1230\nslots = {RING}\n[station.ptp]\n{PTP_TOML}' for n in MAC)
     + """
 [[switch]]
 name = "sw1"
@@ -122,7 +157,7 @@ DAEMON_ARGS = ["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "-
 DAEMON_ARGS += ["--duration", "120s"]  # bounded even if this test dies before stopping it
 
 
-def daemon_config(sock: Path) -> str:
+def daemon_config(sock: Path, ptp_slots: list[int]) -> str:
     return f"""[link]
 rate = "100Mbps"
 [ring]
@@ -132,6 +167,9 @@ batch = 8
 [[class]]
 name = "tc7"
 slots = [{RING - 1}]   # a real-time class owns a slot from the start; the CNC's first change replaces it
+[[class]]
+name = "{PTP["class"]}"
+slots = {ptp_slots}   # the ring slots the CNC keeps for PTP (keepon_plan.cnc.ptp.rooms)
 [run]
 poll_period = "100us"
 [daemon]
@@ -139,7 +177,8 @@ socket = "{sock}"
 [[daemon.allow]]
 uid = 0
 classes = ["tc7"]
-"""
+[ptp]
+{PTP_TOML}"""
 
 
 def mac_bytes(station: str) -> bytes:
@@ -353,6 +392,108 @@ def wait_until_tai(t: int) -> None:
         time.sleep(min(left / 1e9, 0.2))
 
 
+# --- network time: ptp4l the grandmaster, the stations its slaves ----------------------------------------------------
+
+
+def ptp4l_config(d: Path) -> Path:
+    """linuxptp's ``ptp4l`` as grandmaster (options from its man page): the stations' intervals, software time
+    stamps, and never steering the host's clock (``free_running``: every namespace shares it); management sockets of
+    its own in the test's directory."""
+    conf = d / "ptp4l.conf"
+    conf.write_text(
+        "[global]\nfree_running 1\nmasterOnly 1\npriority1 10\nsummary_interval 0\n"
+        f"logSyncInterval {PTP['log_sync_interval']}\nlogAnnounceInterval {PTP['log_announce_interval']}\n"
+        f"logMinDelayReqInterval {PTP['log_delay_req_interval']}\ntime_stamping software\n"
+        f"uds_address {d / 'ptp4l.uds'}\n"
+    )
+    return conf
+
+
+def wait_synchronised(socks: dict[str, Path], procs: list[subprocess.Popen], logs: list[Path]) -> float:
+    """Seconds until every station reports synchronised (its ``Time``), within :data:`SYNC_WAIT`."""
+    start = time.monotonic()
+    pending = set(socks)
+    while pending:
+        for st in sorted(pending):
+            with Client(socks[st], timeout=5) as c:
+                if c.time().synchronised:
+                    pending.discard(st)
+        if not pending:
+            break
+        if time.monotonic() - start > SYNC_WAIT or any(p.poll() is not None for p in procs):
+            tails = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-15:]) for log in logs)
+            raise AssertionError(f"{sorted(pending)} not synchronised after {time.monotonic() - start:.0f} s\n{tails}")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+class Clocks(threading.Thread):
+    """Every station's ``Time`` every 250 ms: (station, synchronised, servo offset, EPHC − CLOCK_TAI) in ``samples``
+    (all namespaces share CLOCK_TAI, which is ptp4l's clock here: the true error)."""
+
+    def __init__(self, socks: dict[str, Path]) -> None:
+        super().__init__(daemon=True, name="clocks")
+        self.socks = socks
+        self.samples: list[tuple[str, bool, int | None, int]] = []
+        self.done = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def run(self) -> None:
+        try:
+            clients = {st: Client(sock, timeout=5) for st, sock in self.socks.items()}
+            while not self.done.wait(0.25):
+                for st, c in clients.items():
+                    t = c.time()
+                    self.samples.append((st, t.synchronised, t.offset, t.ephc_now - t.host_now))
+            for c in clients.values():
+                c.close()
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+
+    def finish(self) -> str:
+        """Stop; every sample synchronised and within :data:`TRUE_ERROR_LIMIT`; what was seen, one line."""
+        self.done.set()
+        self.join(10)
+        if self.errors:
+            raise self.errors[0]
+        lost = [x for x in self.samples if not x[1]]
+        assert not lost, f"{len(lost)} of {len(self.samples)} samples not synchronised, first {lost[0]}"
+        true = sorted(abs(x[3]) for x in self.samples)
+        offsets = sorted(abs(x[2]) for x in self.samples if x[2] is not None)
+        said = (
+            f"{len(self.samples)} Time samples of 3 slaves, all synchronised: |EPHC − CLOCK_TAI| median "
+            f"{true[len(true) // 2]} ns, p99 {true[len(true) * 99 // 100]} ns, max {true[-1]} ns; "
+            f"|servo offset| median {offsets[len(offsets) // 2]} ns, max {offsets[-1]} ns"
+        )
+        assert true[-1] < TRUE_ERROR_LIMIT, said
+        return said
+
+
+def judge_ptp(frames: list[tuple[bytes, int]], ptp_slots: list[int], since: int, until: int) -> str:
+    """PTP's frames from the stations, heard at the grandmaster from network time ``since`` (all synchronised) to
+    ``until``: each station's Delay_Req at its interval, and every one of them sent in a PTP ring slot — heard
+    within the host-pacing tolerance after the start of a PTP slot (a frame sent in any other slot would be heard
+    at least a slot after one's start, most of them more than :data:`TOLERANCE`: the PTP slots are 1 in 32)."""
+    station_of = {mac_bytes(st): st for st in MAC}
+    after: dict[str, list[int]] = {st: [] for st in MAC}
+    for data, at in frames:
+        st = station_of.get(data[6:12])
+        if st is None or not since <= at < until:
+            continue
+        assert data[14] & 0x0F == DELAY_REQ, f"{st} sent PTP message type {data[14] & 0x0F} (a slave sends Delay_Req)"
+        after[st].append(min((at - s * SLOT) % CYCLE for s in ptp_slots))
+    span = (until - since) / 1e9
+    want = 2.0 ** -PTP["log_delay_req_interval"] * span
+    parts = []
+    for st, ds in after.items():
+        ds.sort()
+        assert len(ds) >= want / 2, f"{st}: {len(ds)} Delay_Req heard in {span:.0f} s (about {want:.0f} expected)"
+        p99 = ds[len(ds) * 99 // 100]
+        parts.append(f"{st} {len(ds)} (after their slot's start: median {ds[len(ds) // 2]} ns, p99 {p99} ns)")
+        assert p99 < TOLERANCE and ds[len(ds) // 2] < SLOT, (st, ds[:5], ds[-5:])
+    return f"Delay_Req heard at the grandmaster in {span:.0f} s, each in a PTP slot: " + "; ".join(parts)
+
+
 # --- the test ------------------------------------------------------------------------------------------------------
 
 
@@ -360,27 +501,46 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
     exe = keepon_binary()
     if exe is None:
         pytest.skip("keepon binary not built (KEEPON_BIN, or make build)")
+    if shutil.which("ptp4l") is None:
+        pytest.skip("needs ptp4l (linuxptp)")
+    if round(tai_minus_realtime_ns() / 1e9) != 0:  # (whole seconds; the readings themselves differ by µs)
+        pytest.skip("ptp4l in software mode serves CLOCK_REALTIME, the CNC's network time is CLOCK_TAI: needs the "
+                    "kernel's TAI offset 0")  # fmt: skip
     started = time.monotonic()
     pid = os.getpid()
-    ns = {k: f"kc{k}-{pid}" for k in ("A", "B", "C", "S1", "S2", "X")}
+    ns = {k: f"kc{k}-{pid}" for k in ("A", "B", "C", "S1", "S2", "X", "M")}
     tmp_path.chmod(0o755)
     daemons: list[subprocess.Popen] = []
     captures: dict[str, Capture] = {}
     talkers: dict[str, Talker] = {}
     cncs: list[CncProcess] = []
     api = Api(ns["X"])
+    ptp4l: subprocess.Popen | None = None
+    clocks: Clocks | None = None
+    ptp_slots = sorted({tuple(r.slots) for r in rooms(parse_network(TOPOLOGY, None, False, True), CYCLE)[0].values()})
+    assert len(ptp_slots) == 1, ptp_slots  # the same ring and [ptp] everywhere: the same slots
+    (ptp_slot_tuple,) = ptp_slots
     with namespaces(*ns.values()):
         try:
             veth(ns["A"], "kp0", ns["S1"], "pa", MAC["A"].replace("-", ":"))
             veth(ns["B"], "kp0", ns["S1"], "pb", MAC["B"].replace("-", ":"))
             veth(ns["C"], "kp0", ns["S2"], "pc", MAC["C"].replace("-", ":"))
             veth(ns["S1"], "p12", ns["S2"], "p21")
-            bridge(ns["S1"], ["pa", "pb", "p12"])
+            veth(ns["M"], "kp0", ns["S1"], "pm")
+            bridge(ns["S1"], ["pa", "pb", "p12", "pm"])
             bridge(ns["S2"], ["p21", "pc"])
             wait_up(
-                [(ns[s], "kp0") for s in MAC],
-                [(ns["S1"], p) for p in ("pa", "pb", "p12")] + [(ns["S2"], p) for p in ("p21", "pc")],
+                [(ns[s], "kp0") for s in (*MAC, "M")],
+                [(ns["S1"], p) for p in ("pa", "pb", "p12", "pm")] + [(ns["S2"], p) for p in ("p21", "pc")],
             )
+            captures["M"] = Capture(ns["M"], "kp0", PTP_MCAST, ETH_P_1588)  # the stations' PTP frames
+            captures["M"].start()
+            assert captures["M"].ready.wait(5)
+            with (tmp_path / "ptp4l.log").open("w") as log:
+                cmd = ["ip", "netns", "exec", ns["M"], "ptp4l", "-i", "kp0", "-S", "-m", "-2"]
+                ptp4l = subprocess.Popen(
+                    [*cmd, "-f", str(ptp4l_config(tmp_path))], stdout=log, stderr=subprocess.STDOUT
+                )
             for st in MAC:
                 captures[st] = Capture(ns[st], "kp0", mac_bytes(st))
                 captures[st].start()
@@ -388,7 +548,7 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
             socks = {st: tmp_path / f"{st}.sock" for st in MAC}
             for st in MAC:
                 cfg = tmp_path / f"{st}.toml"
-                cfg.write_text(daemon_config(socks[st]))
+                cfg.write_text(daemon_config(socks[st], list(ptp_slot_tuple)))
                 # ahead of other work on this host in CPU time (nice −10): a starved daemon misses slots
                 cmd = ["nice", "-n", "-10", "ip", "netns", "exec", ns[st], str(exe), "daemon", "--config", str(cfg)]
                 cmd += DAEMON_ARGS
@@ -398,16 +558,24 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
             while not all(s.exists() for s in socks.values()):
                 assert time.monotonic() < end and all(d.poll() is None for d in daemons), "daemons did not come up"
                 time.sleep(0.02)
+            logs = [tmp_path / "ptp4l.log", *(tmp_path / f"{st}.log" for st in MAC)]
+            synced = wait_synchronised(socks, [ptp4l, *daemons], logs)
+            print(f"the three keepon slaves synchronised to ptp4l in {synced:.1f} s")
+            since = tai()
+            clocks = Clocks(socks)
+            clocks.start()
             for st in MAC:
                 talkers[st] = Talker(socks[st])
                 talkers[st].start()
             with netconf_server(ns["X"], tmp_path / "netconf") as srv:
-                _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api)
+                _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, (clocks, list(ptp_slot_tuple), since))
         finally:
             for c in cncs:
                 c.stop()
             for t in talkers.values():
                 t.done.set()
+            if clocks is not None:
+                clocks.done.set()
             for d in daemons:
                 if d.poll() is None:
                     d.terminate()
@@ -417,17 +585,25 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
                 except subprocess.TimeoutExpired:
                     d.kill()
                     d.wait(5)
+            if ptp4l is not None and ptp4l.poll() is None:
+                os.kill(ptp4l.pid, signal.SIGTERM)
+                try:
+                    ptp4l.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.kill(ptp4l.pid, signal.SIGKILL)
+                    ptp4l.wait(5)
             for c in captures.values():
                 c.done.set()
             api.pool.shutdown()
     print(f"whole test {time.monotonic() - started:.1f} s")
 
 
-def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
+def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> None:
+    clocks, ptp_slots, since = ptp
     db = tmp_path / "cnc.db"
     topo = tmp_path / "net.toml"
     topo.write_text(TOPOLOGY)
-    net = parse_network(TOPOLOGY, str(topo), streams_required=False)
+    net = parse_network(TOPOLOGY, str(topo), streams_required=False, station_ptp=True)
     common = [
         "--db", str(db), "--lead", f"{LEAD}ns", "--switch", f"sw1=127.0.0.1:{srv.port}", "--username", "root",
         "--key", str(srv.key), "--known-hosts", str(srv.known_hosts), "--timeout", "20",
@@ -571,18 +747,33 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
         unmoved()
     time.sleep(0.5)
 
-    # the run ends: every frame of every stream sent in its planned ring slot and heard on time by its listener
+    # every station's daemon kept its PTP class on the CNC's PTP slots through every change, and the database
+    # keeps them
+    for st in MAC:
+        with Client(socks[st], timeout=5) as c:
+            info = c.info()
+        assert info.windows[info.classes.index(PTP["class"])] == slot_windows(ptp_slots), (st, info)
+    kept = sqlite3.connect(str(db)).execute("SELECT station, class, slots FROM ptp ORDER BY station").fetchall()
+    assert kept == [(st, PTP["class"], json.dumps(ptp_slots)) for st in sorted(MAC)], kept
+
+    # the run ends: every frame of every stream sent in its planned ring slot and heard on time by its listener,
+    # on network time (the slaves synchronised throughout), and PTP's frames in PTP's slots only
     for t in talkers.values():
         t.finish()
+    until = tai()
+    print(clocks.finish())
     time.sleep(0.2)
     heard: dict[tuple[int, int], list[int]] = {}
     for st, cap in captures.items():
         frames = cap.stop()
         assert cap.drops == 0, f"the capture at {st} dropped {cap.drops} frames (its buffer, not the network)"
+        if st == "M":
+            print(judge_ptp(frames, ptp_slots, since, until))
+            continue
         for data, at in frames:
             key = (data[14], int.from_bytes(data[15:23], "big"))
             heard.setdefault(key, []).append(at)
-    _judge(streams, numbers, talkers, heard)
+    _judge(streams, numbers, talkers, heard, ptp_slots)
 
     # C's last stream leaves (its talker has finished): C's daemon takes the change, its class keeping one idle slot
     # (a keepon daemon has no real-time class without slots: the CNC must not send it an empty list)
@@ -594,7 +785,7 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api) -> None:
     assert len(info.windows[info.classes.index("tc7")]) == 1, info
 
 
-def _judge(streams, numbers, talkers, heard) -> None:
+def _judge(streams, numbers, talkers, heard, ptp_slots) -> None:
     sent, off, late, where = 0, 0, [], []
     stalls = {Reason.UNDERRUN: 0, Reason.LATE: 0}
     handed_late = 0
@@ -619,6 +810,7 @@ def _judge(streams, numbers, talkers, heard) -> None:
             sent += 1
             delivered[stream] += 1
             assert slot in streams[stream]["keepon-cnc:ring-slots"], (stream, txtime)
+            assert slot not in ptp_slots, (stream, txtime)  # the CNC kept PTP's slots out of every placement
             assert o.ring_slot == slot, (stream, txtime, o)
             if o.off_schedule:  # in its slot, but late in it by more than the daemon's tolerance (a host stall)
                 off += 1

@@ -101,11 +101,14 @@ def _configured(store, args: argparse.Namespace, distribution_for):
             text = Path(args.network).read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(f"cannot read the topology: {exc.strerror}", args.network) from exc
-        configure(store, text, args.network, _duration(args.cycle, "cycle"), macs)
+        for line in configure(store, text, args.network, _duration(args.cycle, "cycle"), macs):
+            _say(line)
     elif not store.config():
         raise InputError("a new database needs the topology: keepon-plan cnc NETWORK.toml --cycle C --db FILE", args.db)
     cnc = Cnc(store, None, _duration(args.lead, "lead"), _kill_at(os.environ.get("KEEPON_CNC_KILL_AT")))  # type: ignore[arg-type]
     cnc.distribution = distribution_for(cnc.net)
+    for room in cnc.ptp.values():
+        _say(f"station {room.station}: PTP class {room.cls} keeps ring slots {list(room.slots)} (no stream takes them)")
     for line in cnc.recover():
         _say(line)
     return cnc

@@ -34,6 +34,7 @@ from ..network.schedule import MAX_TRIES, Grids, _nowait, _State, departure_rang
 from ..network.stations import fs_delta_ps, tc_class
 from ..network.topology import Network, Stream
 from .gates import PortGates
+from .ptp import PtpRoom, reserve, stream_class_problem
 from .tsn_types import RequestError
 
 SCAN_LIMIT = 20 * MAX_TRIES
@@ -75,10 +76,12 @@ def check_topology(net: Network, cycle_ns: int) -> None:
 class Incremental:
     """The streams in force and their placement; joins, leaves and re-plans change it (and nothing else does)."""
 
-    def __init__(self, net: Network, cycle_ns: int) -> None:
+    def __init__(self, net: Network, cycle_ns: int, ptp: dict[str, PtpRoom] | None = None) -> None:
         check_topology(net, cycle_ns)
         self.net = net
         self.cycle_ns = cycle_ns
+        self.ptp = dict(ptp or {})
+        """Per station that runs PTP: the ring slots its PTP class keeps (:mod:`.ptp`), busy in every state."""
         delta = {name: ring_delta_ps(net, name) for name in net.stations}
         self.grids = Grids(
             delta,
@@ -87,7 +90,7 @@ class Incremental:
             {n: sw.gate_granularity_ns * 1000 for n, sw in net.switches.items()},
             {n: net.queueing and net.guard_ps == 0 and sw.max_queue_frames > 0 for n, sw in net.switches.items()},
         )
-        self.state = _State(cycle_ns * 1000, net, self.grids)
+        self.state = self.fresh_state()
         self.router = Router(net)
         self.routed: dict[str, RoutedStream] = {}
         self.starts: dict[str, tuple[int, ...]] = {}
@@ -97,6 +100,13 @@ class Incremental:
         self.by_talker: dict[str, set[str]] = {}
         self.gates: dict[tuple[str, str], PortGates] = {}
         """Per switch egress port: its gate list, kept window by window (:mod:`.gates`)."""
+
+    def fresh_state(self) -> _State:
+        """A placement state with no stream in it, and every station's PTP slots busy."""
+        state = _State(self.cycle_ns * 1000, self.net, self.grids)
+        for room in self.ptp.values():
+            reserve(state, self.net, room, self.grids.departure_ps[room.station])
+        return state
 
     # --- a request's stream, routed and checked ---------------------------------------------------------------------
 
@@ -108,6 +118,9 @@ class Incremental:
             raise RequestError(size, f"{s.frame_bytes} bytes do not fit the talker's {st.slot_bytes}-byte slots")
         if s.frame_bytes < 64:
             raise RequestError(size, f"{s.frame_bytes} bytes: an Ethernet frame has at least 64")
+        ptp_problem = stream_class_problem(self.ptp.get(s.talker), s.traffic_class)
+        if ptp_problem is not None:
+            raise RequestError("traffic-class", ptp_problem)
         where = "talker/traffic-specification/interval"
         if self.cycle_ns % s.period_ns:
             raise RequestError(
@@ -193,7 +206,7 @@ class Incremental:
         """Every stream in force and ``r`` placed afresh (``r`` first, then shortest period first), or None; the
         state is unchanged (:meth:`adopt` takes the result)."""
         others = sorted(self.routed.values(), key=lambda x: (x.stream.period_ns, -len(x.hops), x.stream.name))
-        fresh = _State(self.cycle_ns * 1000, self.net, self.grids)
+        fresh = self.fresh_state()
         placement, _ = greedy([r, *others], self.net, self.grids, None, [r, *others], fresh)
         return None if placement.unplaced else placement.starts_ps
 
@@ -201,16 +214,20 @@ class Incremental:
         """Replace the placement by ``starts`` (a re-plan's, or the database's on a restart)."""
         for name in list(self.routed):
             self.remove(name)
-        self.state = _State(self.cycle_ns * 1000, self.net, self.grids)
+        self.state = self.fresh_state()
         for name, st in starts.items():
             self.add(routed[name], st)
 
     # --- what the devices are given -------------------------------------------------------------------------------
 
     def ring_slots(self, talker: str) -> dict[str, list[int]]:
-        """Per traffic class (``tcN``) of the talker's streams: the ring slots it owns (its daemon's ``Schedule``)."""
+        """Per traffic class (``tcN``) of the talker's streams, and its PTP class: the ring slots it owns (its
+        daemon's ``Schedule``)."""
         delta = self.grids.departure_ps[talker]
         out: dict[str, set[int]] = {}
+        room = self.ptp.get(talker)
+        if room is not None:
+            out[room.cls] = set(room.slots)
         slots = self.net.stations[talker].slots
         assert slots is not None
         for name in self.by_talker.get(talker, ()):
@@ -295,6 +312,7 @@ class Incremental:
                     "link": f"{u}->{v}",
                     "port": self.net.port_name(u, v) if u in self.net.switches else f"{u} (talker)",
                     "busy_window_ps": window,
+                    "busy_with": busy.who[i] if busy.starts else None,
                 }
             )
         widest = max(rows, key=lambda x: x["departures_ps"][1] - x["departures_ps"][0]) if rows else None
@@ -315,5 +333,5 @@ class Incremental:
             "grid_ps": grid,
             "blocked": rows,
             "reason": f"stream {s.name!r}: {claim} departure in [{lo}, {hi}] ps on {s.talker}'s {grid} ps grid "
-            f"meets a stream in force ({len(rows)} ranges){where}",
+            f"meets a stream in force{' or PTP' * bool(self.ptp)} ({len(rows)} ranges){where}",
         }

@@ -30,6 +30,7 @@ from ..model import InputError
 from ..network.topology import Network, Stream, parse_network
 from .distribute import Distribution, DistributionError
 from .incremental import Incremental, Refused
+from .ptp import check_stored, rooms
 from .store import Change, Store
 from .tsn_types import Join, RequestError, check_stream_id, parse_join, parse_leave, stored_join
 
@@ -56,11 +57,15 @@ class Cnc:
         self.lead_ns = lead_ns
         self.fault = fault or (lambda _where: None)
         self.lock = threading.Lock()
-        self.net: Network = parse_network(cfg["topology"], cfg.get("topology_path"), streams_required=False)
+        self.net: Network = parse_network(
+            cfg["topology"], cfg.get("topology_path"), streams_required=False, station_ptp=True
+        )
         self.cycle_ns = int(cfg["cycle_ns"])
         self.macs: dict[str, str] = json.loads(cfg["macs"])
         self.station_mac = {st: mac for mac, st in self.macs.items()}
-        self.inc = Incremental(self.net, self.cycle_ns)
+        self.ptp = store.ptp()
+        check_stored(self.net, self.ptp)
+        self.inc = Incremental(self.net, self.cycle_ns, self.ptp)
         self.requests: dict[str, Join] = {}
         self.devices = store.devices()
         routed, starts = {}, {}
@@ -377,10 +382,11 @@ class Cnc:
         return {"keepon-cnc:output": out}
 
 
-def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int, macs: dict[str, str]) -> None:
-    """Give a new database its topology, cycle and stations' MAC addresses (checked first); a database that has them
-    must be given the same or none."""
-    net = parse_network(topology_text, path, streams_required=False)
+def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int, macs: dict[str, str]) -> list[str]:
+    """Give a new database its topology, cycle, stations' MAC addresses and the ring slots each station's PTP keeps
+    (:mod:`.ptp`; all checked first, nothing written on an error); a database that has them must be given the same
+    or none. Returns a line per station with PTP: what it keeps and why."""
+    net = parse_network(topology_text, path, streams_required=False, station_ptp=True)
     if net.streams:
         raise InputError("the CNC's topology has no [[stream]]: streams join through the API", path)
     two = sorted(n for n in net.stations if net.ports(n) > 1)
@@ -391,6 +397,10 @@ def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int,
             path,
         )
     Incremental(net, cycle_ns)  # the checks of the topology against the cycle
+    try:
+        ptp, said = rooms(net, cycle_ns)
+    except InputError as exc:
+        raise InputError(exc.message, path) from exc
     for mac, station in macs.items():
         if station not in net.stations:
             raise InputError(f"--station {station}={mac}: no station {station!r} in the topology", path)
@@ -400,4 +410,5 @@ def configure(store: Store, topology_text: str, path: str | None, cycle_ns: int,
     old = store.config()
     if old and (old["topology"] != topology_text or old["cycle_ns"] != str(cycle_ns)):
         raise InputError("the database holds another topology or cycle: start without them, or with a new --db")
-    store.set_config(values)
+    store.set_config(values, tuple(ptp.values()))
+    return said

@@ -1,6 +1,6 @@
 """The CNC's state in SQLite: topology, streams, the configuration each device has, and every change in flight.
 
-Schema version 2 (``schema_version`` holds it; :data:`MIGRATIONS` brings an older file up, each step in one
+Schema version 3 (``schema_version`` holds it; :data:`MIGRATIONS` brings an older file up, each step in one
 transaction)::
 
     config(key, value)                      topology text, cycle, the stations' MAC addresses (JSON)
@@ -12,6 +12,8 @@ transaction)::
             state, moved)                   in-force or rolled-back; v2: moved = {stream: old hop starts} of a re-plan
     device_changes(change_id, device, kind, per device of a change: its new configuration, the one before it (v2),
                    config, previous, state) and pending | applied
+    ptp(station, class, slots, config)      v3: a station's PTP room (:mod:`.ptp`): its PTP class, the ring slots
+                                            it keeps (JSON), its [ptp] table (JSON); written with the topology
 
 Every step of a change is one transaction, so a CNC killed anywhere finds, per device, whether the change reached
 it; :mod:`.service` finishes or rolls back what it finds pending. The file is in WAL mode, checkpointed off the
@@ -31,7 +33,9 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 2
+from .ptp import PtpRoom
+
+SCHEMA_VERSION = 3
 CHECKPOINT_S = 0.5
 """How often the checkpoint thread copies the log into the database file."""
 
@@ -60,7 +64,14 @@ def _v1_to_v2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE changes ADD COLUMN moved TEXT")
 
 
-MIGRATIONS = {1: _v1_to_v2}
+def _v2_to_v3(db: sqlite3.Connection) -> None:
+    """Version 3 keeps the ring slots of each station's PTP (none in an older database: its topology had no PTP)."""
+    db.execute(
+        "CREATE TABLE ptp (station TEXT PRIMARY KEY, class TEXT NOT NULL, slots TEXT NOT NULL, config TEXT NOT NULL)"
+    )
+
+
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 """From version ``k`` to ``k + 1``."""
 
 
@@ -132,9 +143,20 @@ class Store:
     def config(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT key, value FROM config"))
 
-    def set_config(self, values: dict[str, str]) -> None:
+    def set_config(self, values: dict[str, str], ptp: tuple[PtpRoom, ...] = ()) -> None:
+        """The topology's values and its stations' PTP rooms, in one transaction (a room kept already stays)."""
         with self.tx():
             self.db.executemany("INSERT OR REPLACE INTO config VALUES (?, ?)", values.items())
+            if ptp:  # (a test's database made at an older version has no table for it, and no PTP)
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO ptp VALUES (?, ?, ?, ?)",
+                    [(r.station, r.cls, json.dumps(list(r.slots)), json.dumps(r.table)) for r in ptp],
+                )
+
+    def ptp(self) -> dict[str, PtpRoom]:
+        """Every station's PTP room."""
+        rows = self.db.execute("SELECT station, class, slots, config FROM ptp ORDER BY station")
+        return {st: PtpRoom(st, cls, tuple(json.loads(slots)), json.loads(cfg)) for st, cls, slots, cfg in rows}
 
     # --- streams and devices --------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from ..model import MAX_SLOT_BYTES, MIN_SLOT_BYTES, InputError, SourceMap, check_base_time, read_input
+from ..ptpinput import PtpError, PtpInput, parse_ptp
 from ..units import PREAMBLE_SFD_IFG_BYTES, ValueError_, parse_duration, parse_rate
 
 PS_PER_NS = 1000
@@ -80,6 +81,9 @@ class Station:
     timing: str = "slots"
     max_data_age_ns: int | None = None
     """The longest a frame may be handed in before its txtime (the lead's bound; default the shortest period)."""
+    ptp: PtpInput | None = None
+    """The station runs PTP (its daemon's ``[ptp]``): the CNC's topology only (``[station.ptp]``), whose stations'
+    PTP class keeps ring slots of its own (:mod:`keepon_plan.cnc.ptp`)."""
 
 
 @dataclass(frozen=True)
@@ -205,9 +209,13 @@ def load_network(path: str) -> Network:
     return parse_network(read_input(path, "the network description"), path)
 
 
-def parse_network(text: str, path: str | None = None, streams_required: bool = True) -> Network:
+def parse_network(
+    text: str, path: str | None = None, streams_required: bool = True, station_ptp: bool = False
+) -> Network:
     """Parse and check a network description; raises :class:`InputError` naming the element and line.
-    ``streams_required``: a description without ``[[stream]]`` is an error (the CNC's topology has none)."""
+    ``streams_required``: a description without ``[[stream]]`` is an error (the CNC's topology has none).
+    ``station_ptp``: a station may have ``[station.ptp]`` (the CNC's topology; the network planner keeps no room
+    for PTP and refuses it)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -274,7 +282,12 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
         w = ("station", i)
         name = name_of(t, w, "station")
         what = f"station {name!r}"
-        unknown(t, _STATION_KEYS, w, what)
+        if "ptp" in t and not station_ptp:
+            raise err(
+                f"{what}: ptp: only the CNC's topology (keepon-plan cnc) keeps ring slots for a station's PTP",
+                (*w, "ptp"),
+            )
+        unknown(t, _STATION_KEYS | {"ptp"}, w, what)
         if name in nodes:
             raise err(f"{what}: duplicate node name", w)
         nodes[name] = w
@@ -285,6 +298,7 @@ def parse_network(text: str, path: str | None = None, streams_required: bool = T
             get(t, "batch", w, what, integer(1, 4095)),
             get(t, "timing", w, what, choice(TIMINGS), timing),
             get(t, "max_data_age", w, what, positive_duration),
+            station_ptp_table(t, w, what, err),
         )
     switches: dict[str, Switch] = {}
     for i, t in enumerate(tables("switch")):
@@ -475,6 +489,19 @@ def _check_replicated(err, w: tuple, what: str, talker: str, listeners: list, de
             f"{len(routes)}",
             (*w, "routes" if len(routes) != 1 else "route"),
         )
+
+
+def station_ptp_table(t: dict, where: tuple, what: str, err) -> PtpInput | None:
+    """A station's ``[station.ptp]`` (the runtime's ``[ptp]`` keys), checked as the planner checks a flow set's:
+    its class one of the traffic classes ``tc0`` … ``tc7`` the CNC gives the station's daemon."""
+    if "ptp" not in t:
+        return None
+    from .stations import tc_class
+
+    try:
+        return parse_ptp(t["ptp"], tuple(tc_class(n) for n in range(MAX_TRAFFIC_CLASS + 1)))
+    except PtpError as exc:
+        raise err(f"{what}: {exc}", (*where, "ptp") + ((exc.key,) if exc.key else ())) from exc
 
 
 def choice(allowed: tuple[str, ...]):
