@@ -134,6 +134,8 @@ pub struct ClassSpec {
 #[derive(Clone, Debug)]
 pub struct Ownership {
     ring: u32,
+    /// `ring − 1` for a power-of-two ring (a slot's ring slot is then a mask, not a 64-bit division), else 0.
+    mask: u64,
     owner: Vec<Option<ClassId>>,
     names: Vec<String>,
     /// Per class, its owned ring slots, sorted.
@@ -177,7 +179,8 @@ impl Ownership {
             owned.push(mine);
         }
         let unowned = (0..ring).filter(|&s| owner[s as usize].is_none()).collect();
-        Ok(Ownership { ring, owner, names: classes.iter().map(|c| c.name.clone()).collect(), owned, unowned })
+        let mask = if ring.is_power_of_two() { u64::from(ring) - 1 } else { 0 };
+        Ok(Ownership { ring, mask, owner, names: classes.iter().map(|c| c.name.clone()).collect(), owned, unowned })
     }
 
     /// Ring size `N`.
@@ -208,7 +211,17 @@ impl Ownership {
     /// Owner of absolute slot `k` (`None` = best effort).
     #[inline]
     pub fn owner_of(&self, k: u64) -> Option<ClassId> {
-        self.owner[(k % u64::from(self.ring)) as usize]
+        self.owner[self.ring_slot(k) as usize]
+    }
+
+    /// The ring slot of absolute slot `k`.
+    #[inline]
+    pub fn ring_slot(&self, k: u64) -> u32 {
+        if self.mask != 0 {
+            (k & self.mask) as u32
+        } else {
+            (k % u64::from(self.ring)) as u32
+        }
     }
 
     /// True if the class owns no slot (best effort).
@@ -231,8 +244,8 @@ impl Ownership {
     pub fn next_in(&self, set: &[u32], k: u64) -> Option<u64> {
         let n = u64::from(self.ring);
         let first = *set.first()?;
-        let base = k - k % n;
-        let r = (k % n) as u32;
+        let r = self.ring_slot(k);
+        let base = k - u64::from(r);
         let i = set.partition_point(|&s| s < r);
         Some(match set.get(i) {
             Some(&s) => base + u64::from(s),

@@ -69,7 +69,7 @@ impl<B: AsRef<[u8]>> Station<B> {
 
     /// The ownership map's ring slot for unposted slot `k` under the current phase.
     pub(super) fn ring_slot(&self, k: u64) -> u32 {
-        ((k + self.phase) % self.ring.len()) as u32
+        self.cfg.ownership.ring_slot(k + self.phase)
     }
 
     /// The mapping of wire slots to schedule slots changed: put every real-time frame waiting in the window back
