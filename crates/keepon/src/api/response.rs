@@ -6,68 +6,8 @@ impl Response {
     /// Parse a response from untrusted bytes.
     pub fn parse(b: &[u8]) -> Result<Response, ProtocolError> {
         match check_header(b)? {
-            K_INFO_REPLY => {
-                if b.len() < INFO_FIXED {
-                    return perr("info reply too short");
-                }
-                let (mut classes, mut windows) = (Vec::new(), Vec::new());
-                let mut at = INFO_FIXED;
-                let cut = || ProtocolError("class cut short".into());
-                while at < b.len() {
-                    let n = usize::from(b[at]);
-                    let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
-                    let name =
-                        std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
-                    at += 1 + n;
-                    let count = b.get(at..at + 2).ok_or_else(cut)?;
-                    let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
-                    at += 2;
-                    if b.len() < at + 16 * count {
-                        return Err(cut());
-                    }
-                    windows.push((0..count).map(|w| (u64_at(b, at + 16 * w), u64_at(b, at + 16 * w + 8))).collect());
-                    at += 16 * count;
-                    classes.push(name.to_owned());
-                }
-                let cycle = (u64_at(b, 46), u64_at(b, 54));
-                if cycle.1 == 0 {
-                    return perr("info reply: cycle denominator 0");
-                }
-                Ok(Response::Info(Info {
-                    rate_bps: u64_at(b, 2),
-                    slot_bytes: u32_at(b, 10),
-                    ring: u32_at(b, 14),
-                    batch: u32_at(b, 18),
-                    now: u64_at(b, 22) as i64,
-                    cycle_start: u64_at(b, 30) as i64,
-                    base_time: u64_at(b, 38) as i64,
-                    cycle,
-                    host: u32_at(b, 62),
-                    classes,
-                    windows,
-                }))
-            }
-            K_OUTCOME => {
-                if b.len() != 32 {
-                    return perr(format!("outcome of {} bytes, expected 32", b.len()));
-                }
-                let tag = u64_at(b, 4);
-                let delivery = match b[2] {
-                    0 | 2 => Delivery::Sent {
-                        slot: u64_at(b, 12),
-                        time: u64_at(b, 20) as i64,
-                        ring_slot: u32_at(b, 28),
-                        off_schedule: b[2] == 2,
-                    },
-                    1 => Delivery::Rejected(
-                        *Reason::ALL
-                            .get(usize::from(b[3]))
-                            .ok_or_else(|| ProtocolError(format!("unknown reason {}", b[3])))?,
-                    ),
-                    s => return perr(format!("unknown outcome status {s}")),
-                };
-                Ok(Response::Outcome { tag, delivery })
-            }
+            K_INFO_REPLY => parse_info(b).map(Response::Info),
+            K_OUTCOME => parse_outcome(b),
             K_ERROR => Ok(Response::Error(String::from_utf8_lossy(&b[2..]).into_owned())),
             K_RELEASED => {
                 if b.len() != RELEASED_LEN {
@@ -89,45 +29,7 @@ impl Response {
             K_STATS_REPLY => std::str::from_utf8(&b[2..])
                 .map(|t| Response::Stats(t.to_owned()))
                 .map_err(|_| ProtocolError("stats reply is not UTF-8".into())),
-            K_TIME_REPLY => {
-                if b.len() != TIME_REPLY_LEN {
-                    return perr(format!("time reply of {} bytes, expected {TIME_REPLY_LEN}", b.len()));
-                }
-                let sync = match b[2] {
-                    0 => SyncState::FreeRunning,
-                    1 => SyncState::Synchronised,
-                    2 => SyncState::NotSynchronised,
-                    s => return perr(format!("unknown sync state {s}")),
-                };
-                let port = match b[3] {
-                    0 => PortRole::None,
-                    1 => PortRole::Master,
-                    2 => PortRole::Slave,
-                    p => return perr(format!("unknown port role {p}")),
-                };
-                let servo = match b[4] {
-                    0 => ServoCode::Unlocked,
-                    1 => ServoCode::Stepping,
-                    2 => ServoCode::Locked,
-                    s => return perr(format!("unknown servo state {s}")),
-                };
-                let flags = b[5];
-                if flags & !7 != 0 {
-                    return perr(format!("time reply flags {flags:#04x} has unknown bits"));
-                }
-                let i = |k: usize| u64_at(b, 6 + 8 * k) as i64;
-                Ok(Response::Time(TimeInfo {
-                    sync,
-                    port,
-                    servo,
-                    ephc_now: i(0),
-                    host_now: i(1),
-                    offset: (flags & 1 != 0).then(|| i(2)),
-                    freq_ppt: i(3),
-                    path_delay: (flags & 2 != 0).then(|| i(4)),
-                    alignment: (flags & 4 != 0).then(|| (i(5), i(6), i(7))),
-                }))
-            }
+            K_TIME_REPLY => parse_time(b).map(Response::Time),
             K_SCHEDULED => {
                 if b.len() < SCHEDULED_FIXED {
                     return perr(format!("scheduled reply of {} bytes, expected at least {SCHEDULED_FIXED}", b.len()));
@@ -243,4 +145,108 @@ impl Response {
             }
         }
     }
+}
+
+/// An `Info` reply: the fixed part, then each class's name and windows.
+fn parse_info(b: &[u8]) -> Result<Info, ProtocolError> {
+    if b.len() < INFO_FIXED {
+        return perr("info reply too short");
+    }
+    let (mut classes, mut windows) = (Vec::new(), Vec::new());
+    let mut at = INFO_FIXED;
+    let cut = || ProtocolError("class cut short".into());
+    while at < b.len() {
+        let n = usize::from(b[at]);
+        let name = b.get(at + 1..at + 1 + n).ok_or_else(cut)?;
+        let name = std::str::from_utf8(name).map_err(|_| ProtocolError("class name is not UTF-8".into()))?;
+        at += 1 + n;
+        let count = b.get(at..at + 2).ok_or_else(cut)?;
+        let count = usize::from(u16::from_le_bytes([count[0], count[1]]));
+        at += 2;
+        if b.len() < at + 16 * count {
+            return Err(cut());
+        }
+        windows.push((0..count).map(|w| (u64_at(b, at + 16 * w), u64_at(b, at + 16 * w + 8))).collect());
+        at += 16 * count;
+        classes.push(name.to_owned());
+    }
+    let cycle = (u64_at(b, 46), u64_at(b, 54));
+    if cycle.1 == 0 {
+        return perr("info reply: cycle denominator 0");
+    }
+    Ok(Info {
+        rate_bps: u64_at(b, 2),
+        slot_bytes: u32_at(b, 10),
+        ring: u32_at(b, 14),
+        batch: u32_at(b, 18),
+        now: u64_at(b, 22) as i64,
+        cycle_start: u64_at(b, 30) as i64,
+        base_time: u64_at(b, 38) as i64,
+        cycle,
+        host: u32_at(b, 62),
+        classes,
+        windows,
+    })
+}
+
+/// An `Outcome`: sent (slot, time, ring slot, whether off its schedule) or rejected (a reason).
+fn parse_outcome(b: &[u8]) -> Result<Response, ProtocolError> {
+    if b.len() != 32 {
+        return perr(format!("outcome of {} bytes, expected 32", b.len()));
+    }
+    let tag = u64_at(b, 4);
+    let delivery = match b[2] {
+        0 | 2 => Delivery::Sent {
+            slot: u64_at(b, 12),
+            time: u64_at(b, 20) as i64,
+            ring_slot: u32_at(b, 28),
+            off_schedule: b[2] == 2,
+        },
+        1 => Delivery::Rejected(
+            *Reason::ALL.get(usize::from(b[3])).ok_or_else(|| ProtocolError(format!("unknown reason {}", b[3])))?,
+        ),
+        s => return perr(format!("unknown outcome status {s}")),
+    };
+    Ok(Response::Outcome { tag, delivery })
+}
+
+/// A `Time` reply: the synchronisation state, port role and servo, then the readings its flags say are there.
+fn parse_time(b: &[u8]) -> Result<TimeInfo, ProtocolError> {
+    if b.len() != TIME_REPLY_LEN {
+        return perr(format!("time reply of {} bytes, expected {TIME_REPLY_LEN}", b.len()));
+    }
+    let sync = match b[2] {
+        0 => SyncState::FreeRunning,
+        1 => SyncState::Synchronised,
+        2 => SyncState::NotSynchronised,
+        s => return perr(format!("unknown sync state {s}")),
+    };
+    let port = match b[3] {
+        0 => PortRole::None,
+        1 => PortRole::Master,
+        2 => PortRole::Slave,
+        p => return perr(format!("unknown port role {p}")),
+    };
+    let servo = match b[4] {
+        0 => ServoCode::Unlocked,
+        1 => ServoCode::Stepping,
+        2 => ServoCode::Locked,
+        s => return perr(format!("unknown servo state {s}")),
+    };
+    let flags = b[5];
+    if flags & !7 != 0 {
+        return perr(format!("time reply flags {flags:#04x} has unknown bits"));
+    }
+    let i = |k: usize| u64_at(b, 6 + 8 * k) as i64;
+    Ok(TimeInfo {
+        sync,
+        port,
+        servo,
+        ephc_now: i(0),
+        host_now: i(1),
+        offset: (flags & 1 != 0).then(|| i(2)),
+        freq_ppt: i(3),
+        path_delay: (flags & 2 != 0).then(|| i(4)),
+        alignment: (flags & 4 != 0).then(|| (i(5), i(6), i(7))),
+    })
 }

@@ -150,7 +150,17 @@ fn head(s: &mut String, name: &str, kind: &str, help: &str) {
 /// The metrics, rendered.
 pub fn render(v: &View) -> String {
     let mut s = String::new();
-    head(&mut s, "keepon_info", "gauge", "The station: backend and link.");
+    render_clock(&mut s, v);
+    render_schedule(&mut s, v);
+    render_frames(&mut s, v);
+    render_counters(&mut s, v);
+    render_loop(&mut s, v);
+    s
+}
+
+/// The station and its clock: backend and link, uptime, synchronisation, the PTP port, rate and alignment.
+fn render_clock(s: &mut String, v: &View) {
+    head(s, "keepon_info", "gauge", "The station: backend and link.");
     let _ = writeln!(
         s,
         "keepon_info{{backend=\"{}\",timing=\"{}\",rate_bps=\"{}\",slot_bytes=\"{}\",ring=\"{}\"}} 1",
@@ -160,9 +170,9 @@ pub fn render(v: &View) -> String {
         v.slot_bytes,
         v.ring
     );
-    head(&mut s, "keepon_uptime_seconds", "gauge", "Seconds since the daemon started serving.");
+    head(s, "keepon_uptime_seconds", "gauge", "Seconds since the daemon started serving.");
     let _ = writeln!(s, "keepon_uptime_seconds {:.3}", v.uptime_s);
-    head(&mut s, "keepon_sync_state", "gauge", "1 for the synchronisation state the station is in.");
+    head(s, "keepon_sync_state", "gauge", "1 for the synchronisation state the station is in.");
     for (state, name) in [
         (SyncState::FreeRunning, "free-running"),
         (SyncState::Synchronised, "synchronised"),
@@ -171,31 +181,35 @@ pub fn render(v: &View) -> String {
         let _ = writeln!(s, "keepon_sync_state{{state=\"{name}\"}} {}", u8::from(v.time.sync == state));
     }
     if let Some(o) = v.time.offset {
-        head(&mut s, "keepon_ptp_offset_ns", "gauge", "The PTP servo's last offset from the master, ns.");
+        head(s, "keepon_ptp_offset_ns", "gauge", "The PTP servo's last offset from the master, ns.");
         let _ = writeln!(s, "keepon_ptp_offset_ns {o}");
     }
     if let Some(d) = v.time.path_delay {
-        head(&mut s, "keepon_ptp_path_delay_ns", "gauge", "The PTP mean path delay, ns.");
+        head(s, "keepon_ptp_path_delay_ns", "gauge", "The PTP mean path delay, ns.");
         let _ = writeln!(s, "keepon_ptp_path_delay_ns {d}");
     }
     if let Some(p) = &v.ptp_profile {
-        render_profile(&mut s, p);
+        render_profile(s, p);
     }
-    head(&mut s, "keepon_clock_rate_ppt", "gauge", "The EPHC's rate correction, parts per trillion.");
+    head(s, "keepon_clock_rate_ppt", "gauge", "The EPHC's rate correction, parts per trillion.");
     let _ = writeln!(s, "keepon_clock_rate_ppt {}", v.time.freq_ppt);
     if let Some((p50, p99, max)) = v.time.alignment {
-        head(&mut s, "keepon_grid_alignment_ns", "gauge", "|slot start - schedule| on the EPHC, ns.");
+        head(s, "keepon_grid_alignment_ns", "gauge", "|slot start - schedule| on the EPHC, ns.");
         for (q, x) in [("0.5", p50), ("0.99", p99), ("1", max)] {
             let _ = writeln!(s, "keepon_grid_alignment_ns{{quantile=\"{q}\"}} {x}");
         }
     }
-    head(&mut s, "keepon_schedule_changes_total", "counter", "Schedule changes accepted (keepon schedule apply).");
+}
+
+/// Schedule changes, and the pending one with its windows.
+fn render_schedule(s: &mut String, v: &View) {
+    head(s, "keepon_schedule_changes_total", "counter", "Schedule changes accepted (keepon schedule apply).");
     let _ = writeln!(s, "keepon_schedule_changes_total {}", v.schedule_changes);
     if let Some((t, windows)) = &v.schedule_pending {
-        head(&mut s, "keepon_schedule_pending_ns", "gauge", "When the pending schedule change takes effect, TAI ns.");
+        head(s, "keepon_schedule_pending_ns", "gauge", "When the pending schedule change takes effect, TAI ns.");
         let _ = writeln!(s, "keepon_schedule_pending_ns {t}");
         head(
-            &mut s,
+            s,
             "keepon_schedule_pending_window_ns",
             "gauge",
             "The pending schedule's windows (admin list): length by class and offset in the cycle, ns.",
@@ -210,11 +224,15 @@ pub fn render(v: &View) -> String {
             }
         }
     }
-    head(&mut s, "keepon_frames_sent_total", "counter", "Frames sent, by class.");
+}
+
+/// Frames sent, rejected and waiting, by class.
+fn render_frames(s: &mut String, v: &View) {
+    head(s, "keepon_frames_sent_total", "counter", "Frames sent, by class.");
     for (name, c) in v.names.iter().zip(&v.stats.classes) {
         let _ = writeln!(s, "keepon_frames_sent_total{{class=\"{}\"}} {}", label(name), c.sent);
     }
-    head(&mut s, "keepon_frames_rejected_total", "counter", "Frames rejected, by class and reason.");
+    head(s, "keepon_frames_rejected_total", "counter", "Frames rejected, by class and reason.");
     let classes = v.names.iter().map(String::as_str).chain(std::iter::once(""));
     for (name, c) in classes.zip(v.stats.classes.iter().chain(std::iter::once(&v.stats.unknown_class))) {
         for r in Reason::ALL {
@@ -229,10 +247,14 @@ pub fn render(v: &View) -> String {
             }
         }
     }
-    head(&mut s, "keepon_class_queued", "gauge", "Frames handed in without an outcome yet, by class.");
+    head(s, "keepon_class_queued", "gauge", "Frames handed in without an outcome yet, by class.");
     for (name, q) in v.names.iter().zip(&v.queued) {
         let _ = writeln!(s, "keepon_class_queued{{class=\"{}\"}} {q}", label(name));
     }
+}
+
+/// Underruns and the connections' counters.
+fn render_counters(s: &mut String, v: &View) {
     let st = v.stats;
     for (name, kind, help, x) in [
         ("keepon_underruns_total", "counter", "Times the link went idle (the host fell behind).", st.underruns),
@@ -247,15 +269,19 @@ pub fn render(v: &View) -> String {
         ),
         ("keepon_requests_malformed_total", "counter", "Malformed requests answered with an error.", st.malformed),
     ] {
-        head(&mut s, name, kind, help);
+        head(s, name, kind, help);
         let _ = writeln!(s, "{name} {x}");
     }
-    head(&mut s, "keepon_poll_wakeups_per_second", "gauge", "Wake-ups of the poll loop in the last second.");
+}
+
+/// The poll loop (wake-ups, its longest iteration, the lead) and what the host granted it.
+fn render_loop(s: &mut String, v: &View) {
+    head(s, "keepon_poll_wakeups_per_second", "gauge", "Wake-ups of the poll loop in the last second.");
     let _ = writeln!(s, "keepon_poll_wakeups_per_second {}", v.wakeups_per_s);
     let lt = v.loop_time;
     let secs = |t: keepon_core::time::Nanos| t.0 as f64 / 1e9;
     head(
-        &mut s,
+        s,
         "keepon_loop_busy_longest_seconds",
         "gauge",
         "The poll loop's longest iteration since start (waking to sleeping), and where its time went.",
@@ -264,22 +290,21 @@ pub fn render(v: &View) -> String {
     for (name, t) in super::looptime::PHASES.iter().zip(lt.longest.phases) {
         let _ = writeln!(s, "keepon_loop_busy_longest_seconds{{phase=\"{name}\"}} {}", secs(t));
     }
-    head(&mut s, "keepon_loop_lead_seconds", "gauge", "The posted lead (batch times the slot time).");
+    head(s, "keepon_loop_lead_seconds", "gauge", "The posted lead (batch times the slot time).");
     let _ = writeln!(s, "keepon_loop_lead_seconds {}", secs(lt.lead()));
     head(
-        &mut s,
+        s,
         "keepon_loop_over_lead_total",
         "counter",
         "Poll-loop iterations busy longer than the posted lead: each may let the link run dry.",
     );
     let _ = writeln!(s, "keepon_loop_over_lead_total {}", lt.over_lead);
-    head(&mut s, "keepon_host", "gauge", "What the host granted the poll loop ([realtime]).");
+    head(s, "keepon_host", "gauge", "What the host granted the poll loop ([realtime]).");
     for (what, bit) in
         [("fifo", HOST_FIFO), ("memory_locked", HOST_MEMORY_LOCKED), ("pinned", HOST_PINNED), ("refused", HOST_REFUSED)]
     {
         let _ = writeln!(s, "keepon_host{{what=\"{what}\"}} {}", u8::from(v.host & bit != 0));
     }
-    s
 }
 
 /// The metrics cut to what one reply message holds (whole lines, and a comment saying so); the metrics file
