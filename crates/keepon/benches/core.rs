@@ -51,6 +51,11 @@ const RECORDED: &[Recorded] = &[
         pacing: [(16, 200.0, Some(86.0)), (31, 260.0, Some(101.0))],
         p99: 146,
     },
+    Recorded {
+        what: "a submission's EPHC reading kept, ring slots by mask (44b3dc5), this 2-core VM beside 04c8d70 at 271-279 / 121-199, p99 142 / 102",
+        pacing: [(16, 198.0, Some(86.0)), (31, 288.0, Some(100.0))],
+        p99: 59,
+    },
 ];
 
 /// One recorded version: (slots per poll, disciplined M slots/s, nominal M slots/s) and insertion p99 (ns).
