@@ -1,6 +1,6 @@
 //! The `keepon` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -330,98 +330,9 @@ fn on_signals() {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Run { config, records, pcap, pcap_fillers, backend, sync_wait, grace } => {
-            let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            if PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?.is_some() {
-                // Network time: the daemon's PTP and sync gate with the talker's replay, in this process.
-                let opts = backend.options();
-                let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-                let mut nic_cfg = cfg.clone();
-                nic_cfg.sim.keep_fillers = pcap.is_some() && pcap_fillers;
-                let (nic, _) = backend::open(&nic_cfg, &opts, true)?;
-                // The station's loop runs on this thread (the talker on another, which inherits this).
-                let applied = realtime.apply();
-                println!(
-                    "keepon run: {} · network time ([ptp]), waiting up to {} s for synchronisation · {}",
-                    nic.describe(),
-                    sync_wait.as_secs(),
-                    applied.describe()
-                );
-                if let Some(w) = applied.warning() {
-                    eprintln!("keepon run: {w}");
-                }
-                let link = ptp_link(&cfg, &opts)?;
-                on_signals();
-                let out =
-                    run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), pcap.as_deref(), &STOP)?;
-                let missing = print_talk(&out.talk, "run");
-                println!("keepon run: {} underruns", out.daemon.underruns);
-                if let Some(p) = &records {
-                    println!("records: {} ({} frames)", p.display(), out.talk.records_written);
-                }
-                if let Some(p) = &pcap {
-                    println!("pcap: {} (each slot at its EPHC time: network time)", p.display());
-                }
-                return missing;
-            }
-            on_signals();
-            let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers, stop: Some(&STOP) };
-            let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
-            let out = if name == "sim" {
-                run_sim(&cfg, &opts)?
-            } else {
-                let (nic, _) = backend::open(&cfg, &backend.options(), false)?;
-                drive(&cfg, nic, &opts)?
-            };
-            print_summary(&cfg, &out);
-            if out.stopped {
-                println!("run: stopped by a signal; frames not yet posted were rejected `shutdown`");
-            }
-            if let Some(p) = &records {
-                println!("records: {} ({} frames)", p.display(), out.records_written);
-            }
-            if let Some(p) = &pcap {
-                println!("pcap: {}", p.display());
-            }
-            if let Some(e) = &out.output_error {
-                return Err(e.clone());
-            }
-            if out.timed_out {
-                return Err("the run hit run.max_duration; frames still pending were rejected (shutdown)".into());
-            }
-            Ok(())
+            cmd_run(&config, records, pcap, pcap_fillers, backend, sync_wait, grace)
         }
-        Cmd::Daemon { config, backend, duration } => {
-            let cfg = Config::load(&config).map_err(|e| e.to_string())?;
-            let dcfg = DaemonConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-            let ptp = PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-            let opts = backend.options();
-            let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-            let (nic, _) = backend::open(&cfg, &opts, true)?;
-            // systemd (Type=notify): READY=1 once the socket listens; its watcher starts before SCHED_FIFO.
-            let ready = keepon::notify::Readiness::watch(&dcfg.socket, dcfg.mode);
-            // The poll loop runs on this thread: what it asks of the host is applied here.
-            let applied = realtime.apply();
-            let mut dcfg = dcfg;
-            dcfg.host = applied.flags();
-            let link = backend::describe_for(&cfg, nic.describe());
-            dcfg.banner =
-                Some(format!("keepon daemon: {link} · socket {} · {}", dcfg.socket.display(), applied.describe()));
-            if let Some(w) = applied.warning() {
-                eprintln!("keepon daemon: {w}");
-            }
-            let link = if ptp.is_some() { ptp_link(&cfg, &opts)? } else { None };
-            on_signals();
-            let d = duration.map(|d| Nanos(d.as_nanos() as i64));
-            let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d);
-            ready.stopping();
-            let stats = stats?;
-            println!(
-                "keepon daemon: {} connections, {} refused, {} frames, {} malformed requests, {} connections dropped, \
-                 {} underruns",
-                stats.connections, stats.refused, stats.frames, stats.malformed, stats.dropped, stats.underruns
-            );
-            Ok(())
-        }
+        Cmd::Daemon { config, backend, duration } => cmd_daemon(&config, backend, duration),
         Cmd::Talk { socket, config, records, grace, sync_wait } => {
             let cfg = Config::load(&config).map_err(|e| e.to_string())?;
             on_signals();
@@ -433,38 +344,7 @@ fn run(cli: Cli) -> Result<(), String> {
             missing
         }
         Cmd::Listen { iface, records, config, duration, count, frer_history, frer_reset_ms, frer_match } => {
-            let cfg = match config {
-                Some(p) => Some(Config::load(&p).map_err(|e| e.to_string())?),
-                None => None,
-            };
-            let frer = frer_settings(frer_history, frer_reset_ms, frer_match)?;
-            on_signals();
-            let out = listen::listen(&iface, cfg.as_ref(), frer, duration, count, &STOP, |on| {
-                println!("listen: receiving on {on}")
-            })?;
-            println!(
-                "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}; {} dropped at the socket",
-                out.records.len(),
-                out.fillers,
-                out.other,
-                out.timestamps,
-                out.socket_drops
-            );
-            if out.per_iface.len() > 1 {
-                let each: Vec<String> = out.per_iface.iter().map(|(i, n)| format!("{i} {n}")).collect();
-                println!("  keepon frames per interface: {}", each.join(", "));
-            }
-            for (flow, (n, gaps, reordered)) in &out.per_flow {
-                println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
-            }
-            for (flow, c) in &out.frer {
-                println!(
-                    "  frer {flow}: {} passed, {} discarded, {} out of order, {} lost, {} rogue, {} resets, {} tagless",
-                    c.passed, c.discarded, c.out_of_order, c.lost, c.rogue, c.resets, c.tagless
-                );
-            }
-            record::write(&records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
-            Ok(())
+            cmd_listen(&iface, &records, config, duration, count, frer_history, frer_reset_ms, frer_match)
         }
         Cmd::Schedule { cmd: ScheduleCmd::Apply { file, socket, port, base_time, windows } } => {
             let s = keepon::schedule::apply(&socket, &file, port.as_deref(), base_time, windows)?;
@@ -526,6 +406,154 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `keepon run`: the configuration's flows on the station (on network time with `[ptp]`).
+fn cmd_run(
+    config: &Path,
+    records: Option<PathBuf>,
+    pcap: Option<PathBuf>,
+    pcap_fillers: bool,
+    backend: BackendArgs,
+    sync_wait: Duration,
+    grace: Duration,
+) -> Result<(), String> {
+    let cfg = Config::load(config).map_err(|e| e.to_string())?;
+    if PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?.is_some() {
+        // Network time: the daemon's PTP and sync gate with the talker's replay, in this process.
+        let opts = backend.options();
+        let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+        let mut nic_cfg = cfg.clone();
+        nic_cfg.sim.keep_fillers = pcap.is_some() && pcap_fillers;
+        let (nic, _) = backend::open(&nic_cfg, &opts, true)?;
+        // The station's loop runs on this thread (the talker on another, which inherits this).
+        let applied = realtime.apply();
+        println!(
+            "keepon run: {} · network time ([ptp]), waiting up to {} s for synchronisation · {}",
+            nic.describe(),
+            sync_wait.as_secs(),
+            applied.describe()
+        );
+        if let Some(w) = applied.warning() {
+            eprintln!("keepon run: {w}");
+        }
+        let link = ptp_link(&cfg, &opts)?;
+        on_signals();
+        let out = run_on_network_time(&cfg, nic, link, sync_wait, grace, records.as_deref(), pcap.as_deref(), &STOP)?;
+        let missing = print_talk(&out.talk, "run");
+        println!("keepon run: {} underruns", out.daemon.underruns);
+        if let Some(p) = &records {
+            println!("records: {} ({} frames)", p.display(), out.talk.records_written);
+        }
+        if let Some(p) = &pcap {
+            println!("pcap: {} (each slot at its EPHC time: network time)", p.display());
+        }
+        return missing;
+    }
+    on_signals();
+    let opts = RunOptions { records: records.clone(), pcap: pcap.clone(), pcap_fillers, stop: Some(&STOP) };
+    let name = backend.backend.clone().unwrap_or_else(|| cfg.backend.clone());
+    let out = if name == "sim" {
+        run_sim(&cfg, &opts)?
+    } else {
+        let (nic, _) = backend::open(&cfg, &backend.options(), false)?;
+        drive(&cfg, nic, &opts)?
+    };
+    print_summary(&cfg, &out);
+    if out.stopped {
+        println!("run: stopped by a signal; frames not yet posted were rejected `shutdown`");
+    }
+    if let Some(p) = &records {
+        println!("records: {} ({} frames)", p.display(), out.records_written);
+    }
+    if let Some(p) = &pcap {
+        println!("pcap: {}", p.display());
+    }
+    if let Some(e) = &out.output_error {
+        return Err(e.clone());
+    }
+    if out.timed_out {
+        return Err("the run hit run.max_duration; frames still pending were rejected (shutdown)".into());
+    }
+    Ok(())
+}
+
+/// `keepon daemon`: serve applications on the station until stopped.
+fn cmd_daemon(config: &Path, backend: BackendArgs, duration: Option<Duration>) -> Result<(), String> {
+    let cfg = Config::load(config).map_err(|e| e.to_string())?;
+    let dcfg = DaemonConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+    let ptp = PtpConfig::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+    let opts = backend.options();
+    let realtime = Realtime::from_config(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+    let (nic, _) = backend::open(&cfg, &opts, true)?;
+    // systemd (Type=notify): READY=1 once the socket listens; its watcher starts before SCHED_FIFO.
+    let ready = keepon::notify::Readiness::watch(&dcfg.socket, dcfg.mode);
+    // The poll loop runs on this thread: what it asks of the host is applied here.
+    let applied = realtime.apply();
+    let mut dcfg = dcfg;
+    dcfg.host = applied.flags();
+    let link = backend::describe_for(&cfg, nic.describe());
+    dcfg.banner = Some(format!("keepon daemon: {link} · socket {} · {}", dcfg.socket.display(), applied.describe()));
+    if let Some(w) = applied.warning() {
+        eprintln!("keepon daemon: {w}");
+    }
+    let link = if ptp.is_some() { ptp_link(&cfg, &opts)? } else { None };
+    on_signals();
+    let d = duration.map(|d| Nanos(d.as_nanos() as i64));
+    let stats = serve_with(&cfg, &dcfg, nic, link, &STOP, d);
+    ready.stopping();
+    let stats = stats?;
+    println!(
+        "keepon daemon: {} connections, {} refused, {} frames, {} malformed requests, {} connections dropped, \
+         {} underruns",
+        stats.connections, stats.refused, stats.frames, stats.malformed, stats.dropped, stats.underruns
+    );
+    Ok(())
+}
+
+/// `keepon listen`: capture keepon frames on one or more interfaces (eliminating FRER copies), then report.
+#[allow(clippy::too_many_arguments)]
+fn cmd_listen(
+    iface: &[String],
+    records: &Path,
+    config: Option<PathBuf>,
+    duration: Duration,
+    count: Option<u64>,
+    frer_history: u32,
+    frer_reset_ms: u64,
+    frer_match: bool,
+) -> Result<(), String> {
+    let cfg = match config {
+        Some(p) => Some(Config::load(&p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let frer = frer_settings(frer_history, frer_reset_ms, frer_match)?;
+    on_signals();
+    let out =
+        listen::listen(iface, cfg.as_ref(), frer, duration, count, &STOP, |on| println!("listen: receiving on {on}"))?;
+    println!(
+        "listen: {} keepon frames, {} fillers, {} other frames; timestamps: {:?}; {} dropped at the socket",
+        out.records.len(),
+        out.fillers,
+        out.other,
+        out.timestamps,
+        out.socket_drops
+    );
+    if out.per_iface.len() > 1 {
+        let each: Vec<String> = out.per_iface.iter().map(|(i, n)| format!("{i} {n}")).collect();
+        println!("  keepon frames per interface: {}", each.join(", "));
+    }
+    for (flow, (n, gaps, reordered)) in &out.per_flow {
+        println!("  flow {flow}: {n} received, {gaps} missing in sequence, {reordered} out of order");
+    }
+    for (flow, c) in &out.frer {
+        println!(
+            "  frer {flow}: {} passed, {} discarded, {} out of order, {} lost, {} rogue, {} resets, {} tagless",
+            c.passed, c.discarded, c.out_of_order, c.lost, c.rogue, c.resets, c.tagless
+        );
+    }
+    record::write(records, &out.records).map_err(|e| format!("cannot write {}: {e}", records.display()))?;
+    Ok(())
 }
 
 fn print_summary(cfg: &Config, out: &keepon::run::RunOutput) {
