@@ -239,107 +239,22 @@ impl PtpConfig {
             table.try_into().map_err(|e: toml::de::Error| ConfigError(format!("[ptp]: {}", e.message())))?;
         let (profile, neighbor_prop_delay_thresh) = profile_of(&s)?;
         let (log_sync, log_announce, log_delay) = profile.default_intervals();
-        let role = match s.role.as_deref().unwrap_or("auto") {
-            "master" => Role::Master,
-            "slave" => Role::Slave,
-            "auto" => Role::Auto,
-            r => return Err(ConfigError(format!("ptp.role = \"{r}\": use \"master\", \"slave\" or \"auto\""))),
-        };
+        let role = role_of(&s)?;
         let domain = int_in("domain", s.domain, 0, 0, 255)? as u8;
-        let transport = match (s.transport.as_deref().unwrap_or("l2"), &s.ipv4) {
-            ("l2", None) => Transport::L2,
-            ("l2", Some(_)) => return Err(ConfigError("ptp.ipv4 is only for transport = \"udpv4\"".into())),
-            ("udpv4", Some(a)) => Transport::UdpV4 {
-                src: parse_ipv4(a)
-                    .ok_or_else(|| ConfigError(format!("ptp.ipv4 = \"{a}\" is not an IPv4 address like 10.0.0.1")))?,
-            },
-            ("udpv4", None) => {
-                return Err(ConfigError("ptp.ipv4: transport = \"udpv4\" needs the station's IPv4 address".into()))
-            }
-            (t, _) => return Err(ConfigError(format!("ptp.transport = \"{t}\": use \"l2\" or \"udpv4\""))),
-        };
-        let delay = match (
-            s.delay_mechanism.as_deref().unwrap_or(if profile.is_802_1as() { "p2p" } else { "e2e" }),
-            s.log_delay_req_interval,
-            s.log_pdelay_req_interval,
-        ) {
-            ("e2e", v, None) => DelayMechanism::E2E {
-                log_interval: int_in("log_delay_req_interval", v, log_delay.into(), -7, 6)? as i8,
-            },
-            ("p2p", None, v) => DelayMechanism::P2P {
-                log_interval: int_in("log_pdelay_req_interval", v, log_delay.into(), -7, 6)? as i8,
-            },
-            ("e2e", _, Some(_)) => {
-                return Err(ConfigError(
-                    "ptp.log_pdelay_req_interval is only for delay_mechanism = \"p2p\" (E2E sends \
-                     ptp.log_delay_req_interval's Delay_Req)"
-                        .into(),
-                ))
-            }
-            ("p2p", Some(_), _) => {
-                return Err(ConfigError(
-                    "ptp.log_delay_req_interval is only for delay_mechanism = \"e2e\" (P2P sends \
-                     ptp.log_pdelay_req_interval's Pdelay_Req)"
-                        .into(),
-                ))
-            }
-            (d, _, _) => return Err(ConfigError(format!("ptp.delay_mechanism = \"{d}\": use \"e2e\" or \"p2p\""))),
-        };
-        let one_step = match s.one_step {
-            None => false,
-            Some(toml::Value::Boolean(b)) => b,
-            Some(v) => return Err(ConfigError(format!("ptp.one_step = {v}: use true or false"))),
-        };
+        let transport = transport_of(&s)?;
+        let delay = delay_of(&s, profile.is_802_1as(), log_delay.into())?;
+        let one_step = flag("one_step", s.one_step.as_ref())?;
         if one_step && role == Role::Slave {
             return Err(ConfigError(
                 "ptp.one_step = true: a slave sends no Sync (one-step is for role = \"master\" or \"auto\")".into(),
             ));
         }
-        let class = cfg
-            .ownership
-            .class_named(&s.class)
-            .ok_or_else(|| ConfigError(format!("ptp.class = \"{}\": no such class", s.class)))?;
-        if cfg.is_best_effort(class) {
-            return Err(ConfigError(format!(
-                "ptp.class = \"{}\" owns no slots{}: PTP event messages need owned slots for exact TX times",
-                s.class,
-                if bytes { " and has no windows" } else { "" }
-            )));
-        }
-        if bytes {
-            let windows = crate::run::byte_config(cfg).windows;
-            let span = crate::ptproom::longest_frame(cfg);
-            if windows.longest(class) < span {
-                return Err(ConfigError(format!(
-                    "ptp.class = \"{}\": its longest window is shorter than PTP's longest frame ({PTP_LONGEST_FRAME} B, \
-                     {} ns on the wire): give the class a longer window",
-                    s.class,
-                    span.ceil()
-                )));
-            }
-        }
-        let dual_clock = match s.dual_clock {
-            None => false,
-            Some(toml::Value::Boolean(b)) => b,
-            Some(v) => return Err(ConfigError(format!("ptp.dual_clock = {v}: use true or false"))),
-        };
+        let class = class_of(cfg, &s.class, bytes)?;
+        let dual_clock = flag("dual_clock", s.dual_clock.as_ref())?;
         if dual_clock {
             dual_clock_possible(cfg, role, bytes)?;
         }
-        // The dual clock's PTP only sets the RX clock's phase: a servo that steps at each measurement.
-        let servo = match s.servo.as_deref().unwrap_or(if dual_clock { "moving-average" } else { "kalman" }) {
-            "kalman" | "pi" if dual_clock => {
-                return Err(ConfigError(
-                    "ptp.servo: with ptp.dual_clock = true PTP sets the RX slot clock's phase (the clock's rate is \
-                     the master's, counted), which takes the \"moving-average\" servo"
-                        .into(),
-                ))
-            }
-            "kalman" => ServoKind::Kalman,
-            "pi" => ServoKind::Pi,
-            "moving-average" => ServoKind::MovingAverage,
-            v => return Err(ConfigError(format!("ptp.servo = \"{v}\": use \"kalman\", \"pi\" or \"moving-average\""))),
-        };
+        let servo = servo_of(s.servo.as_deref(), dual_clock)?;
         let sync_threshold = s.sync_threshold.map_or(Nanos(1_000), |d| d.0);
         if sync_threshold.0 <= 0 || sync_threshold > MAX_THRESHOLD {
             return Err(ConfigError(format!(
@@ -381,6 +296,120 @@ impl PtpConfig {
         crate::ptproom::check(cfg, &p, &s.class)?;
         Ok(Some(p))
     }
+}
+
+/// `ptp.role`.
+fn role_of(s: &PtpSection) -> Result<Role, ConfigError> {
+    Ok(match s.role.as_deref().unwrap_or("auto") {
+        "master" => Role::Master,
+        "slave" => Role::Slave,
+        "auto" => Role::Auto,
+        r => return Err(ConfigError(format!("ptp.role = \"{r}\": use \"master\", \"slave\" or \"auto\""))),
+    })
+}
+
+/// `ptp.transport` (and `ptp.ipv4` for UDP).
+fn transport_of(s: &PtpSection) -> Result<Transport, ConfigError> {
+    Ok(match (s.transport.as_deref().unwrap_or("l2"), &s.ipv4) {
+        ("l2", None) => Transport::L2,
+        ("l2", Some(_)) => return Err(ConfigError("ptp.ipv4 is only for transport = \"udpv4\"".into())),
+        ("udpv4", Some(a)) => Transport::UdpV4 {
+            src: parse_ipv4(a)
+                .ok_or_else(|| ConfigError(format!("ptp.ipv4 = \"{a}\" is not an IPv4 address like 10.0.0.1")))?,
+        },
+        ("udpv4", None) => {
+            return Err(ConfigError("ptp.ipv4: transport = \"udpv4\" needs the station's IPv4 address".into()))
+        }
+        (t, _) => return Err(ConfigError(format!("ptp.transport = \"{t}\": use \"l2\" or \"udpv4\""))),
+    })
+}
+
+/// `ptp.delay_mechanism` and its interval (P2P by default under an 802.1AS profile, else E2E; `log_delay` the
+/// profile's default interval).
+fn delay_of(s: &PtpSection, is_802_1as: bool, log_delay: i64) -> Result<DelayMechanism, ConfigError> {
+    Ok(
+        match (
+            s.delay_mechanism.as_deref().unwrap_or(if is_802_1as { "p2p" } else { "e2e" }),
+            s.log_delay_req_interval,
+            s.log_pdelay_req_interval,
+        ) {
+            ("e2e", v, None) => {
+                DelayMechanism::E2E { log_interval: int_in("log_delay_req_interval", v, log_delay, -7, 6)? as i8 }
+            }
+            ("p2p", None, v) => {
+                DelayMechanism::P2P { log_interval: int_in("log_pdelay_req_interval", v, log_delay, -7, 6)? as i8 }
+            }
+            ("e2e", _, Some(_)) => {
+                return Err(ConfigError(
+                    "ptp.log_pdelay_req_interval is only for delay_mechanism = \"p2p\" (E2E sends \
+                 ptp.log_delay_req_interval's Delay_Req)"
+                        .into(),
+                ))
+            }
+            ("p2p", Some(_), _) => {
+                return Err(ConfigError(
+                    "ptp.log_delay_req_interval is only for delay_mechanism = \"e2e\" (P2P sends \
+                 ptp.log_pdelay_req_interval's Pdelay_Req)"
+                        .into(),
+                ))
+            }
+            (d, _, _) => return Err(ConfigError(format!("ptp.delay_mechanism = \"{d}\": use \"e2e\" or \"p2p\""))),
+        },
+    )
+}
+
+/// A boolean key of `[ptp]` (absent: false).
+fn flag(key: &str, v: Option<&toml::Value>) -> Result<bool, ConfigError> {
+    match v {
+        None => Ok(false),
+        Some(toml::Value::Boolean(b)) => Ok(*b),
+        Some(v) => Err(ConfigError(format!("ptp.{key} = {v}: use true or false"))),
+    }
+}
+
+/// `ptp.class`: a class that owns slots (on the byte clock, with a window that holds PTP's longest frame).
+fn class_of(cfg: &Config, name: &str, bytes: bool) -> Result<ClassId, ConfigError> {
+    let class = cfg
+        .ownership
+        .class_named(name)
+        .ok_or_else(|| ConfigError(format!("ptp.class = \"{}\": no such class", name)))?;
+    if cfg.is_best_effort(class) {
+        return Err(ConfigError(format!(
+            "ptp.class = \"{}\" owns no slots{}: PTP event messages need owned slots for exact TX times",
+            name,
+            if bytes { " and has no windows" } else { "" }
+        )));
+    }
+    if bytes {
+        let windows = crate::run::byte_config(cfg).windows;
+        let span = crate::ptproom::longest_frame(cfg);
+        if windows.longest(class) < span {
+            return Err(ConfigError(format!(
+                "ptp.class = \"{}\": its longest window is shorter than PTP's longest frame ({PTP_LONGEST_FRAME} B, \
+                 {} ns on the wire): give the class a longer window",
+                name,
+                span.ceil()
+            )));
+        }
+    }
+    Ok(class)
+}
+
+/// `ptp.servo` (the dual clock's PTP only sets the RX clock's phase: a servo that steps at each measurement).
+fn servo_of(servo: Option<&str>, dual_clock: bool) -> Result<ServoKind, ConfigError> {
+    Ok(match servo.unwrap_or(if dual_clock { "moving-average" } else { "kalman" }) {
+        "kalman" | "pi" if dual_clock => {
+            return Err(ConfigError(
+                "ptp.servo: with ptp.dual_clock = true PTP sets the RX slot clock's phase (the clock's rate is \
+                 the master's, counted), which takes the \"moving-average\" servo"
+                    .into(),
+            ))
+        }
+        "kalman" => ServoKind::Kalman,
+        "pi" => ServoKind::Pi,
+        "moving-average" => ServoKind::MovingAverage,
+        v => return Err(ConfigError(format!("ptp.servo = \"{v}\": use \"kalman\", \"pi\" or \"moving-average\""))),
+    })
 }
 
 /// The dual clock counts the master's slots: refuse where there are none to count or no master to follow.
