@@ -248,19 +248,7 @@ pub fn talk(
         .unwrap_or_else(|| align(info.cycle_start, cfg.geometry, info.ring, net_now() + cfg.start));
     let mut source = FlowSource::new(cfg.flows.iter().map(|f| f.spec.clone()).collect(), epoch);
 
-    // Outcomes are read on their own thread so that submission keeps to its times.
-    let (tx, rx) = mpsc::channel();
-    let mut reader = client.try_clone().map_err(|e| e.to_string())?;
-    // Outcomes may be far apart, and after a signal they are still wanted: the main thread's `grace` bounds this.
-    reader.set_timeout(None).map_err(|e| e.to_string())?;
-    reader.set_stop(None);
-    let handle = std::thread::spawn(move || {
-        while let Ok(Some(r)) = reader.recv() {
-            if tx.send(r).is_err() {
-                break;
-            }
-        }
-    });
+    let (rx, handle) = read_outcomes(&client)?;
 
     let mut ledger = Ledger {
         cfg,
@@ -282,6 +270,43 @@ pub fn talk(
         writer,
         write_error: None,
     };
+    submit_all(&mut client, &mut source, &mut ledger, &rx, offset, stop)?;
+    await_outcomes(&mut ledger, &rx, grace)?;
+    // End of stream tells the daemon we are done; it closes, and the reader thread ends.
+    let _ = client.close_write();
+    drop(handle);
+    ledger.close()
+}
+
+/// Read the daemon's replies on a thread of their own (so that submission keeps to its times), into a channel.
+fn read_outcomes(client: &Client) -> Result<(mpsc::Receiver<Response>, std::thread::JoinHandle<()>), String> {
+    let (tx, rx) = mpsc::channel();
+    let mut reader = client.try_clone().map_err(|e| e.to_string())?;
+    // Outcomes may be far apart, and after a signal they are still wanted: the main thread's `grace` bounds this.
+    reader.set_timeout(None).map_err(|e| e.to_string())?;
+    reader.set_stop(None);
+    let handle = std::thread::spawn(move || {
+        while let Ok(Some(r)) = reader.recv() {
+            if tx.send(r).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((rx, handle))
+}
+
+/// Submit every frame of `source` at its due time on network time (the host's TAI plus `offset`), taking the
+/// outcomes that arrived meanwhile; until the flows end, `stop` is set, or the daemon takes no more.
+fn submit_all(
+    client: &mut Client,
+    source: &mut FlowSource,
+    ledger: &mut Ledger<'_>,
+    rx: &mpsc::Receiver<Response>,
+    offset: Nanos,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let cfg = ledger.cfg;
+    let net_now = || host_tai() + offset;
     while let Some(due) = source.next_due() {
         // Outcomes so far: their records are written now, so only frames in flight are kept.
         while let Ok(r) = rx.try_recv() {
@@ -328,9 +353,12 @@ pub fn talk(
             }
         }
     }
+    Ok(())
+}
 
+/// Every submitted frame's outcome (and with release times a `Released` after each sent one), for at most `grace`.
+fn await_outcomes(ledger: &mut Ledger<'_>, rx: &mpsc::Receiver<Response>, grace: Duration) -> Result<(), String> {
     let deadline = std::time::Instant::now() + grace;
-    // Every frame's outcome, and with release times a `Released` after each sent one.
     while !ledger.pending.is_empty() || !ledger.releasing.is_empty() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
@@ -338,10 +366,7 @@ pub fn talk(
             Err(_) => break,
         }
     }
-    // End of stream tells the daemon we are done; it closes, and the reader thread ends.
-    let _ = client.close_write();
-    drop(handle);
-    ledger.close()
+    Ok(())
 }
 
 #[cfg(test)]
