@@ -279,18 +279,7 @@ fn drive_engine<N: Nic, S: StationFace>(
 ) -> Result<RunOutput, String> {
     // Every output is opened (and checked) before the run, so none can fail after it and lose it.
     let mut pcap = match &opts.pcap {
-        Some(p) => {
-            let last = driver.nic.now().0.saturating_add(cfg.max_duration.0).saturating_add(2 * DRAIN_GRACE.0);
-            if driver.nic.now().0 < 0 || last / 1_000_000_000 > PCAP_MAX_SECONDS {
-                return Err(format!(
-                    "--pcap: this run's times (from {} ns to up to {last} ns TAI with run.max_duration) fall outside \
-                     what a classic pcap can hold (seconds 0..=2^32−1, until 2106); lower sim.t0 or run.max_duration, \
-                     or run without --pcap",
-                    driver.nic.now().0
-                ));
-            }
-            Some(WireTap::create(p, cfg)?)
-        }
+        Some(p) => Some(open_pcap(p, cfg, driver.nic.now())?),
         None => None,
     };
     let mut writer = match &opts.records {
@@ -314,22 +303,11 @@ fn drive_engine<N: Nic, S: StationFace>(
     };
     let mut sink = |e: Event| match e {
         Event::Outcome(o) => {
-            let (flow, seq) = split_id(o.id);
-            let f = &cfg.flows[usize::from(flow)];
-            let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch_cell.get(), seq).0);
-            let mut r = Record::new(seq, &f.name, &f.class_name, txtime);
-            match o.result {
-                Ok(s) => {
-                    r.sent_at(s.slot, s.ring_slot, s.time.0);
-                    r.sched_ns = s.scheduled.map(|t| t.0);
-                    if let Some(r) = join.sent(o.id, r) {
-                        emit(finish(r, cfg.tolerance), &mut summary);
-                    }
-                }
-                Err(why) => {
-                    r.rejected(why.as_str());
-                    emit(r, &mut summary);
-                }
+            let r = outcome_record(cfg, epoch_cell.get(), &o);
+            if o.result.is_err() {
+                emit(r, &mut summary);
+            } else if let Some(r) = join.sent(o.id, r) {
+                emit(finish(r, cfg.tolerance), &mut summary);
             }
         }
         Event::Wire(w) => {
@@ -397,6 +375,36 @@ fn drive_engine<N: Nic, S: StationFace>(
         output_error: pcap_err,
         grid: grid_of(&driver, ephc_error, true_alignment),
     })
+}
+
+/// The wire capture of `--pcap`, refused where this run's times cannot be held in a classic pcap.
+fn open_pcap(p: &std::path::Path, cfg: &Config, now: Tai) -> Result<WireTap, String> {
+    let last = now.0.saturating_add(cfg.max_duration.0).saturating_add(2 * DRAIN_GRACE.0);
+    if now.0 < 0 || last / 1_000_000_000 > PCAP_MAX_SECONDS {
+        return Err(format!(
+            "--pcap: this run's times (from {} ns to up to {last} ns TAI with run.max_duration) fall outside \
+             what a classic pcap can hold (seconds 0..=2^32−1, until 2106); lower sim.t0 or run.max_duration, \
+             or run without --pcap",
+            now.0
+        ));
+    }
+    WireTap::create(p, cfg)
+}
+
+/// A frame's record from its outcome: its flow, sequence and txtime on `epoch`, and where it was sent or why not.
+fn outcome_record(cfg: &Config, epoch: Tai, o: &keepon_core::outcome::Outcome) -> Record {
+    let (flow, seq) = split_id(o.id);
+    let f = &cfg.flows[usize::from(flow)];
+    let txtime = (!f.spec.is_best_effort()).then(|| f.spec.time_of(epoch, seq).0);
+    let mut r = Record::new(seq, &f.name, &f.class_name, txtime);
+    match o.result {
+        Ok(s) => {
+            r.sent_at(s.slot, s.ring_slot, s.time.0);
+            r.sched_ns = s.scheduled.map(|t| t.0);
+        }
+        Err(why) => r.rejected(why.as_str()),
+    }
+    r
 }
 
 /// Flag a sent real-time record that left further than `tolerance` from its schedule slot.
