@@ -112,45 +112,50 @@ pub(super) fn serve_requests(
             }
             Ok(Request::Submit { tag, class, txtime, frame }) => {
                 stats.frames += 1;
-                let used = usage.entry(c.uid).or_default();
-                let why = match ctx.cfg.ownership.class_named(&class) {
-                    None => Err(Reason::UnknownClass),
-                    Some(id) if !c.allowed[usize::from(id.0)] => Err(Reason::Forbidden),
-                    Some(_) if ctx.stopping => Err(Reason::Shutdown),
-                    // Network time asked for while the EPHC is not network time: refused, never sent on a
-                    // free-running clock.
-                    Some(id)
-                        if txtime.is_some()
-                            && !ctx.cfg.is_best_effort(id)
-                            && ctx.time.sync == SyncState::NotSynchronised =>
-                    {
-                        Err(Reason::NotSynchronised)
-                    }
-                    Some(_) if c.in_flight >= ctx.limits.max_in_flight => Err(Reason::QueueFull),
-                    Some(_) if used.in_flight >= ctx.limits.max_in_flight_per_uid => Err(Reason::QueueFull),
-                    Some(id) => {
-                        let fid = FrameId(*next_frame);
-                        let f = Frame { id: fid, class: id, txtime: txtime.map(Tai), data: frame };
-                        match feed.push(ctx.now, f) {
-                            Ok(()) => {
-                                *next_frame += 1;
-                                owner.insert(fid, (cid, tag, c.uid));
-                                c.in_flight += 1;
-                                used.in_flight += 1;
-                                Ok(())
-                            }
-                            Err(_) => Err(Reason::QueueFull),
-                        }
-                    }
-                };
+                let why = submit(c, usage, ctx, (&class, txtime, frame), feed, next_frame);
                 if let Err(why) = why {
                     stats.count(ctx.cfg.ownership.class_named(&class), Err(why));
                     c.respond(&Response::Outcome { tag, delivery: Delivery::Rejected(why) });
+                } else {
+                    owner.insert(FrameId(*next_frame - 1), (cid, tag, c.uid));
                 }
             }
         }
     }
     c.rbuf.drain(..at);
+}
+
+/// A `Submit`: checked against the connection's classes, the daemon's state and the limits in flight, then queued
+/// for the station as frame `next_frame` (then one more; counted in flight for the connection and its user); or
+/// why not.
+fn submit(
+    c: &mut Conn,
+    usage: &mut HashMap<u32, Usage>,
+    ctx: &Ctx,
+    (class, txtime, frame): (&str, Option<i64>, Vec<u8>),
+    feed: &mut Feed,
+    next_frame: &mut u64,
+) -> Result<(), Reason> {
+    let used = usage.entry(c.uid).or_default();
+    match ctx.cfg.ownership.class_named(class) {
+        None => Err(Reason::UnknownClass),
+        Some(id) if !c.allowed[usize::from(id.0)] => Err(Reason::Forbidden),
+        Some(_) if ctx.stopping => Err(Reason::Shutdown),
+        // Network time asked for while the EPHC is not network time: refused, never sent on a free-running clock.
+        Some(id) if txtime.is_some() && !ctx.cfg.is_best_effort(id) && ctx.time.sync == SyncState::NotSynchronised => {
+            Err(Reason::NotSynchronised)
+        }
+        Some(_) if c.in_flight >= ctx.limits.max_in_flight => Err(Reason::QueueFull),
+        Some(_) if used.in_flight >= ctx.limits.max_in_flight_per_uid => Err(Reason::QueueFull),
+        Some(id) => {
+            let f = Frame { id: FrameId(*next_frame), class: id, txtime: txtime.map(Tai), data: frame };
+            feed.push(ctx.now, f).map_err(|_| Reason::QueueFull)?;
+            *next_frame += 1;
+            c.in_flight += 1;
+            used.in_flight += 1;
+            Ok(())
+        }
+    }
 }
 
 /// Requests answered after a poll's reads: `Stats` (when the metrics are rendered, once for all who asked) and
