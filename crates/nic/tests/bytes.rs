@@ -4,6 +4,8 @@
 //! its class's windows; best effort never enters a window; fillers are 64 bytes to the longest frame; every frame
 //! gets exactly one outcome.
 
+mod support;
+
 use std::collections::HashMap;
 
 use proptest::prelude::*;
@@ -271,7 +273,7 @@ fn rat(ns: i64) -> keepon_core::bytes::windows::Rat {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::cases(48), ..ProptestConfig::default() })]
     #[test]
     fn byte_clock_invariants_hold_on_the_simulated_nic(c in case()) {
         run_case(&c)?;

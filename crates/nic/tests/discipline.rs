@@ -10,6 +10,8 @@
 //! class's slot, every cycle, however far the oscillator drifts — rejected only around an injected step or an
 //! underrun, and then with that reason.
 
+mod support;
+
 use std::collections::HashMap;
 
 use proptest::prelude::*;
@@ -283,7 +285,7 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::cases(24), ..ProptestConfig::default() })]
     #[test]
     fn every_locked_slot_starts_within_a_byte_of_its_schedule_time(c in case()) {
         let s = run(&c)?;

@@ -1,6 +1,8 @@
 //! Property tests of ARCHITECTURE.md §4 over random configurations, hosts and frame streams, on the
 //! simulated NIC: exact timing, one outcome per frame, isolation, underruns detected, no stale bytes.
 
+mod support;
+
 use std::collections::HashMap;
 
 use proptest::prelude::*;
@@ -237,7 +239,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::cases(160), ..ProptestConfig::default() })]
     #[test]
     fn station_invariants_hold_on_the_simulated_nic(c in case()) {
         run_case(&c)?;
