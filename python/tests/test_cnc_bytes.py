@@ -190,3 +190,19 @@ def test_a_byte_clock_change_killed_mid_way_is_finished_with_its_windows(tmp_pat
     assert fake.devices["t1"].config() == config == {"windows": {"tc7": [[0, wire_ns(100) + BYTE_NS]]}}
     assert fake.devices["sw1"].history[-1][0] == base
     assert _out(again.status(A))["keepon-cnc:windows-ns"] == [[0, wire_ns(100) + BYTE_NS]]
+
+
+def test_a_byte_clock_replan_only_with_allow_replan_moves_a_stream_by_bytes(tmp_path):
+    fake = FakeNetwork(time=10**9)
+    cnc = bytes_cnc(tmp_path / "db", fake)
+    cnc.join(join_body(A, "t1", size=200))
+    with pytest.raises(Refused):  # B wants A's byte, and may not move it
+        cnc.join(join_body(B, "t1", size=100, earliest_transmit_offset=0, latest_transmit_offset=0))
+    out = _out(cnc.join(join_body(B, "t1", size=100, allow=True, earliest_transmit_offset=0, latest_transmit_offset=0)))
+    assert out["keepon-cnc:moved"] == [A] and out["keepon-cnc:departure-ps"] == "0"
+    # A moved to the first byte after B's frame and the free link after it, not to a slot boundary
+    a = (wire_ns(100) + wire_ns(64)) * 1000
+    assert _out(cnc.status(A))["keepon-cnc:departure-ps"] == str(a)
+    base, config = fake.devices["t1"].history[-1]
+    assert config == {"windows": {"tc7": [[0, wire_ns(100) + BYTE_NS], [a // 1000, wire_ns(200) + BYTE_NS]]}}
+    assert fake.devices["sw1"].history[-1][0] == base  # one change, one base time
