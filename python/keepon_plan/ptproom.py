@@ -185,11 +185,17 @@ def bytes_flows(fs: FlowSet) -> tuple[FlowSet, int, Fraction] | None:
     if fs.ptp is None:
         return None
     cycle = lcm_all([f.period for f in fs.flows])
-    rate, _ = needs(fs.ptp)
-    k = slots_per_cycle(rate, Fraction(cycle))
-    wire = (PTP_LONGEST_FRAME + PREAMBLE_SFD_IFG_BYTES) * Fraction(8 * 10**9, fs.rate)
+    k, wire = bytes_room(fs.ptp, cycle, fs.rate)
     extra = tuple(Flow(f"[ptp] {fs.ptp.cls} #{i}", fs.ptp.cls, cycle, 0, PTP_LONGEST_FRAME) for i in range(k))
     return replace(fs, flows=fs.flows + extra), k, wire
+
+
+def bytes_room(p: PtpInput, cycle_ns: int, rate_bps: int) -> tuple[int, Fraction]:
+    """On the byte clock: ``k = ⌈rate × cycle⌉`` PTP frames of its longest length a cycle of ``cycle_ns``, and one
+    such frame's wire time in ns on a link of ``rate_bps`` (the runtime counts ``⌊window / that⌋`` per window)."""
+    rate, _ = needs(p)
+    k = slots_per_cycle(rate, Fraction(cycle_ns))
+    return k, (PTP_LONGEST_FRAME + PREAMBLE_SFD_IFG_BYTES) * Fraction(8 * 10**9, rate_bps)
 
 
 def note_bytes(fs: FlowSet, k: int, wire: Fraction) -> str:

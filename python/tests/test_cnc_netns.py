@@ -11,12 +11,17 @@ a ptp4l grandmaster.
 Each station is a real ``keepon daemon`` (AF_PACKET on a veth, host-paced: veth has no wire clock; 100 Mb/s,
 1230-byte slots of 100 µs, a ring of 32: the network's 3.2 ms cycle) with class ``tc7`` for streams (owning the last
 ring slot until the CNC's first change gives it its own: the daemon keeps a real-time class at one slot at least)
-and class ``tc6`` for PTP. linuxptp's ``ptp4l`` (its configuration written here: grandmaster, software time stamps,
-L2, E2E, ``free_running`` — every namespace shares the host's clock, which it must not steer) is the master; the
+and class ``tc6`` for PTP. Station A (:data:`BYTES`) runs on the **byte clock** (``link.timing = "bytes"``, the same
+ring for its posting lead, ``[schedule] cycle_time`` the network's cycle, ``tc7`` a window of the cycle's last
+100 µs until the CNC's first change, ``tc6`` the CNC's PTP windows; ``timing = "bytes"`` in the CNC's topology): the
+CNC places its streams on its 80 ns byte grid at their own 128 bytes and gives its daemon ``ScheduleWindows``.
+linuxptp's ``ptp4l`` (its configuration written here: grandmaster, software time stamps, L2, E2E, ``free_running`` —
+every namespace shares the host's clock, which it must not steer) is the master; the
 three daemons are its slaves (``[ptp]``: role slave, Sync at 16 Hz, Delay_Req at 16 Hz). The CNC's topology gives
 each station the same table as ``[station.ptp]``, and the CNC keeps that station's PTP ring slots (⌈16/s × 3.2 ms⌉
-= 1 a cycle, :mod:`keepon_plan.cnc.ptp`) out of every placement and owned by ``tc6`` in every ``Schedule`` change;
-the daemons start with ``tc6`` on those slots. Network time is ptp4l's clock, ``CLOCK_REALTIME``, which is this
+= 1 a cycle, :mod:`keepon_plan.cnc.ptp`; on A one window of 10 480 ns, PTP's longest frame and a byte) out of every
+placement and owned by ``tc6`` in every ``Schedule`` (``ScheduleWindows``) change; the daemons start with ``tc6`` on
+those slots (that window). Network time is ptp4l's clock, ``CLOCK_REALTIME``, which is this
 host's ``CLOCK_TAI`` (the kernel's TAI offset is 0; the test skips otherwise) and the CNC's network time. The test
 waits until the three report synchronised (their ``Time``) and then samples each one's ``Time`` every 250 ms to the
 end: every sample synchronised and its EPHC within half a slot of ``CLOCK_TAI``. The bridges forward at once (first
@@ -25,16 +30,23 @@ hop, no gates); the NETCONF server stands in for sw1 and gets its gate lists; sw
 
 Streams join one by one; each talker sends its stream through its daemon with the Python client from the change's
 base time on, one frame per interval at the planned offset in network time, and a capture (AF_PACKET) in each
-listener's namespace records every frame with its receive time. A fifth join that cannot fit is refused naming sw1's
-port towards sw2 and the busy window; one stream leaves (its talker stops first); then the CNC is killed by its fault
+listener's namespace records every frame with its receive time. A's first stream asks for a slot boundary, its second
+takes the first byte after A's PTP window and the free link after it (17.2 µs: no slot boundary), each a window of
+128 bytes' wire time and a byte. A fifth join (from B, a slot before A's first stream: A's unpadded frame reaches sw1
+a slot sooner than a padded one) that cannot fit is refused naming sw1's port towards sw2 and the busy window (under
+half a slot: A's frame is not padded); A's second stream leaves (its talker stops first) and A's daemon then holds
+exactly the first one's windows; then the CNC is killed by its fault
 hook (``KEEPON_CNC_KILL_AT``) between giving a join to the talker and to sw1, twice: restarted after the change's
 base time, it rolls the change back; restarted at once after a CNC with a longer lead (:data:`KILLED_LEAD`) was
 killed, the base time is still far enough ahead and it finishes the change at that base time. Both ways the devices
 agree with it. Throughout, every frame of every running stream is sent in its planned ring slot (the daemon's
-outcome), never a PTP slot, and heard by its listener within the host-pacing tolerance of its planned time (the
-capture), none lost and none moved; each stream's offset never changes; every daemon ends with ``tc6`` owning
-exactly the CNC's PTP slots. PTP's own frames never take a stream's slot: a capture at the grandmaster hears each
-slave's Delay_Req at its rate, each within the tolerance after the start of a PTP slot (median within the slot).
+outcome), never a PTP slot — A's at the start of one of its stream's windows, never in PTP's, on the byte at or just
+after its txtime by the daemon's outcome (wire start − txtime within [0, 80 ns]: inside its window; outside it counts
+in the host-stall allowance below, as a slot station's frame late in its slot does) — and heard by its listener
+within the host-pacing tolerance of its planned time (the capture), none lost and none moved; each stream's offset
+never changes; every daemon ends with ``tc6`` owning exactly the CNC's PTP slots (A: its window).
+PTP's own frames never take a stream's slot: a capture at the grandmaster hears each slave's Delay_Req at its rate,
+each within the tolerance after the start of a PTP slot (median within the slot).
 The host-stall allowances are the free-running test's (:data:`TOLERANCE`, :data:`HANDED_LATE`, 5 % underrun or late
 in the slot), unchanged; a frame refused ``not-synchronised`` fails the test. Root only; skips without it, without
 netconfd/sshd/ip/ptp4l, or without a keepon binary (``KEEPON_BIN``). About 50–60 s (the slaves synchronise in 3–5 s).
@@ -98,6 +110,10 @@ TOLERANCE = 1_000_000
 namespace tests allow 500 µs on a quiet host). The phase itself is judged exactly by the daemon's outcome: the ring
 slot the frame left in."""
 MAC = {"A": "02-00-00-00-00-0A", "B": "02-00-00-00-00-0B", "C": "02-00-00-00-00-0C"}
+BYTES = "A"
+"""The station on the byte clock (``timing = "bytes"``): its frames leave on any byte at their own length."""
+BYTE = 80
+"""A byte's time at 100 Mb/s, ns: the byte clock's grid here."""
 PTP = {
     "class": "tc6",
     "role": "slave",
@@ -120,7 +136,12 @@ TRUE_ERROR_LIMIT = SLOT // 2
 would stray into its neighbours' as the network sees them (a gross-failure bound; the figures are printed)."""
 TOPOLOGY = (
     "version = 1\nbase_time = 0\nqueueing = false\n"
-    + "".join(f'[[station]]\nname = "{n}"\nslot_bytes = 1230\nslots = {RING}\n[station.ptp]\n{PTP_TOML}' for n in MAC)
+    + "".join(
+        f'[[station]]\nname = "{n}"\n'
+        + ('timing = "bytes"\n' if n == BYTES else f"slot_bytes = 1230\nslots = {RING}\n")
+        + f"[station.ptp]\n{PTP_TOML}"
+        for n in MAC
+    )
     + """
 [[switch]]
 name = "sw1"
@@ -157,10 +178,27 @@ DAEMON_ARGS = ["--backend", "afpacket", "--iface", "kp0", "--pacing", "host", "-
 DAEMON_ARGS += ["--duration", "120s"]  # bounded even if this test dies before stopping it
 
 
-def daemon_config(sock: Path, ptp_slots: list[int]) -> str:
-    return f"""[link]
-rate = "100Mbps"
+def daemon_config(sock: Path, room) -> str:
+    """A slot station's, or on the byte clock (``room.windows``) a byte-clock daemon's: the same ring (it sets the
+    posting lead), the network's cycle, its classes' windows in ns."""
+    if room.windows:
+        ptp_windows = ", ".join(f'["{o}ns", "{n}ns"]' for o, n in room.windows)
+        classes = f"""timing = "bytes"
 [ring]
+slot_bytes = 1230
+slots = {RING}
+batch = 8
+[schedule]
+base_time = 0
+cycle_time = "{CYCLE}ns"
+[[class]]
+name = "tc7"
+windows = [["{CYCLE - SLOT}ns", "{SLOT}ns"]]   # a real-time class has a window from the start; the CNC replaces it
+[[class]]
+name = "{PTP["class"]}"
+windows = [{ptp_windows}]   # the windows the CNC keeps for PTP (keepon_plan.cnc.ptp.rooms)"""
+    else:
+        classes = f"""[ring]
 slot_bytes = 1230
 slots = {RING}
 batch = 8
@@ -169,7 +207,10 @@ name = "tc7"
 slots = [{RING - 1}]   # a real-time class owns a slot from the start; the CNC's first change replaces it
 [[class]]
 name = "{PTP["class"]}"
-slots = {ptp_slots}   # the ring slots the CNC keeps for PTP (keepon_plan.cnc.ptp.rooms)
+slots = {list(room.slots)}   # the ring slots the CNC keeps for PTP (keepon_plan.cnc.ptp.rooms)"""
+    return f"""[link]
+rate = "100Mbps"
+{classes}
 [run]
 poll_period = "100us"
 [daemon]
@@ -265,6 +306,8 @@ class Talker(threading.Thread):
         """Per tag: how long before its txtime the frame was submitted (ns)."""
         self.done = threading.Event()
         self.errors: list[BaseException] = []
+        self.slowest = 0.0
+        """The longest a submit took (s): the daemon not reading its socket, or this test's thread stalled."""
 
     def add(self, stream: str, flow: Flow) -> None:
         with self.lock:
@@ -295,7 +338,9 @@ class Talker(threading.Thread):
                     for t, stream, f in sorted(due, key=lambda x: x[0]):
                         self.tags[tag] = (stream, t)
                         self.lead[tag] = t - tai()
+                        t0 = time.monotonic()
                         c.submit("tc7", t, frame(f.no, f.talker, f.listener, t), tag)
+                        self.slowest = max(self.slowest, time.monotonic() - t0)
                         tag += 1
                     time.sleep(0.01)
                 end = time.monotonic() + AHEAD / 1e9 + 5
@@ -469,11 +514,12 @@ class Clocks(threading.Thread):
         return said
 
 
-def judge_ptp(frames: list[tuple[bytes, int]], ptp_slots: list[int], since: int, until: int) -> str:
+def judge_ptp(frames: list[tuple[bytes, int]], starts: dict[str, list[int]], since: int, until: int) -> str:
     """PTP's frames from the stations, heard at the grandmaster from network time ``since`` (all synchronised) to
-    ``until``: each station's Delay_Req at its interval, and every one of them sent in a PTP ring slot — heard
-    within the host-pacing tolerance after the start of a PTP slot (a frame sent in any other slot would be heard
-    at least a slot after one's start, most of them more than :data:`TOLERANCE`: the PTP slots are 1 in 32)."""
+    ``until``: each station's Delay_Req at its interval, and every one of them sent in a PTP ring slot (a PTP window
+    on the byte clock) — heard within the host-pacing tolerance after the start (``starts``: per station, ns in the
+    cycle) of one (a frame sent in any other slot would be heard at least a slot after one's start, most of them
+    more than :data:`TOLERANCE`: the PTP slots are 1 in 32)."""
     station_of = {mac_bytes(st): st for st in MAC}
     after: dict[str, list[int]] = {st: [] for st in MAC}
     for data, at in frames:
@@ -481,7 +527,7 @@ def judge_ptp(frames: list[tuple[bytes, int]], ptp_slots: list[int], since: int,
         if st is None or not since <= at < until:
             continue
         assert data[14] & 0x0F == DELAY_REQ, f"{st} sent PTP message type {data[14] & 0x0F} (a slave sends Delay_Req)"
-        after[st].append(min((at - s * SLOT) % CYCLE for s in ptp_slots))
+        after[st].append(min((at - s) % CYCLE for s in starts[st]))
     span = (until - since) / 1e9
     want = 2.0 ** -PTP["log_delay_req_interval"] * span
     parts = []
@@ -491,7 +537,7 @@ def judge_ptp(frames: list[tuple[bytes, int]], ptp_slots: list[int], since: int,
         p99 = ds[len(ds) * 99 // 100]
         parts.append(f"{st} {len(ds)} (after their slot's start: median {ds[len(ds) // 2]} ns, p99 {p99} ns)")
         assert p99 < TOLERANCE and ds[len(ds) // 2] < SLOT, (st, ds[:5], ds[-5:])
-    return f"Delay_Req heard at the grandmaster in {span:.0f} s, each in a PTP slot: " + "; ".join(parts)
+    return f"Delay_Req heard at the grandmaster in {span:.0f} s, each in a PTP slot or window: " + "; ".join(parts)
 
 
 # --- the test ------------------------------------------------------------------------------------------------------
@@ -517,8 +563,10 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
     api = Api(ns["X"])
     ptp4l: subprocess.Popen | None = None
     clocks: Clocks | None = None
-    ptp_slots = sorted({tuple(r.slots) for r in rooms(parse_network(TOPOLOGY, None, False, True), CYCLE)[0].values()})
-    assert len(ptp_slots) == 1, ptp_slots  # the same ring and [ptp] everywhere: the same slots
+    ptp_rooms = rooms(parse_network(TOPOLOGY, None, False, True), CYCLE)[0]
+    ptp_slots = sorted({r.slots for r in ptp_rooms.values() if not r.windows})
+    assert len(ptp_slots) == 1, ptp_slots  # the same ring and [ptp] on every slot station: the same slots
+    assert ptp_rooms[BYTES].windows and not ptp_rooms[BYTES].slots, ptp_rooms  # windows on the byte clock
     (ptp_slot_tuple,) = ptp_slots
     with namespaces(*ns.values()):
         try:
@@ -548,7 +596,7 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
             socks = {st: tmp_path / f"{st}.sock" for st in MAC}
             for st in MAC:
                 cfg = tmp_path / f"{st}.toml"
-                cfg.write_text(daemon_config(socks[st], list(ptp_slot_tuple)))
+                cfg.write_text(daemon_config(socks[st], ptp_rooms[st]))
                 # ahead of other work on this host in CPU time (nice −10): a starved daemon misses slots
                 cmd = ["nice", "-n", "-10", "ip", "netns", "exec", ns[st], str(exe), "daemon", "--config", str(cfg)]
                 cmd += DAEMON_ARGS
@@ -568,7 +616,17 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
                 talkers[st] = Talker(socks[st])
                 talkers[st].start()
             with netconf_server(ns["X"], tmp_path / "netconf") as srv:
-                _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, (clocks, list(ptp_slot_tuple), since))
+                _scenario(
+                    tmp_path,
+                    ns,
+                    srv,
+                    socks,
+                    captures,
+                    talkers,
+                    cncs,
+                    api,
+                    (clocks, list(ptp_slot_tuple), since, ptp_rooms),
+                )
         finally:
             for c in cncs:
                 c.stop()
@@ -599,7 +657,7 @@ def test_streams_join_and_leave_a_running_network(tmp_path):
 
 
 def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> None:
-    clocks, ptp_slots, since = ptp
+    clocks, ptp_slots, since, ptp_rooms = ptp
     db = tmp_path / "cnc.db"
     topo = tmp_path / "net.toml"
     topo.write_text(TOPOLOGY)
@@ -627,7 +685,7 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         """The talker sends the stream from the change's base time on, at its planned offset."""
         base = int(out["keepon-cnc:base-time"])
         offset = int(out["keepon-cnc:departure-ps"]) // 1000
-        assert offset % SLOT == 0 and offset < interval, out
+        assert offset % (BYTE if talker == BYTES else SLOT) == 0 and offset < interval, out
         first = base + offset
         while first < tai() + 20_000_000:  # never a frame too late to submit
             first += interval
@@ -636,8 +694,8 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         running.add(stream)
         talkers[talker].add(stream, Flow(numbers[stream], talker, listener, first, interval))
 
-    def join(stream: str, talker: str, listener: str, interval: int) -> dict:
-        code, doc = api.join(join_body(stream, talker, listener, interval))
+    def join(stream: str, talker: str, listener: str, interval: int, **time_aware) -> dict:
+        code, doc = api.join(join_body(stream, talker, listener, interval, **time_aware))
         assert code == 200, doc
         out = doc["keepon-cnc:output"]
         assert out["keepon-cnc:state"] == "in-force" and out.get("keepon-cnc:moved", []) == [], out
@@ -646,26 +704,36 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         return out
 
     def unmoved() -> None:
-        """Every running stream keeps its offset and ring slots."""
+        """Every running stream keeps its offset and ring slots (its windows on the byte clock)."""
         for stream in running:
             now, out = api.status(stream), streams[stream]
             assert now["keepon-cnc:departure-ps"] == out["keepon-cnc:departure-ps"], stream
-            assert now["keepon-cnc:ring-slots"] == out["keepon-cnc:ring-slots"], stream
+            assert now.get("keepon-cnc:ring-slots") == out.get("keepon-cnc:ring-slots"), stream
+            assert now.get("keepon-cnc:windows-ns") == out.get("keepon-cnc:windows-ns"), stream
 
     s1, s2, s3, s4, s5 = sid("A", 1), sid("B", 1), sid("C", 1), sid("A", 2), sid("B", 2)
-    out1 = join(s1, "A", "C", CYCLE // 2)
+    # A is on the byte clock: s1 asks for a slot boundary (B's refused join below asks for the one before it), s4
+    # takes the first byte free after A's PTP window and the minimum frame of free link after it (not a slot
+    # boundary); each a window of its 128 bytes' wire time and a byte, not a slot
+    out1 = join(s1, "A", "C", CYCLE // 2, earliest_transmit_offset=3 * SLOT)
+    assert int(out1["keepon-cnc:departure-ps"]) == 3 * SLOT * 1000, out1
+    assert out1["keepon-cnc:windows-ns"] == [[3 * SLOT, 149 * BYTE], [3 * SLOT + CYCLE // 2, 149 * BYTE]], out1
     join(s2, "B", "C", CYCLE)
     unmoved()
     join(s3, "C", "A", CYCLE // 2)
-    join(s4, "A", "B", CYCLE)
+    out4 = join(s4, "A", "B", CYCLE)
+    ((p0, plen),) = ptp_rooms[BYTES].windows
+    assert int(out4["keepon-cnc:departure-ps"]) == (p0 + plen + 84 * BYTE) * 1000, (out4, ptp_rooms[BYTES])
     unmoved()
 
-    # B at s1's offset: its frame would meet s1's on sw1's port towards sw2 (no queueing here): refused, the port and
-    # the busy window named, nothing changed
+    # B a slot before s1's offset: its frame (a whole slot on the wire, B pads) would meet s1's (128 bytes, which
+    # reaches sw1 a slot earlier than a padded frame would) on sw1's port towards sw2 (no queueing here): refused,
+    # the port and the busy window named, nothing changed
     d1 = int(out1["keepon-cnc:departure-ps"]) // 1000
     listed = api.call("GET", "/restconf/data/keepon-cnc:streams")
+    at = d1 - SLOT
     code, doc = api.join(
-        join_body(sid("B", 9), "B", "C", CYCLE // 2, earliest_transmit_offset=d1, latest_transmit_offset=d1)
+        join_body(sid("B", 9), "B", "C", CYCLE // 2, earliest_transmit_offset=at, latest_transmit_offset=at)
     )
     (err,) = doc["ietf-restconf:errors"]["error"]
     assert code == 409 and err["error-tag"] == "resource-denied", doc
@@ -676,6 +744,7 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
     # s1's frame on that port: after its slot on the first hop and sw1's forwarding
     lo, hi = row["busy_window_ps"]
     assert d1 * 1000 < lo % (CYCLE // 2 * 1000) < (d1 + 2 * SLOT) * 1000 and hi - lo >= 11_840_000, cert
+    assert hi - lo < SLOT * 1000 // 2, cert  # s1's byte-clock frame is 128 bytes on the port, not a padded slot
     assert "port swp3" in err["error-message"], err
     assert api.call("GET", "/restconf/data/keepon-cnc:streams") == listed
     unmoved()
@@ -734,6 +803,13 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         with Client(socks["B"], timeout=5) as c:
             info = c.info()
         assert info.windows[info.classes.index("tc7")] == slot_windows(want_b), (want_b, info)
+        # A's byte-clock daemon has exactly the windows of A's running streams (s1's; s4 left)
+        with Client(socks[BYTES], timeout=5) as c:
+            info = c.info()
+        want_a = sorted(
+            tuple(w) for st in running if st.startswith(MAC[BYTES]) for w in streams[st]["keepon-cnc:windows-ns"]
+        )
+        assert sorted(info.windows[info.classes.index("tc7")]) == want_a, (want_a, info)
         # sw1 has every port the CNC gave it, as the CNC gave it
         (sw1,) = sqlite3.connect(str(db)).execute("SELECT config FROM devices WHERE name = 'sw1'").fetchone()
         got = summary(ET.fromstring(read_back(srv)))
@@ -747,14 +823,15 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         unmoved()
     time.sleep(0.5)
 
-    # every station's daemon kept its PTP class on the CNC's PTP slots through every change, and the database
-    # keeps them
+    # every station's daemon kept its PTP class on the CNC's PTP slots (windows on the byte clock) through every
+    # change, and the database keeps them
     for st in MAC:
         with Client(socks[st], timeout=5) as c:
             info = c.info()
-        assert info.windows[info.classes.index(PTP["class"])] == slot_windows(ptp_slots), (st, info)
+        want = ptp_rooms[st].windows if st == BYTES else slot_windows(ptp_slots)
+        assert info.windows[info.classes.index(PTP["class"])] == want, (st, info)
     kept = sqlite3.connect(str(db)).execute("SELECT station, class, slots FROM ptp ORDER BY station").fetchall()
-    assert kept == [(st, PTP["class"], json.dumps(ptp_slots)) for st in sorted(MAC)], kept
+    assert kept == [(st, PTP["class"], json.dumps(ptp_rooms[st].stored())) for st in sorted(MAC)], kept
 
     # the run ends: every frame of every stream sent in its planned ring slot and heard on time by its listener,
     # on network time (the slaves synchronised throughout), and PTP's frames in PTP's slots only
@@ -768,12 +845,13 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
         frames = cap.stop()
         assert cap.drops == 0, f"the capture at {st} dropped {cap.drops} frames (its buffer, not the network)"
         if st == "M":
-            print(judge_ptp(frames, ptp_slots, since, until))
+            starts = {st: [o for o, _ in r.windows] or [x * SLOT for x in r.slots] for st, r in ptp_rooms.items()}
+            print(judge_ptp(frames, starts, since, until))
             continue
         for data, at in frames:
             key = (data[14], int.from_bytes(data[15:23], "big"))
             heard.setdefault(key, []).append(at)
-    _judge(streams, numbers, talkers, heard, ptp_slots)
+    _judge(streams, numbers, talkers, heard, ptp_slots, ptp_rooms[BYTES].windows)
 
     # C's last stream leaves (its talker has finished): C's daemon takes the change, its class keeping one idle slot
     # (a keepon daemon has no real-time class without slots: the CNC must not send it an empty list)
@@ -785,8 +863,14 @@ def _scenario(tmp_path, ns, srv, socks, captures, talkers, cncs, api, ptp) -> No
     assert len(info.windows[info.classes.index("tc7")]) == 1, info
 
 
-def _judge(streams, numbers, talkers, heard, ptp_slots) -> None:
+def _judge(streams, numbers, talkers, heard, ptp_slots, ptp_windows) -> None:
+    """Every frame sent where planned and heard: a slot station's in its stream's ring slot (the daemon's outcome),
+    the byte-clock station's on the byte of its txtime, which starts one of its stream's windows and no PTP window
+    (the outcome's wire time within half a byte of the txtime)."""
     sent, off, late, where = 0, 0, [], []
+    byte_dev: list[int] = []
+    late_by: Counter[str] = Counter()
+    late_secs: set[int] = set()
     stalls = {Reason.UNDERRUN: 0, Reason.LATE: 0}
     handed_late = 0
     total: Counter[str] = Counter()
@@ -803,15 +887,28 @@ def _judge(streams, numbers, talkers, heard, ptp_slots) -> None:
                 assert o.reason in (Reason.UNDERRUN, Reason.LATE), f"{stream}: the frame at {txtime} was refused: {o}"
                 if o.reason is Reason.LATE and t.lead[tag] < HANDED_LATE:
                     handed_late += 1  # this test's talker was stalled: it handed the frame in too late
+                    late_by[stream] += 1
+                    late_secs.add(txtime // 10**9)
                     continue
                 stalls[o.reason] += 1
                 where.append((stream, o.reason.value, txtime))
                 continue
             sent += 1
             delivered[stream] += 1
-            assert slot in streams[stream]["keepon-cnc:ring-slots"], (stream, txtime)
-            assert slot not in ptp_slots, (stream, txtime)  # the CNC kept PTP's slots out of every placement
-            assert o.ring_slot == slot, (stream, txtime, o)
+            windows = streams[stream].get("keepon-cnc:windows-ns")
+            if windows is not None:  # the byte clock: at the start of one of its windows, none of PTP's
+                phase = txtime % CYCLE
+                assert phase in {w[0] for w in windows}, (stream, txtime, windows)
+                assert all(phase + 148 * BYTE <= p or p + n <= phase for p, n in ptp_windows), (stream, txtime)
+                if not o.off_schedule:
+                    byte_dev.append(o.time - txtime)
+                    if not 0 <= o.time - txtime <= BYTE:  # outside its window on the daemon's clock (a host stall,
+                        off += 1  # or the servo's step after the frame was posted): the stalls' allowance
+                        where.append((stream, "off its window", txtime))
+            else:
+                assert slot in streams[stream]["keepon-cnc:ring-slots"], (stream, txtime)
+                assert slot not in ptp_slots, (stream, txtime)  # the CNC kept PTP's slots out of every placement
+                assert o.ring_slot == slot, (stream, txtime, o)
             if o.off_schedule:  # in its slot, but late in it by more than the daemon's tolerance (a host stall)
                 off += 1
                 where.append((stream, "off-schedule", txtime))
@@ -827,6 +924,21 @@ def _judge(streams, numbers, talkers, heard, ptp_slots) -> None:
         f"test), refused late; heard after their txtime: min {late[0][0]} ns, median {late[len(late) // 2][0]} ns, "
         f"p99 {late[len(late) * 99 // 100][0]} ns, max {late[-1][0]} ns"
     )
+    byte_dev.sort()
+    n = len(byte_dev)
+    print(
+        f"{n} of them from the byte-clock station {BYTES} (not late in their window): wire start − txtime (its "
+        f"daemon's outcome) min {byte_dev[0]} ns, median {byte_dev[n // 2]} ns, p99 {byte_dev[n * 99 // 100]} ns, "
+        f"max {byte_dev[-1]} ns; beyond half a byte: {sum(abs(d) > BYTE // 2 for d in byte_dev)}"
+    )
+    print(
+        f"handed in late, by stream: {dict(sorted(late_by.items()))} over {len(late_secs)} seconds of txtimes; the "
+        "slowest submit per talker: " + ", ".join(f"{t.slowest:.3f} s" for t in talkers.values())
+    )
+    assert n > 1000, n  # the byte-clock station's streams ran
+    # on the byte after its txtime, inside its window (the frame's wire time and one byte spare), but for the stalls
+    # counted below in the same allowance as a slot station's frame late in its slot
+    assert 0 <= byte_dev[n // 100] and byte_dev[n * 99 // 100] <= BYTE, byte_dev[:3] + byte_dev[-3:]
     t0 = min(t for _s, t in (v for t in talkers.values() for v in t.tags.values()))
     clusters = Counter((s, why, (t - t0) // 10**9) for s, why, t in where)
     totals = Counter((s, why) for s, why, _t in where)

@@ -108,7 +108,8 @@ def _configured(store, args: argparse.Namespace, distribution_for):
     cnc = Cnc(store, None, _duration(args.lead, "lead"), _kill_at(os.environ.get("KEEPON_CNC_KILL_AT")))  # type: ignore[arg-type]
     cnc.distribution = distribution_for(cnc.net)
     for room in cnc.ptp.values():
-        _say(f"station {room.station}: PTP class {room.cls} keeps ring slots {list(room.slots)} (no stream takes them)")
+        kept = f"windows {room.stored()} ns" if room.windows else f"ring slots {list(room.slots)}"
+        _say(f"station {room.station}: PTP class {room.cls} keeps {kept} (no stream takes them)")
     for line in cnc.recover():
         _say(line)
     return cnc

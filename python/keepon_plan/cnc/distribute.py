@@ -6,12 +6,15 @@ A :class:`Distribution` is the plug-in point: it tells network time and gives a 
 - a switch: ``{"ports": {PORT: {"towards": NODE, "cycle_ns": C, "entries": [[gate states, ns], ...]}}}``, every
   egress port that ever had a stream (a port never scheduled is absent; one whose streams all left has every gate
   open, ``[[255, C]]``: a switch replaces the tables it is given and keeps the others);
-- a keepon station: ``{"classes": {"tc7": [ring slots], ...}}``, every class it ever had (an empty list frees it).
+- a keepon station: ``{"classes": {"tc7": [ring slots], ...}}``, every class it ever had (one that lost its last
+  stream keeps one idle slot); a byte-clock station (``timing = "bytes"``): ``{"windows": {"tc7": [[offset, length],
+  ...], ...}}``, ns in the cycle, likewise.
 
 The real path (:class:`RealDistribution`): a switch over NETCONF as ``keepon-plan push`` does it
 (:func:`keepon_plan.network.push.push_xml`: ``ieee802-dot1q-sched`` gate tables with ``admin-base-time`` = the base
 time, ``config-change``, read back and compared); a keepon station through its daemon's socket
-(:meth:`keepon_client.Client.change_schedule`: live, admin → oper at the base time). Network time is
+(:meth:`keepon_client.Client.change_schedule`, or on the byte clock :meth:`~keepon_client.Client.change_windows`,
+``ScheduleWindows``: live, admin → oper at the base time). Network time is
 ``CLOCK_TAI``. Tests use :class:`FakeNetwork`, whose devices remember every configuration they were given.
 """
 
@@ -98,7 +101,11 @@ class _KeeponStation:
 
         try:
             with Client(self.socket, timeout=self.timeout) as c:
-                reply = c.change_schedule(base_time, config["classes"])
+                if "windows" in config:
+                    windows = {k: [(o, n) for o, n in ws] for k, ws in config["windows"].items()}
+                    reply = c.change_windows(base_time, windows)
+                else:
+                    reply = c.change_schedule(base_time, config["classes"])
         except (OSError, KeeponError) as exc:
             raise DistributionError(self.name, f"daemon at {self.socket}: {exc}") from exc
         if reply.error is not None:

@@ -12,7 +12,14 @@ The network's cycle ``C`` is fixed for the CNC's life: every switch gate cycle a
 number of intervals), and every slot station's ring must last exactly ``C`` (``slots · δ = C``, its ring slot ``i``
 is the ``i``-th slot of the cycle) with ``slot_bytes`` and ``slots`` stated: a running daemon cannot change its ring.
 
-Checks before the fit, each an error naming the request's element: the frame within the talker's slot, the
+A **byte-clock** station (``timing = "bytes"``, as in the network planner's topology) is placed as the planner places
+one (:mod:`keepon_plan.network.stations`): departures on its byte grid (the shortest whole ns that is whole bytes),
+each frame its own length (at least 64 B) on every hop, a minimum frame of free link after it on the station's own
+link, and its window in its class (wire time and one byte, whole ns) inside the cycle; its daemon's cycle
+(``[schedule] cycle_time``) must be ``C``, and it is given its classes' windows (:meth:`Incremental.class_windows`).
+
+Checks before the fit, each an error naming the request's element: the frame within the talker's slot (on the byte
+clock: at most the daemon's largest frame, :data:`~keepon_plan.bytes.DEFAULT_MAX_FRAME`), the
 interval (divides ``C``, a whole number of the talker's slots), the route's latency against ``max-latency`` (a
 ``latency`` certificate: the route is the shortest, so no route meets it), the transmit-offset window on the talker's
 grid. A link the stream would load beyond 100 % is a refusal with the planner's ``capacity`` certificate. A failed
@@ -26,12 +33,13 @@ from __future__ import annotations
 
 import bisect
 
+from ..bytes import DEFAULT_MAX_FRAME, merge
 from ..model import InputError
 from ..network import certificate as cert
 from ..network.gcl import GclTooLong, PortGcl, port_frames
 from ..network.routing import RoutedStream, Router, route_stream
 from ..network.schedule import MAX_TRIES, Grids, _nowait, _State, departure_range, greedy, place_one
-from ..network.stations import fs_delta_ps, tc_class
+from ..network.stations import byte_grid_ps, byte_tail_ps, byte_window_ns, fs_delta_ps, tc_class
 from ..network.topology import Network, Stream
 from .gates import PortGates
 from .ptp import PtpRoom, reserve, stream_class_problem
@@ -50,16 +58,30 @@ class Refused(Exception):
 
 
 def ring_delta_ps(net: Network, station: str) -> int:
+    """The station's departure grid: its slot period δ, or on the byte clock its byte grid."""
     st = net.stations[station]
     link = net.links_of(station)[0]
+    if st.timing == "bytes":
+        return byte_grid_ps(link.rate)
     return fs_delta_ps(link.rate, st.slot_bytes)
 
 
+def is_bytes(net: Network, station: str) -> bool:
+    return net.stations[station].timing == "bytes"
+
+
 def check_topology(net: Network, cycle_ns: int) -> None:
-    """Every station a slot station whose ring lasts the network cycle; every switch able to hold the cycle."""
+    """Every slot station's ring lasts the network cycle, every byte-clock station's grid divides it; every switch
+    able to hold the cycle."""
     for name, st in net.stations.items():
-        if st.timing != "slots":
-            raise InputError(f"station {name!r}: the CNC plans slot stations only (the byte clock is not implemented)")
+        if st.timing == "bytes":
+            grid = ring_delta_ps(net, name)
+            if cycle_ns * 1000 % grid:
+                raise InputError(
+                    f"station {name!r}: the network's cycle {cycle_ns} ns is not a whole number of its {grid} ps "
+                    "byte grid"
+                )
+            continue
         if st.slot_bytes is None or st.slots is None:
             raise InputError(f"station {name!r}: give slot_bytes and slots (a running daemon cannot change its ring)")
         delta = ring_delta_ps(net, name)
@@ -86,7 +108,7 @@ class Incremental:
         self.grids = Grids(
             delta,
             {},
-            dict.fromkeys(net.stations, 0),
+            {n: byte_tail_ps(net.links_of(n)[0].rate) if is_bytes(net, n) else 0 for n in net.stations},
             {n: sw.gate_granularity_ns * 1000 for n, sw in net.switches.items()},
             {n: net.queueing and net.guard_ps == 0 and sw.max_queue_frames > 0 for n, sw in net.switches.items()},
         )
@@ -110,12 +132,25 @@ class Incremental:
 
     # --- a request's stream, routed and checked ---------------------------------------------------------------------
 
+    def latest_ps(self, s: Stream) -> int:
+        """The latest departure in the period: on the byte clock, the last whose window ends within it (the
+        daemon's windows lie inside the cycle)."""
+        if not is_bytes(self.net, s.talker):
+            return s.period_ns * 1000 - 1
+        return (s.period_ns - byte_window_ns(s.frame_bytes, self.net.links_of(s.talker)[0].rate)) * 1000
+
     def route(self, s: Stream) -> RoutedStream:
         st = self.net.stations[s.talker]
-        assert st.slot_bytes is not None
         size = "talker/traffic-specification/max-frame-size"
-        if s.frame_bytes > st.slot_bytes:
-            raise RequestError(size, f"{s.frame_bytes} bytes do not fit the talker's {st.slot_bytes}-byte slots")
+        if st.timing == "bytes":
+            wire_bytes = s.frame_bytes
+            if s.frame_bytes > DEFAULT_MAX_FRAME:
+                raise RequestError(size, f"{s.frame_bytes} bytes exceed the byte-clock talker's {DEFAULT_MAX_FRAME}")
+        else:
+            assert st.slot_bytes is not None
+            wire_bytes = st.slot_bytes
+            if s.frame_bytes > st.slot_bytes:
+                raise RequestError(size, f"{s.frame_bytes} bytes do not fit the talker's {st.slot_bytes}-byte slots")
         if s.frame_bytes < 64:
             raise RequestError(size, f"{s.frame_bytes} bytes: an Ethernet frame has at least 64")
         ptp_problem = stream_class_problem(self.ptp.get(s.talker), s.traffic_class)
@@ -129,13 +164,14 @@ class Incremental:
                 "number of intervals)",
             )
         delta = self.grids.departure_ps[s.talker]
+        unit = "byte grid" if st.timing == "bytes" else "slots"
         if s.period_ns * 1000 % delta:
-            raise RequestError(where, f"{s.period_ns} ns is not a whole number of the talker's {delta} ps slots")
+            raise RequestError(where, f"{s.period_ns} ns is not a whole number of the talker's {delta} ps {unit}")
         try:
-            r = route_stream(self.net, self.router, s, st.slot_bytes)
+            r = route_stream(self.net, self.router, s, wire_bytes)
         except InputError as exc:
             raise RequestError("listeners", exc.message) from exc
-        self.grids.latest_ps[s.name] = s.period_ns * 1000 - 1
+        self.grids.latest_ps[s.name] = self.latest_ps(s)
         for listener, lat in zip(s.listeners, r.latency_ps, strict=True):
             if lat > s.max_latency_ns * 1000:
                 c = cert.latency(self.net, r, listener, lat, "its shortest route (so on any route)")
@@ -170,7 +206,7 @@ class Incremental:
 
     def add(self, r: RoutedStream, starts: tuple[int, ...]) -> None:
         name = r.stream.name
-        self.grids.latest_ps[name] = r.stream.period_ns * 1000 - 1
+        self.grids.latest_ps[name] = self.latest_ps(r.stream)
         self.state.add(r, starts)
         self.routed[name] = r
         self.starts[name] = starts
@@ -236,6 +272,52 @@ class Incremental:
             for base in range(0, self.cycle_ns * 1000, r.stream.period_ns * 1000):
                 owned.add((a + base) // delta % slots)
         return {c: sorted(v) for c, v in sorted(out.items())}
+
+    def class_windows(self, talker: str) -> dict[str, list[list[int]]]:
+        """A byte-clock talker's classes: per traffic class of its streams (``tcN``), and its PTP class, its windows
+        ``[offset, length]`` ns in the cycle (its daemon's ``ScheduleWindows``), each instance's window merged with
+        those it meets."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        room = self.ptp.get(talker)
+        if room is not None:
+            out[room.cls] = list(room.windows)
+        for name in self.by_talker.get(talker, ()):
+            out.setdefault(tc_class(self.routed[name].stream.traffic_class), []).extend(self.windows_of(name))
+        return {c: [list(w) for w in merge(v)] for c, v in sorted(out.items())}
+
+    def windows_of(self, name: str) -> list[tuple[int, int]]:
+        """A byte-clock stream's windows ``(offset, length)`` ns: one per instance in the cycle."""
+        r, a = self.routed[name], self.starts[name][0]
+        assert a % 1000 == 0
+        n = byte_window_ns(r.stream.frame_bytes, self.net.links_of(r.stream.talker)[0].rate)
+        return [(a // 1000 + b, n) for b in range(0, self.cycle_ns, r.stream.period_ns)]
+
+    def idle_window(self, talker: str, length: int, prefer: list[list[int]], taken: list[list[int]]) -> list[int]:
+        """A window of ``length`` ns for a byte-clock class that lost its last stream (a real-time class keeps one):
+        the first of ``prefer`` (its own) that is free on the talker's link and meets none of ``taken`` (the other
+        classes' windows), else the earliest such gap after a busy stretch; :class:`Refused` when none is."""
+        link = self.net.links_of(talker)[0]
+        nb = link.b if link.a == talker else link.a
+        busy = self.state.occ((talker, nb))
+        grid = self.grids.departure_ps[talker] // 1000
+
+        def free(o: int) -> bool:
+            if o < 0 or o + length > self.cycle_ns or busy.shift_needed(o * 1000, length * 1000):
+                return False
+            return all(o + length <= a or a + n <= o for a, n in taken)
+
+        ends = [0, *(-(-e // 1000 // grid) * grid for e in busy.ends), *(a + n for a, n in taken)]
+        for o in [w[0] for w in prefer] + sorted(-(-e // grid) * grid for e in ends):
+            if free(o):
+                return [o, length]
+        raise Refused(
+            {
+                "kind": "station-ring-full",
+                "proven": True,
+                "reason": f"station {talker}: a class lost its last stream and must keep one {length} ns window, "
+                "but no stretch of its link is free for it",
+            }
+        )
 
     def ring_slots_of(self, name: str) -> list[int]:
         """The ring slots of one stream's instances in the cycle."""

@@ -13,6 +13,14 @@ a re-plan's fresh state — so no stream of the station is ever placed in it; th
 class owning exactly those slots in every ``Schedule`` change (the daemon refuses a change that leaves PTP too
 little room, ``crates/keepon/src/ptproom.rs``); and a stream of the station may not ask for the PTP class
 (``traffic-class``): PTP's frames and a stream's would share the class's slots, and either could take the other's.
+
+A byte-clock station (``timing = "bytes"``) keeps no ring slots: its PTP class gets ``k = ⌈rate × cycle⌉``
+**windows** a cycle instead, as the planner sizes them (:func:`keepon_plan.ptproom.bytes_room`): each one PTP frame
+of its longest length on the wire and one byte more (:func:`~keepon_plan.network.stations.byte_window_ns`, as a
+stream's), spread evenly over the cycle on the station's byte grid (``⌊i·C/k⌋`` rounded down), each followed by the
+minimum frame of free link every byte-clock frame keeps. They are busy windows of the station's link like the slots
+(and the daemon's ``ScheduleWindows`` change gives them to the PTP class every time); the database keeps them as
+``[offset, length]`` ns pairs in the same column.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import InputError
-from ..network.stations import tc_class
+from ..network.stations import byte_grid_ps, byte_tail_ps, byte_window_ns, tc_class
 from ..network.topology import MAX_TRAFFIC_CLASS, Network
-from ..ptproom import note, room_of, slot_problem, spread
+from ..ptpinput import PTP_LONGEST_FRAME, describe
+from ..ptproom import bytes_room, note, room_of, slot_problem, spread
 
 CLASSES = tuple(tc_class(n) for n in range(MAX_TRAFFIC_CLASS + 1))
 """The classes the CNC gives a station's daemon (a stream's traffic class ``n`` is class ``tcN``)."""
@@ -37,6 +46,18 @@ class PtpRoom:
     slots: tuple[int, ...]
     table: dict
     """The station's ``[ptp]`` as written."""
+    windows: tuple[tuple[int, int], ...] = ()
+    """On a byte-clock station (``slots`` empty): the PTP class's windows, ``(offset, length)`` ns in the cycle."""
+
+    def stored(self) -> list:
+        """What the database keeps: the ring slots, or the windows as ``[offset, length]`` pairs."""
+        return [list(w) for w in self.windows] if self.windows else list(self.slots)
+
+    @staticmethod
+    def from_stored(station: str, cls: str, kept: list, table: dict) -> PtpRoom:
+        if kept and isinstance(kept[0], list):
+            return PtpRoom(station, cls, (), table, tuple((o, n) for o, n in kept))
+        return PtpRoom(station, cls, tuple(kept), table)
 
 
 def rooms(net: Network, cycle_ns: int) -> tuple[dict[str, PtpRoom], list[str]]:
@@ -46,6 +67,16 @@ def rooms(net: Network, cycle_ns: int) -> tuple[dict[str, PtpRoom], list[str]]:
     said: list[str] = []
     for name, st in sorted(net.stations.items()):
         if st.ptp is None:
+            continue
+        if st.timing == "bytes":
+            room = bytes_windows(net, name, cycle_ns)
+            out[name] = room
+            k, length = len(room.windows), room.windows[0][1]
+            said.append(
+                f"station {name}: ptp: class {room.cls!r} keeps {k} window{'s' * (k != 1)} of {length} ns a cycle "
+                f"(one {PTP_LONGEST_FRAME} B PTP frame each) that no stream takes ({describe(st.ptp)}): "
+                f"{[list(w) for w in room.windows]} ns"
+            )
             continue
         assert st.slot_bytes is not None and st.slots is not None
         problem = slot_problem(st.slot_bytes)
@@ -62,6 +93,26 @@ def rooms(net: Network, cycle_ns: int) -> tuple[dict[str, PtpRoom], list[str]]:
         out[name] = PtpRoom(name, r.name, tuple(sorted(chosen)), dict(st.ptp.table))
         said.append(f"station {name}: {note(r, 'that no stream takes')}: ring slots {sorted(chosen)}")
     return out, said
+
+
+def bytes_windows(net: Network, name: str, cycle_ns: int) -> PtpRoom:
+    """A byte-clock station's PTP room: ``k`` windows spread over the cycle, or :class:`InputError` naming the
+    station when they leave no room between them."""
+    st = net.stations[name]
+    assert st.ptp is not None
+    rate = net.links_of(name)[0].rate
+    k, _wire = bytes_room(st.ptp, cycle_ns, rate)
+    length = byte_window_ns(PTP_LONGEST_FRAME, rate)
+    grid = byte_grid_ps(rate) // 1000
+    busy = length + -(-byte_tail_ps(rate) // 1000)
+    if k * (busy + grid) > cycle_ns:
+        raise InputError(
+            f"station {name!r}: ptp: PTP needs {k} windows of {length} ns (and {busy - length} ns of free link after "
+            f"each) in the {cycle_ns} ns cycle ({describe(st.ptp)}), which leaves no room for a stream: lengthen the "
+            "PTP intervals (ptp.log_sync_interval, …)"
+        )
+    offsets = [i * cycle_ns // k // grid * grid for i in range(k)]
+    return PtpRoom(name, st.ptp.cls, (), dict(st.ptp.table), tuple((o, length) for o in offsets))
 
 
 def check_stored(net: Network, stored: dict[str, PtpRoom]) -> None:
@@ -86,6 +137,8 @@ def reserve(state, net: Network, room: PtpRoom, delta_ps: int) -> None:
     busy = state.occ((room.station, nb))
     for s in room.slots:
         busy.add(s * delta_ps, delta_ps, owner(room.station))
+    for offset, length in room.windows:  # a byte-clock station's: the window and the free link after it
+        busy.add(offset * 1000, length * 1000 + byte_tail_ps(link.rate), owner(room.station))
 
 
 def owner(station: str) -> str:
@@ -97,7 +150,8 @@ def stream_class_problem(room: PtpRoom | None, traffic_class: int) -> str | None
     """Why a stream of ``room``'s station may not have ``traffic_class``, or ``None``."""
     if room is None or tc_class(traffic_class) != room.cls:
         return None
+    kept = f"windows {[list(w) for w in room.windows]} ns" if room.windows else f"ring slots {list(room.slots)}"
     return (
-        f"{traffic_class}: class {room.cls} of station {room.station} carries its PTP messages (ring slots "
-        f"{list(room.slots)}): choose another traffic class"
+        f"{traffic_class}: class {room.cls} of station {room.station} carries its PTP messages ({kept}): choose "
+        "another traffic class"
     )

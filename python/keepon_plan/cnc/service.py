@@ -235,6 +235,29 @@ class Cnc:
         out.update(new)
         return dict(sorted(out.items()))
 
+    def _station_windows(self, talker: str, had: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        """A byte-clock talker's classes and their windows after a change: its streams' windows; a class whose last
+        stream left keeps one window of a minimum frame, idle (a real-time class keeps one), where it was if that is
+        still free (:meth:`~.incremental.Incremental.idle_window`)."""
+        from ..bytes import min_window
+
+        new = self.inc.class_windows(talker)
+        taken = [w for ws in new.values() for w in ws]
+        length = min_window(self.net.links_of(talker)[0].rate)
+        out: dict[str, list[list[int]]] = {}
+        for c, windows in sorted(had.items()):
+            if c not in new:
+                out[c] = [self.inc.idle_window(talker, length, windows, taken)]
+                taken.append(out[c][0])
+        out.update(new)
+        return dict(sorted(out.items()))
+
+    def _station_config(self, talker: str, prev: dict) -> dict:
+        """A station's new configuration: ``{"classes": ring slots}`` or, on the byte clock, ``{"windows": …}``."""
+        if self.net.stations[talker].timing == "bytes":
+            return {"windows": self._station_windows(talker, prev.get("windows", {}))}
+        return {"classes": self._station_classes(talker, prev.get("classes", {}))}
+
     def _configs(
         self, talkers: set[str], ports: set[tuple[str, str]], lists=None
     ) -> list[tuple[str, str, dict, dict | None]]:
@@ -242,8 +265,9 @@ class Cnc:
         gate lists when they are known already."""
         out = []
         for t in sorted(talkers):
-            prev = self.devices.get(t, ("station", {"classes": {}}))[1]
-            out.append((t, "station", {"classes": self._station_classes(t, prev["classes"])}, prev))
+            empty = {"windows": {}} if self.net.stations[t].timing == "bytes" else {"classes": {}}
+            prev = self.devices.get(t, ("station", empty))[1]
+            out.append((t, "station", self._station_config(t, prev), prev))
         if lists is None:
             lists = self.inc.port_lists(ports)
         for sw in sorted({p[0] for p in ports}):
@@ -372,7 +396,11 @@ class Cnc:
             "keepon-cnc:talker": r.stream.talker,
             "keepon-cnc:routes": [list(p) for p in r.paths],
             "keepon-cnc:departure-ps": str(starts[0]),
-            "keepon-cnc:ring-slots": self.inc.ring_slots_of(sid),
+            **(
+                {"keepon-cnc:windows-ns": [list(w) for w in self.inc.windows_of(sid)]}
+                if self.net.stations[r.stream.talker].timing == "bytes"
+                else {"keepon-cnc:ring-slots": self.inc.ring_slots_of(sid)}
+            ),
             "keepon-cnc:request": join.document(),
         }
         if row is not None and row[4] is not None:

@@ -7,13 +7,15 @@ transaction)::
     streams(name, talker, request, starts,  a stream's request (a JSON row: Join.row), its hop starts (ps, JSON) and its
             state, change_id)               state: joining | in-force | leaving (joining/leaving: a change in flight)
     devices(name, kind, config)             the configuration in force on each device (JSON: a switch's gate lists
-                                            per port, a station's ring slots per class)
+                                            per port, a station's ring slots per class, or a byte-clock
+                                            station's windows per class)
     changes(id, kind, stream, base_time,    join | leave | replan of a stream, at one base time (TAI ns), pending →
             state, moved)                   in-force or rolled-back; v2: moved = {stream: old hop starts} of a re-plan
     device_changes(change_id, device, kind, per device of a change: its new configuration, the one before it (v2),
                    config, previous, state) and pending | applied
     ptp(station, class, slots, config)      v3: a station's PTP room (:mod:`.ptp`): its PTP class, the ring slots
-                                            it keeps (JSON), its [ptp] table (JSON); written with the topology
+                                            it keeps (JSON; a byte-clock station's windows, [offset, length] ns
+                                            pairs), its [ptp] table (JSON); written with the topology
 
 Every step of a change is one transaction, so a CNC killed anywhere finds, per device, whether the change reached
 it; :mod:`.service` finishes or rolls back what it finds pending. The file is in WAL mode, checkpointed off the
@@ -150,13 +152,13 @@ class Store:
             if ptp:  # (a test's database made at an older version has no table for it, and no PTP)
                 self.db.executemany(
                     "INSERT OR IGNORE INTO ptp VALUES (?, ?, ?, ?)",
-                    [(r.station, r.cls, json.dumps(list(r.slots)), json.dumps(r.table)) for r in ptp],
+                    [(r.station, r.cls, json.dumps(r.stored()), json.dumps(r.table)) for r in ptp],
                 )
 
     def ptp(self) -> dict[str, PtpRoom]:
         """Every station's PTP room."""
         rows = self.db.execute("SELECT station, class, slots, config FROM ptp ORDER BY station")
-        return {st: PtpRoom(st, cls, tuple(json.loads(slots)), json.loads(cfg)) for st, cls, slots, cfg in rows}
+        return {st: PtpRoom.from_stored(st, cls, json.loads(kept), json.loads(cfg)) for st, cls, kept, cfg in rows}
 
     # --- streams and devices --------------------------------------------------------------------------------------
 

@@ -43,13 +43,26 @@ class StationRing:
 
     def tail_ps(self) -> int:
         """Free link after each frame on the talker's own link (byte clock: a minimum frame's wire time)."""
-        return 84 * 8 * 10**12 // self.rate if self.timing == "bytes" else 0
+        return byte_tail_ps(self.rate) if self.timing == "bytes" else 0
 
     def latest_ps(self, s: Stream, period_ps: int) -> int:
         """The latest departure in the period whose window does not cross the talker's cycle end."""
         if self.timing != "bytes":
             return period_ps - 1
         return period_ps - -(-(max(s.frame_bytes, 64) + 20) * 8 * 10**12 // self.rate // 1000) * 1000
+
+
+def byte_tail_ps(rate: int) -> int:
+    """Free link a byte-clock talker keeps after each of its frames on its own link: a minimum frame's wire time."""
+    return 84 * 8 * 10**12 // rate
+
+
+def byte_window_ns(frame_bytes: int, rate: int) -> int:
+    """A byte-clock frame's window in its class, whole ns: its wire time and one byte more (:func:`byte_windows`)."""
+    from ..bytes import byte_time, wire_time
+    from ..units import ceil_frac
+
+    return ceil_frac(wire_time(frame_bytes, rate) + byte_time(rate))
 
 
 def tc_class(tc: int) -> str:
@@ -214,8 +227,8 @@ def runtime_configs(
 
 def byte_windows(ring: StationRing, departures: dict[str, int]):
     """The byte-clock plan of a talker: its cycle, per class its frames' merged windows, per flow its txtimes."""
-    from ..bytes import DEFAULT_MAX_FRAME, BytesPlan, byte_time, merge, wire_time
-    from ..units import ceil_frac, lcm_all
+    from ..bytes import DEFAULT_MAX_FRAME, BytesPlan, merge
+    from ..units import lcm_all
 
     fs = ring.flowset
     cycle = lcm_all([f.period for f in fs.flows])
@@ -230,7 +243,7 @@ def byte_windows(ring: StationRing, departures: dict[str, int]):
         # talker's byte grid drifts against network time with its oscillator, so a window exactly as long as the
         # frame admits it only while the grid happens to sit on the window (docs/byte-clock.md; the station's
         # post check). The 84 B kept free after every frame on the talker's link holds that byte.
-        w = ceil_frac(wire_time(f.frame_bytes, fs.rate) + byte_time(fs.rate))
+        w = byte_window_ns(f.frame_bytes, fs.rate)
         per_class[fs.classes.index(f.cls)].extend((t, w) for t in row)
     windows = tuple(tuple(merge(ws)) for ws in per_class)
     grid = ring.slot_ps // 1000
