@@ -161,9 +161,10 @@ pub struct ByteStation<B> {
     deviation: Alignment,
     /// A change of windows waiting for its switch ([`ByteStation::change_windows`]), and the last one done.
     changes: change::Changes,
-    /// EPHC intervals the wire lost to its latest underruns (idle, or posted and then moved later): a frame
-    /// due in one is rejected `underrun`, not `late`.
-    lost: VecDeque<(Tai, Tai)>,
+    /// EPHC intervals the wire passed over without sending in them, and why: its latest underruns (idle, or
+    /// posted and then moved later: `underrun`) and forward clock steps (`clock-step`). A frame due in one is
+    /// rejected for that reason, not `late`.
+    lost: VecDeque<(Tai, Tai, Reason)>,
 }
 
 impl<B: AsRef<[u8]>> ByteStation<B> {
@@ -312,11 +313,18 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
     }
 
     /// Apply a synchronisation adjustment from the next byte not yet posted on: posted descriptors keep their
-    /// times; frames still waiting are placed by the adjusted clock (a step that moves one out of its window
-    /// rejects it `clock-step` when it comes up).
+    /// times; frames still waiting are placed by the adjusted clock. A frame due in the time a forward step skipped
+    /// is rejected `clock-step` when it comes up (or at admission); one the step leaves no byte inside its window
+    /// for, `not-owned`.
     pub fn adjust_clock(&mut self, adj: ClockAdjust) -> Result<(), EphcError> {
+        let before = self.ephc.time_of(self.next_pos());
         let applied = self.ephc.apply(adj, self.next_pos());
         self.clock_moved();
+        // A step forward skips the time between: frames due in it are `clock-step`.
+        let after = self.ephc.time_of(self.next_pos());
+        if matches!(adj, ClockAdjust::Step(_)) && after > before {
+            self.lose(before, after, Reason::ClockStep);
+        }
         applied
     }
 
@@ -328,13 +336,19 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
         self.cursor = self.ephc.exact(self.next_pos());
     }
 
-    /// Why a frame due at `t` can no longer go: the wire passed it, in an underrun's lost time or not.
+    /// Why a frame due at `t` can no longer go: the wire passed it, in an underrun's lost time, over a clock step,
+    /// or neither (`late`).
     fn passed(&self, t: Tai) -> Reason {
-        if self.lost.iter().any(|&(from, to)| from <= t && t < to) {
-            Reason::Underrun
-        } else {
-            Reason::Late
+        let lost = self.lost.iter().rev().find(|&&(from, to, _)| from <= t && t < to);
+        lost.map_or(Reason::Late, |&(_, _, why)| why)
+    }
+
+    /// Remember that the wire passed over `[from, to)` for `why` ([`ByteStation::passed`]).
+    fn lose(&mut self, from: Tai, to: Tai, why: Reason) {
+        if self.lost.len() == crate::wire::LOST_KEPT {
+            self.lost.pop_front();
         }
+        self.lost.push_back((from, to, why));
     }
 
     fn reject(&mut self, id: FrameId, class: ClassId, why: Reason) {
@@ -415,10 +429,7 @@ impl<B: AsRef<[u8]>> ByteStation<B> {
             // From where descriptor `at` was to start to where the wire now resumes posting.
             let lost_from = self.ephc.time_of(pos);
             let lost_to = Tai(self.ephc.time_of(self.next_pos()).0.saturating_add(moved));
-            if self.lost.len() == 8 {
-                self.lost.pop_front();
-            }
-            self.lost.push_back((lost_from, lost_to));
+            self.lose(lost_from, lost_to, Reason::Underrun);
         }
         if moved != 0 {
             self.track.update_tags_from(at, |t| *t = Tai(t.0.saturating_add(moved)));

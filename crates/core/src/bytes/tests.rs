@@ -3,6 +3,7 @@ use alloc::vec::Vec;
 
 use super::windows::{ClassWindows, Rat, Window, Windows};
 use super::{ByteConfig, ByteConfigError, ByteStation};
+use crate::ephc::ClockAdjust;
 use crate::isolation::ClassId;
 use crate::outcome::{Frame, FrameId, Outcome, Reason};
 use crate::ring::SlotKind;
@@ -419,6 +420,30 @@ fn frames_due_while_the_link_was_idle_are_underruns() {
     // A passed time the stall did not cover is still `late`.
     assert_eq!(st.submit(frame(4, 0, Some(T0 + Nanos::from_us(100)), 100), now), Err(Reason::Late));
     assert_eq!(st.in_flight(), 1, "frame 2 (due after the stall) waits for its byte");
+}
+
+/// A clock step forward skips time: a waiting frame due in the skipped time is rejected `clock-step` when its turn
+/// comes (and a new one at admission), not `late`; a frame due after the step still goes.
+#[test]
+fn frames_due_in_time_a_clock_step_skipped_are_clock_steps() {
+    let rate = LinkRate::from_mbps(1000).unwrap();
+    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
+    let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
+    let first = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
+    assert!(!first.post.is_empty());
+    assert_eq!(st.submit(frame(1, 0, Some(T0 + Nanos::from_ms(1)), 100), T0), Ok(()));
+    assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_ms(5)), 100), T0), Ok(()));
+    // PTP steps the clock 2 ms forward: the wire's next byte is now 2 ms later on network time.
+    st.adjust_clock(ClockAdjust::Step(Nanos::from_ms(2))).unwrap();
+    let posted = st.ring().posted();
+    let _ = st.poll(Observation { consumed: posted / 2, now: T0 + Nanos::from_us(100), gaps: &[] }).unwrap();
+    let reasons: Vec<_> = st.drain_outcomes().map(|o| (o.id.0, o.result.err())).collect();
+    assert_eq!(reasons, [(1, Some(Reason::ClockStep))]);
+    assert_eq!(
+        st.submit(frame(3, 0, Some(T0 + Nanos::from_us(1_500)), 100), T0 + Nanos::from_us(100)),
+        Err(Reason::ClockStep)
+    );
+    assert_eq!(st.in_flight(), 1, "frame 2 (due after the step) waits for its byte");
 }
 
 /// A live change of windows: frames due before the switch follow the old windows, frames due after it the new

@@ -454,7 +454,7 @@ impl<B: AsRef<[u8]>> Station<B> {
         }
         if self.after_underrun && j > self.j_end && self.j_end > 0 {
             // The schedule slots the idle wire passed over: frames for them get `underrun`, not `late`.
-            if self.gaps.len() == 64 {
+            if self.gaps.len() == crate::wire::LOST_KEPT {
                 self.gaps.pop_front();
             }
             self.gaps.push_back(self.j_end..j);

@@ -12,6 +12,11 @@ pub(crate) mod track;
 
 use crate::time::{SlotPeriod, Tai};
 
+/// How many of its latest underruns a station remembers the lost time of (the slot station as schedule slots, the
+/// byte clock as EPHC intervals), so that a frame due in one is rejected `underrun`, not `late`. A host stalled on a
+/// host-paced link reports several gaps a poll; the frames waiting behind them are judged when the wire reaches them.
+pub(crate) const LOST_KEPT: usize = 64;
+
 /// The link comes up at host time `t`: the EPHC is anchored there, moved later by less than a byte time so that its
 /// byte boundaries meet the schedule's (`origin + m·byte`). The EPHC of a station without synchronisation is its own
 /// clock, anchored to the host's at start; this keeps frames and slots due on the schedule's byte grid exactly on
