@@ -396,11 +396,9 @@ fn a_place_found_ahead_is_where_the_frame_leaves() {
     }
 }
 
-/// A host stall longer than the lead drains the ring: the wire goes idle and restarts later. Frames due in the
-/// time the wire lost are rejected `underrun` (waiting ones when their turn comes, new ones at admission), not
-/// `late`; a frame due after it still goes.
-#[test]
-fn frames_due_while_the_link_was_idle_are_underruns() {
+/// A 1 Gb/s byte clock whose one class has the whole cycle, up at `T0`, with frame 1 waiting for `T0` + 1 ms and
+/// frame 2 for `T0` + 5 ms.
+fn two_waiting() -> ByteStation<Vec<u8>> {
     let rate = LinkRate::from_mbps(1000).unwrap();
     let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
     let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
@@ -408,6 +406,15 @@ fn frames_due_while_the_link_was_idle_are_underruns() {
     assert!(!first.post.is_empty());
     assert_eq!(st.submit(frame(1, 0, Some(T0 + Nanos::from_ms(1)), 100), T0), Ok(()));
     assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_ms(5)), 100), T0), Ok(()));
+    st
+}
+
+/// A host stall longer than the lead drains the ring: the wire goes idle and restarts later. Frames due in the
+/// time the wire lost are rejected `underrun` (waiting ones when their turn comes, new ones at admission), not
+/// `late`; a frame due after it still goes.
+#[test]
+fn frames_due_while_the_link_was_idle_are_underruns() {
+    let mut st = two_waiting();
     // 2 ms later the NIC has sent all it had (the 200 µs posted): idle since.
     let now = T0 + Nanos::from_ms(2);
     let posted = st.ring().posted();
@@ -426,13 +433,7 @@ fn frames_due_while_the_link_was_idle_are_underruns() {
 /// comes (and a new one at admission), not `late`; a frame due after the step still goes.
 #[test]
 fn frames_due_in_time_a_clock_step_skipped_are_clock_steps() {
-    let rate = LinkRate::from_mbps(1000).unwrap();
-    let windows = Windows::new(T0, Nanos::from_us(100), &classes(&[(0, 100_000)]), rate).unwrap();
-    let mut st = ByteStation::new(config(1000, windows), T0).unwrap();
-    let first = st.poll(Observation { consumed: 0, now: T0, gaps: &[] }).unwrap();
-    assert!(!first.post.is_empty());
-    assert_eq!(st.submit(frame(1, 0, Some(T0 + Nanos::from_ms(1)), 100), T0), Ok(()));
-    assert_eq!(st.submit(frame(2, 0, Some(T0 + Nanos::from_ms(5)), 100), T0), Ok(()));
+    let mut st = two_waiting();
     // PTP steps the clock 2 ms forward: the wire's next byte is now 2 ms later on network time.
     st.adjust_clock(ClockAdjust::Step(Nanos::from_ms(2))).unwrap();
     let posted = st.ring().posted();
